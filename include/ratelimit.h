@@ -1,0 +1,464 @@
+/*
+ * libratelimit: an embeddable, two-tier, distributed rate limiter.
+ *
+ * This header is the specification of the stable C ABI. Every public symbol
+ * has a doc block saying what it does, its thread-safety, who owns what, and
+ * every error it returns.
+ *
+ * Conventions
+ * - Functions return an int: >= 0 on success, a negative RL_E* code on error.
+ *   rl_check returns RL_ALLOW (1), RL_DENY (0) or an error: always compare
+ *   with RL_ALLOW, so an error is never mistaken for an allow.
+ * - Structs that cross the ABI start with a `size` field set by their _init
+ *   function. Fields are only ever appended. A struct whose size is larger than
+ *   this library knows is accepted only if the unknown tail is all zero bytes
+ *   (RL_ESIZE otherwise); a smaller one than this version's is RL_ESIZE.
+ * - Enum-valued fields are int32_t. No varargs, no macro-only features: every
+ *   function is callable through an FFI (ctypes, cffi, Rust, cgo).
+ * - Nothing a caller passes is kept by pointer: options are copied.
+ *
+ * ABI: releases with the same RL_VERSION_MAJOR are ABI-compatible (the shared
+ * library's SOVERSION is the major version).
+ */
+#ifndef RATELIMIT_H
+#define RATELIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RL_STATIC)
+#define RL_EXTERN
+#elif defined(__GNUC__) || defined(__clang__)
+#define RL_EXTERN __attribute__((visibility("default")))
+#else
+#define RL_EXTERN
+#endif
+
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 1
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_HEX \
+    ((RL_VERSION_MAJOR << 16) | (RL_VERSION_MINOR << 8) | RL_VERSION_PATCH)
+
+/* Keys are 1..RL_MAX_KEY_LEN bytes, binary-safe (NUL bytes allowed). */
+#define RL_MAX_KEY_LEN 512
+/* A limit name is 1..RL_NAME_MAX-1 bytes of [A-Za-z0-9_.:-], NUL-terminated. */
+#define RL_NAME_MAX 64
+/* Most limits one instance can hold (rl_config_t.max_limits caps it lower). */
+#define RL_MAX_LIMITS 4096
+
+/* rl_check / rl_check_multi verdicts. */
+#define RL_DENY 0
+#define RL_ALLOW 1
+
+/*
+ * Error codes: never renumbered; new ones are appended. The same table
+ * generates rl_strerror() and rl_err_name().
+ */
+#define RL_ERRNO_MAP(XX)                                                          \
+    XX(EINVAL, -1, "invalid argument: a required pointer is NULL")                \
+    XX(ENOMEM, -2, "out of memory")                                               \
+    XX(ENOTFOUND, -3, "no such limit: unknown or removed id, or unknown name")    \
+    XX(ERANGE, -4, "value outside the accepted range")                            \
+    XX(ESIZE, -5, "struct size unknown to this library, or unknown tail not zero") \
+    XX(EKEYLEN, -6, "key length is 0 or larger than RL_MAX_KEY_LEN")              \
+    XX(ESPEC, -7, "malformed limit spec")                                         \
+    XX(EEXIST, -8, "a limit with that name already exists")                       \
+    XX(ELIMITS, -9, "no room for another limit (max_limits reached)")             \
+    XX(ECOST, -10, "cost exceeds the limit's burst: it can never be admitted")    \
+    XX(EFORKED, -11, "instance inherited across fork(): unusable in the child")   \
+    XX(ENOTSUP, -12, "not supported by this build or instance")                   \
+    XX(ENAME, -13, "limit name empty, too long, or with a byte outside [A-Za-z0-9_.:-]") \
+    XX(EMODE, -14, "unknown mode or on_failure value")
+
+enum {
+#define RL__ERRNO_ENUM(name, value, msg) RL_##name = (value),
+    RL_ERRNO_MAP(RL__ERRNO_ENUM)
+#undef RL__ERRNO_ENUM
+};
+
+/* An instance: opaque. */
+typedef struct rl rl_t;
+
+/* rl_limit_t.mode: where a limit's decisions come from. */
+enum {
+    /* Shared across every node through Redis (local-only instances: local). */
+    RL_MODE_GLOBAL = 0,
+    /* Per node, never synced. */
+    RL_MODE_LOCAL = 1,
+    /* One atomic Redis round trip per check (local-only instances: local). */
+    RL_MODE_EXACT = 2,
+    /* Local pre-filter, Redis confirms near the limit (local-only: local). */
+    RL_MODE_TIERED = 3
+};
+
+/* rl_limit_t.on_failure: what a limit does when it cannot decide normally
+ * (Redis degraded, or no table slot for a new key). */
+enum {
+    /* Enforce a pessimistic share locally (degraded_rate). The default. */
+    RL_FAIL_LOCAL = 0,
+    /* Allow, flagged RL_FLAG_DEGRADED. */
+    RL_FAIL_OPEN = 1,
+    /* Deny, with retry_after_ms until the next recovery attempt. */
+    RL_FAIL_CLOSED = 2
+};
+
+/* rl_decision_t.flags */
+#define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
+#define RL_FLAG_EXACT 0x02u    /* decided by the authoritative Redis bucket */
+#define RL_FLAG_HOT 0x04u      /* the key is one of the instance's hot keys */
+#define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
+#define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
+#define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
+
+/* Log levels for rl_config_t.log. */
+enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 };
+
+/* Clock sources, passed to a user clock hook so a test clock can model both. */
+enum {
+    RL_CLOCK_PRECISE = 0, /* CLOCK_MONOTONIC: about 30 ns through the vDSO */
+    RL_CLOCK_COARSE = 1   /* CLOCK_MONOTONIC_COARSE: about 7 ns, ticks every few ms */
+};
+
+/*
+ * Memory hooks, per instance. `alloc` returns memory aligned to `align` (a
+ * power of two, at most 64) or NULL; `free` gets back the same pointer, size
+ * and align. The library never uses process-global hooks, nor sets those of
+ * libuv or hiredis. Called from the thread that calls rl_open, rl_limit_*,
+ * rl_close, and (later) the sync thread; never from rl_check. The hooks and
+ * `opaque` must outlive the instance.
+ */
+typedef struct rl_allocator {
+    void *(*alloc)(void *opaque, size_t size, size_t align);
+    void (*free)(void *opaque, void *ptr, size_t size, size_t align);
+    void *opaque;
+} rl_allocator_t;
+
+/*
+ * Clock hook: monotonic nanoseconds from an arbitrary origin. `source` says
+ * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
+ * clock may ignore it. Called from any thread that calls rl_check (and from
+ * the sync thread), concurrently: it must be thread-safe and must not call
+ * back into the library. Values that go backwards are clamped (time never
+ * runs backwards for the instance). The hook must outlive the instance.
+ */
+typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
+
+/*
+ * Log hook: one line, no trailing newline. Called from the thread where the
+ * event happens (the sync thread for Redis events), never once per request,
+ * never while the library holds a lock the caller could need. Do not call
+ * back into the library from it. Must outlive the instance.
+ */
+typedef void (*rl_log_fn)(void *ud, int32_t level, const char *msg);
+
+/* Instance options. Initialise with rl_config_init, then set what you need. */
+typedef struct rl_config {
+    size_t size;               /* set by rl_config_init */
+    const char *redis_url;     /* NULL: local-only (a complete single-node limiter) */
+    const char *node_id;       /* fleet-unique node name; NULL: host name */
+    uint32_t sync_interval_ms; /* global tier round, 50..200; default 100 */
+    uint32_t max_keys;         /* table capacity in keys, 16..2^28; default 65536 */
+    uint32_t expected_nodes;   /* pre-sync share divisor, >= 1; default 1 */
+    uint64_t key_ttl_ms;       /* a full, idle synced key keeps its slot this long
+                                  before reclaim; default 60000 */
+    rl_log_fn log;             /* NULL: no logging */
+    void *log_ud;
+    rl_allocator_t allocator;  /* all NULL: malloc-based */
+    rl_clock_fn clock;         /* NULL: the built-in vDSO clocks */
+    void *clock_ud;
+    /* --- appended fields --- */
+    uint32_t max_limits;          /* 1..RL_MAX_LIMITS; default 256 */
+    uint32_t reserved0;           /* must be zero */
+    uint64_t clock_coarse_tick_ns; /* tick of the coarse source; 0: measured
+                                      (clock_getres), or 4 ms with a user clock */
+    const void *key_secret;       /* >= 16 bytes shared by the fleet, keys the
+                                     key hash; NULL: random (local-only) */
+    size_t key_secret_len;
+} rl_config_t;
+
+/* A limit's rate: `count` tokens per `period_ms` milliseconds, stored exactly. */
+typedef struct rl_rate {
+    uint64_t count;
+    uint64_t period_ms;
+} rl_rate_t;
+
+/*
+ * A limit. Initialise with rl_limit_init (or rl_limit_parse), then set fields.
+ * Accepted ranges (RL_ERANGE otherwise):
+ * - rate: count >= 1, 1 ms <= period_ms <= 30 days, and the emission interval
+ *   period/count between 10 ns (100M/s) and 30 days.
+ * - burst: 1..10^9; 0 means "count" (one period's worth). The time to refill
+ *   a whole burst, burst * period / count, must be at most 4 years.
+ * - degraded_rate: {0, 0} means rate / expected_nodes; else as rate.
+ */
+typedef struct rl_limit {
+    size_t size;             /* set by rl_limit_init */
+    char name[RL_NAME_MAX];  /* NUL-terminated, [A-Za-z0-9_.:-], unique per instance */
+    rl_rate_t rate;
+    uint64_t burst;
+    int32_t mode;            /* RL_MODE_*; default RL_MODE_GLOBAL */
+    int32_t on_failure;      /* RL_FAIL_*; default RL_FAIL_LOCAL */
+    rl_rate_t degraded_rate;
+    int32_t shadow;          /* non-zero: decide and count, never deny */
+    uint32_t max_keys;       /* cap on this limit's table slots; 0: no own cap */
+} rl_limit_t;
+
+/* One element of an rl_check_multi batch. */
+typedef struct rl_request {
+    size_t size;          /* set by rl_request_init */
+    int32_t limit;        /* a limit id */
+    const void *key;
+    size_t key_len;
+    uint32_t cost;
+} rl_request_t;
+
+/* The answer to one check, written by the library into caller-owned memory. */
+typedef struct rl_decision {
+    size_t size;             /* set by the caller (rl_decision_init) */
+    int32_t allowed;         /* RL_ALLOW or RL_DENY (shadow limits: RL_ALLOW) */
+    uint64_t limit;          /* the limit's rate count per window */
+    uint64_t remaining;      /* whole tokens left after this decision */
+    uint64_t reset_ms;       /* until the bucket is full again */
+    uint64_t retry_after_ms; /* until this cost could be admitted; 0 if allowed */
+    uint32_t flags;          /* RL_FLAG_* */
+    /* --- appended fields --- */
+    uint64_t window_ms;      /* the rate's period */
+    uint64_t burst;          /* the bucket's capacity in tokens */
+    const char *policy;      /* the limit's name: points into the instance,
+                                valid until that limit is removed or rl_close */
+} rl_decision_t;
+
+/*
+ * Instance-wide counters, read with rl_stats. Versioned by size: fields are
+ * only appended.
+ */
+typedef struct rl_stats {
+    size_t size;            /* set by the caller (rl_stats_init) */
+    uint64_t admitted;      /* checks answered RL_ALLOW (shadow included) */
+    uint64_t denied;        /* checks answered RL_DENY */
+    uint64_t shadow_denied; /* shadow checks that would have denied */
+    uint64_t noslot;        /* checks with no table slot (on_failure applied) */
+    uint64_t degraded;      /* checks decided by an on_failure policy */
+    uint64_t keys_live;     /* keys holding a table slot now */
+    uint64_t keys_capacity; /* max_keys */
+    uint64_t reclaimed;     /* slots reclaimed since rl_open */
+    uint64_t table_slots;   /* slots allocated (max_keys plus headroom) */
+    uint64_t table_bytes;   /* bytes allocated for the key table */
+    uint32_t limits;        /* limits defined now */
+    uint32_t reserved0;
+} rl_stats_t;
+
+/* Per-limit counters, read with rl_limit_stats. Versioned by size. */
+typedef struct rl_limit_stats {
+    size_t size; /* set by the caller (rl_limit_stats_init) */
+    uint64_t admitted;
+    uint64_t denied;
+    uint64_t shadow_denied;
+    uint64_t noslot;
+    uint64_t degraded;
+    uint64_t keys_live; /* this limit's table slots now */
+} rl_limit_stats_t;
+
+/* ---------------------------------------------------------------- instance */
+
+/* Fill *cfg with defaults and set cfg->size. Thread-safe; NULL is a no-op. */
+RL_EXTERN void rl_config_init(rl_config_t *cfg);
+
+/*
+ * Create an instance. cfg NULL (or cfg->redis_url NULL) gives a local-only
+ * instance: a complete single-node limiter. The key table and everything the
+ * check path uses is allocated here, once; rl_check never allocates. The
+ * config is copied: its strings may be freed after return.
+ * Thread-safe: instances are independent; the library has no global state.
+ * Errors (*out is set to NULL on every error):
+ *   RL_EINVAL  out is NULL
+ *   RL_ESIZE   cfg->size unknown, or a non-zero unknown tail
+ *   RL_ERANGE  a field out of range (sync_interval_ms, max_keys,
+ *              expected_nodes, max_limits, key_secret shorter than 16 bytes,
+ *              only one of allocator.alloc/free set, reserved0 non-zero)
+ *   RL_ENOTSUP redis_url set, and this build has no global tier yet
+ *   RL_ENOMEM  an allocation failed (nothing is leaked)
+ */
+RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
+
+/*
+ * Destroy an instance and free everything it allocated. NULL is a no-op.
+ * No other call on the same instance may run concurrently with or after it
+ * (a check racing rl_close is undefined behaviour). In a child after fork(),
+ * rl_close frees only what the parent's copy owns, safely.
+ */
+RL_EXTERN void rl_close(rl_t *rl);
+
+/* ------------------------------------------------------------------ limits */
+
+/* Fill *lim with defaults and set lim->size. Thread-safe; NULL is a no-op. */
+RL_EXTERN void rl_limit_init(rl_limit_t *lim);
+
+/*
+ * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
+ * space-separated word=value pairs, each at most once:
+ *   name=api rate=100/s burst=200 mode=local on_failure=local
+ *   degraded_rate=20/s shadow=0 max_keys=100000
+ * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
+ * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
+ * ("5/10s"); they are stored exactly as count per period. name and rate are
+ * required. mode: global local exact tiered. on_failure: local open closed.
+ * shadow: 0 1 true false. Numbers are decimal integers without sign.
+ * On error, *out is unspecified and `err` (when errlen > 0) receives a
+ * NUL-terminated message that names the offending word.
+ * Thread-safe (no shared state).
+ * Errors: RL_EINVAL (out or spec NULL), RL_ESPEC (syntax: unknown word,
+ * duplicate, missing '=', missing name or rate, malformed number or unit),
+ * RL_ERANGE (zero, negative, non-finite or too large values), RL_ENAME,
+ * RL_EMODE.
+ */
+RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen);
+
+/*
+ * Add a limit; returns its id (>= 0). Ids are never reused for a different
+ * limit while the instance lives (an id carries a generation), so a stale id
+ * answers RL_ENOTFOUND. Thread-safe against every other call, checks included.
+ * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
+ * RL_ELIMITS, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
+
+/*
+ * Replace a limit's parameters in place; every key keeps its bucket state
+ * (tokens consumed so far). The name must stay the same. Checks running
+ * concurrently see either the old or the new parameters, never a mix.
+ * Errors: those of rl_limit_add, plus RL_ENOTFOUND; RL_ENAME if the name
+ * differs.
+ */
+RL_EXTERN int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim);
+
+/*
+ * Remove a limit and free its table slots. Its id becomes RL_ENOTFOUND for
+ * every later call. Checks racing the removal may still be answered from the
+ * old limit. Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_remove(rl_t *rl, int id);
+
+/*
+ * The id of the limit with this name, or RL_ENOTFOUND. Thread-safe.
+ * Errors: RL_EINVAL (rl or name NULL), RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_find(rl_t *rl, const char *name);
+
+/*
+ * Copy a limit's current parameters into *out (out->size must be set, e.g.
+ * by rl_limit_init). Errors: RL_EINVAL, RL_ESIZE, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
+
+/* ------------------------------------------------------------------ checks */
+
+/* Set d->size (and zero the rest). NULL is a no-op. */
+RL_EXTERN void rl_decision_init(rl_decision_t *d);
+
+/*
+ * Charge `cost` tokens to (limit id, key) and decide. cost 0 peeks: the
+ * decision reports the state and charges nothing. `out` may be NULL.
+ * Lock-free: no lock, no allocation, no system call but the clock, never a
+ * network wait. Thread-safe: any number of threads may check the same or
+ * different keys at once.
+ * Returns RL_ALLOW (1), RL_DENY (0), or an error (and *out, if given, is
+ * left with allowed = RL_DENY):
+ *   RL_EINVAL   rl NULL, or key NULL with key_len > 0
+ *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
+ *   RL_ENOTFOUND unknown or removed limit id
+ *   RL_ECOST    cost larger than the limit's burst: never admissible
+ *   RL_ESIZE    out->size unknown, or a non-zero unknown tail
+ *   RL_EFORKED  called in a child process on an inherited instance
+ * A key that cannot get a table slot (table, or the limit's max_keys, full of
+ * keys that are not yet idle) is decided by the limit's on_failure, flagged
+ * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one
+ * overflow bucket per limit shared by all such keys. No other key's state is
+ * touched.
+ */
+RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
+                       uint32_t cost, rl_decision_t *out);
+
+/*
+ * Give back `cost` tokens to (limit id, key), e.g. when a request was not
+ * served after all. A bucket never holds more than its burst. A key with no
+ * state (never charged, or reclaimed) is already full: nothing to do.
+ * Returns 0 or an error: those of rl_check but RL_ECOST.
+ */
+RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
+
+/* Set req->size and zero the rest. NULL is a no-op. */
+RL_EXTERN void rl_request_init(rl_request_t *req);
+
+/*
+ * Check n requests as one: either every bucket is charged (RL_ALLOW), or none
+ * is (RL_DENY; the charges already made are refunded). `req_size` is
+ * sizeof(rl_request_t) as the caller knows it, so the array stride is the
+ * caller's. `out` (n decisions, each with its size set) may be NULL; if given,
+ * it receives every request's decision (after a deny, those checked before the
+ * denier report the state after their refund; those after it are not checked
+ * and report allowed = RL_DENY, flags 0). `denied_index` (may be NULL) gets the
+ * index of the request that denied, or n when none did. Every request is
+ * validated before anything is charged: an invalid one returns its error,
+ * charges nothing, and *denied_index is its index. Under concurrency another
+ * check may briefly observe the tokens a failed batch held before its refund.
+ * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
+ * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
+ * n > 64.
+ */
+RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                             rl_decision_t *out, size_t *denied_index);
+
+/*
+ * Render the rate-limit response header fields for a decision into buf, as
+ * CRLF-terminated lines:
+ *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-09),
+ *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds),
+ *   and Retry-After (whole seconds, rounded up) when the decision is a deny.
+ * snprintf-style: returns the length the full text needs (excluding the NUL);
+ * writes at most len bytes, always NUL-terminated when len > 0; buf may be
+ * NULL when len is 0. Thread-safe, pure.
+ * Errors: RL_EINVAL (d NULL, or buf NULL with len > 0), RL_ESIZE.
+ */
+RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
+
+/* ------------------------------------------------------------------- stats */
+
+/* Set s->size and zero the rest. NULL is a no-op. */
+RL_EXTERN void rl_stats_init(rl_stats_t *s);
+RL_EXTERN void rl_limit_stats_init(rl_limit_stats_t *s);
+
+/*
+ * Read instance-wide counters (s->size set by rl_stats_init). Counters are
+ * read without stopping checks: each is exact, together they are a snapshot
+ * only while no check runs. Thread-safe.
+ * Errors: RL_EINVAL, RL_ESIZE, RL_EFORKED.
+ */
+RL_EXTERN int rl_stats(rl_t *rl, rl_stats_t *s);
+
+/* Read one limit's counters. Errors: those of rl_stats, plus RL_ENOTFOUND. */
+RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
+
+/* ------------------------------------------------------------------- misc */
+
+/* A static message for an error code ("unknown error" for others). */
+RL_EXTERN const char *rl_strerror(int err);
+
+/* The code's name, e.g. "RL_ENOMEM" ("RL_EUNKNOWN" for others). */
+RL_EXTERN const char *rl_err_name(int err);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+RL_EXTERN const char *rl_version(void);
+
+/* RL_VERSION_HEX of the library actually loaded, to compare with the header's. */
+RL_EXTERN uint32_t rl_version_hex(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RATELIMIT_H */

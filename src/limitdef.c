@@ -1,0 +1,60 @@
+#include <string.h>
+#include "limitdef.h"
+#include "errbuf.h"
+
+int rl__name_valid(const char *name, size_t cap)
+{
+    size_t n = 0;
+    for (; n < cap && name[n] != '\0'; n++) {
+        unsigned char c = (unsigned char)name[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '.' || c == ':' || c == '-';
+        if (!ok)
+            return 0;
+    }
+    return n > 0 && n < cap;
+}
+
+static int derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes,
+                  char *err, size_t errlen)
+{
+    int rc = rl__gcra_from_rate(&d->normal, &lim->rate, lim->burst, "rate", err, errlen);
+    if (rc != 0)
+        return rc;
+    if (lim->degraded_rate.count != 0 || lim->degraded_rate.period_ms != 0) {
+        uint64_t burst = lim->degraded_rate.count < d->normal.burst ? lim->degraded_rate.count
+                                                                    : d->normal.burst;
+        return rl__gcra_from_rate(&d->degraded, &lim->degraded_rate, burst, "degraded_rate",
+                                  err, errlen);
+    }
+    /* rate / expected_nodes: a slower emission interval, a proportional burst. */
+    uint64_t n = expected_nodes ? expected_nodes : 1;
+    uint64_t t = d->normal.t_fp > RL_T_FP_MAX / n ? RL_T_FP_MAX : d->normal.t_fp * n;
+    uint64_t burst = (d->normal.burst + n - 1) / n;
+    d->degraded.t_fp = t;
+    d->degraded.burst = burst;
+    d->degraded.tau_fp = burst * t <= RL_TAU_FP_MAX ? burst * t : (RL_TAU_FP_MAX / t) * t;
+    return 0;
+}
+
+int rl__limit_derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes)
+{
+    return derive(d, lim, expected_nodes, NULL, 0);
+}
+
+int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
+{
+    if (!rl__name_valid(lim->name, sizeof lim->name))
+        return rl__errf(err, errlen, RL_ENAME, "name: must be 1..%d bytes of [A-Za-z0-9_.:-]",
+                        RL_NAME_MAX - 1);
+    if (lim->mode < RL_MODE_GLOBAL || lim->mode > RL_MODE_TIERED)
+        return rl__errf(err, errlen, RL_EMODE, "mode: unknown value %d", (int)lim->mode);
+    if (lim->on_failure < RL_FAIL_LOCAL || lim->on_failure > RL_FAIL_CLOSED)
+        return rl__errf(err, errlen, RL_EMODE, "on_failure: unknown value %d",
+                        (int)lim->on_failure);
+    if (lim->shadow != 0 && lim->shadow != 1)
+        return rl__errf(err, errlen, RL_ERANGE, "shadow: must be 0 or 1, not %d",
+                        (int)lim->shadow);
+    rl_limit_derived_t d;
+    return derive(&d, lim, 1, err, errlen);
+}

@@ -1,0 +1,30 @@
+/*
+ * A limit's definition (rl_limit_t): validation and the parameters the hot
+ * path derives from it. Pure: shared by rl_limit_parse and rl_limit_add.
+ */
+#ifndef RL_LIMITDEF_H
+#define RL_LIMITDEF_H
+
+#include <stddef.h>
+#include "ratelimit.h"
+#include "bucket.h"
+
+/* Non-zero if name is 1..RL_NAME_MAX-1 bytes of [A-Za-z0-9_.:-] and NUL-terminated. */
+int rl__name_valid(const char *name, size_t cap);
+
+/*
+ * Check every field of a limit (size already checked). Returns 0 or the
+ * error code (RL_ENAME, RL_EMODE, RL_ERANGE), with a message naming the
+ * field in err.
+ */
+int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen);
+
+/* The normal and degraded bucket parameters of a valid limit. */
+typedef struct rl_limit_derived {
+    rl_gcra_t normal;
+    rl_gcra_t degraded; /* degraded_rate, or rate / expected_nodes */
+} rl_limit_derived_t;
+
+int rl__limit_derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * ABI struct versioning: a struct starts with its size. This library accepts
+ * a size from the oldest layout it supports up to any larger one whose
+ * unknown tail is zero (a newer caller that left new fields at defaults).
+ */
+#ifndef RL_STRUCTSIZE_H
+#define RL_STRUCTSIZE_H
+
+#include <stddef.h>
+#include "ratelimit.h"
+
+/* 0 if `size` (the struct's own size field) is acceptable, else RL_ESIZE. */
+static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t known)
+{
+    if (size < min)
+        return RL_ESIZE;
+    for (size_t i = known; i < size; i++)
+        if (((const unsigned char *)p)[i] != 0)
+            return RL_ESIZE;
+    return 0;
+}
+
+/* The oldest layouts this version accepts (version 0.1: the full structs). */
+#define RL_CONFIG_SIZE_MIN sizeof(rl_config_t)
+#define RL_LIMIT_SIZE_MIN sizeof(rl_limit_t)
+#define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)
+#define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
+#define RL_STATS_SIZE_MIN sizeof(rl_stats_t)
+#define RL_LIMIT_STATS_SIZE_MIN sizeof(rl_limit_stats_t)
+
+#endif

@@ -1,0 +1,28 @@
+/* Shared helpers for the Check suites. */
+#ifndef RL_TESTUTIL_H
+#define RL_TESTUTIL_H
+
+#include <check.h>
+#include <stdint.h>
+#include "ratelimit.h"
+
+/* Run one suite with the runner's defaults; returns the process exit code. */
+int rl_test_run(Suite *s);
+
+/* A manual clock for tests: `precise_ns` is what RL_CLOCK_PRECISE returns;
+ * RL_CLOCK_COARSE returns it floored to `coarse_tick_ns` (when non-zero). */
+typedef struct rl_test_clock {
+    _Atomic uint64_t precise_ns;
+    uint64_t coarse_tick_ns;
+} rl_test_clock_t;
+
+uint64_t rl_test_clock_fn(void *ud, int32_t source);
+void rl_test_clock_advance(rl_test_clock_t *c, uint64_t ns);
+
+/* Open an instance using the test clock (NULL: real clocks). */
+rl_t *rl_test_open(rl_test_clock_t *clk, uint32_t max_keys);
+
+/* Add a limit from a spec string; fails the test on error. */
+int rl_test_add(rl_t *rl, const char *spec);
+
+#endif
