@@ -50,6 +50,8 @@ extern "C" {
 #define RL_NAME_MAX 64
 /* Most limits one instance can hold (rl_config_t.max_limits caps it lower). */
 #define RL_MAX_LIMITS 4096
+/* Most requests in one rl_check_multi batch. */
+#define RL_MULTI_MAX 64
 
 /* rl_check / rl_check_multi verdicts. */
 #define RL_DENY 0
@@ -219,7 +221,8 @@ typedef struct rl_request {
 
 /* The answer to one check, written by the library into caller-owned memory. */
 typedef struct rl_decision {
-    size_t size;             /* set by the caller (rl_decision_init) */
+    size_t size;             /* set by rl_decision_init; the library writes
+                                only the fields that fit in it */
     int32_t allowed;         /* RL_ALLOW or RL_DENY (shadow limits: RL_ALLOW) */
     uint64_t limit;          /* the limit's rate count per window */
     uint64_t remaining;      /* whole tokens left after this decision */
@@ -238,7 +241,7 @@ typedef struct rl_decision {
  * only appended.
  */
 typedef struct rl_stats {
-    size_t size;            /* set by the caller (rl_stats_init) */
+    size_t size;            /* set by rl_stats_init */
     uint64_t admitted;      /* checks answered RL_ALLOW (shadow included) */
     uint64_t denied;        /* checks answered RL_DENY */
     uint64_t shadow_denied; /* shadow checks that would have denied */
@@ -255,7 +258,7 @@ typedef struct rl_stats {
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
 typedef struct rl_limit_stats {
-    size_t size; /* set by the caller (rl_limit_stats_init) */
+    size_t size; /* set by rl_limit_stats_init */
     uint64_t admitted;
     uint64_t denied;
     uint64_t shadow_denied;
@@ -266,8 +269,16 @@ typedef struct rl_limit_stats {
 
 /* ---------------------------------------------------------------- instance */
 
-/* Fill *cfg with defaults and set cfg->size. Thread-safe; NULL is a no-op. */
-RL_EXTERN void rl_config_init(rl_config_t *cfg);
+/*
+ * Initialisers. Each *_init_sized(p, size) zeroes `size` bytes of *p, sets
+ * p->size = size and fills in the defaults of the fields that fit. The
+ * *_init forms are inline so `size` is the caller's own sizeof: a program
+ * built against an older header never has a newer library write past its
+ * structs. FFI callers use the _sized forms with their own struct size.
+ * Thread-safe; NULL (or a size smaller than the `size` field) is a no-op.
+ */
+RL_EXTERN void rl_config_init_sized(rl_config_t *cfg, size_t size);
+static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, sizeof *cfg); }
 
 /*
  * Create an instance. cfg NULL (or cfg->redis_url NULL) gives a local-only
@@ -296,8 +307,9 @@ RL_EXTERN void rl_close(rl_t *rl);
 
 /* ------------------------------------------------------------------ limits */
 
-/* Fill *lim with defaults and set lim->size. Thread-safe; NULL is a no-op. */
-RL_EXTERN void rl_limit_init(rl_limit_t *lim);
+/* Defaults for a limit (see the initialisers above rl_open). */
+RL_EXTERN void rl_limit_init_sized(rl_limit_t *lim, size_t size);
+static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, sizeof *lim); }
 
 /*
  * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
@@ -358,8 +370,9 @@ RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
 
 /* ------------------------------------------------------------------ checks */
 
-/* Set d->size (and zero the rest). NULL is a no-op. */
-RL_EXTERN void rl_decision_init(rl_decision_t *d);
+/* Zero a decision and set its size (see the initialisers above rl_open). */
+RL_EXTERN void rl_decision_init_sized(rl_decision_t *d, size_t size);
+static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d, sizeof *d); }
 
 /*
  * Charge `cost` tokens to (limit id, key) and decide. cost 0 peeks: the
@@ -392,14 +405,16 @@ RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
  */
 RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
 
-/* Set req->size and zero the rest. NULL is a no-op. */
-RL_EXTERN void rl_request_init(rl_request_t *req);
+/* Zero a request and set its size (see the initialisers above rl_open). */
+RL_EXTERN void rl_request_init_sized(rl_request_t *req, size_t size);
+static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(req, sizeof *req); }
 
 /*
  * Check n requests as one: either every bucket is charged (RL_ALLOW), or none
  * is (RL_DENY; the charges already made are refunded). `req_size` is
  * sizeof(rl_request_t) as the caller knows it, so the array stride is the
- * caller's. `out` (n decisions, each with its size set) may be NULL; if given,
+ * caller's; likewise out[0].size is the stride of `out`. `out` (n decisions,
+ * each initialised) may be NULL; if given,
  * it receives every request's decision (after a deny, those checked before the
  * denier report the state after their refund; those after it are not checked
  * and report allowed = RL_DENY, flags 0). `denied_index` (may be NULL) gets the
@@ -409,7 +424,7 @@ RL_EXTERN void rl_request_init(rl_request_t *req);
  * check may briefly observe the tokens a failed batch held before its refund.
  * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
  * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
- * n > 64.
+ * n > RL_MULTI_MAX.
  */
 RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
                              rl_decision_t *out, size_t *denied_index);
@@ -417,7 +432,7 @@ RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_
 /*
  * Render the rate-limit response header fields for a decision into buf, as
  * CRLF-terminated lines:
- *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-09),
+ *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-11),
  *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds),
  *   and Retry-After (whole seconds, rounded up) when the decision is a deny.
  * snprintf-style: returns the length the full text needs (excluding the NUL);
@@ -429,9 +444,14 @@ RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
 
 /* ------------------------------------------------------------------- stats */
 
-/* Set s->size and zero the rest. NULL is a no-op. */
-RL_EXTERN void rl_stats_init(rl_stats_t *s);
-RL_EXTERN void rl_limit_stats_init(rl_limit_stats_t *s);
+/* Zero a stats struct and set its size (see the initialisers above rl_open). */
+RL_EXTERN void rl_stats_init_sized(rl_stats_t *s, size_t size);
+static inline void rl_stats_init(rl_stats_t *s) { rl_stats_init_sized(s, sizeof *s); }
+RL_EXTERN void rl_limit_stats_init_sized(rl_limit_stats_t *s, size_t size);
+static inline void rl_limit_stats_init(rl_limit_stats_t *s)
+{
+    rl_limit_stats_init_sized(s, sizeof *s);
+}
 
 /*
  * Read instance-wide counters (s->size set by rl_stats_init). Counters are

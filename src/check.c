@@ -1,0 +1,392 @@
+/*
+ * The hot path: rl_check, rl_refund, rl_check_multi.
+ * No lock, no allocation, no system call but the clock, no network wait.
+ */
+#include <string.h>
+#include "instance.h"
+#include "structsize.h"
+
+/* Everything one charge decided, before it is written to the caller. */
+typedef struct outcome {
+    int allowed;
+    uint32_t flags;
+    uint64_t remaining, reset_ms, retry_ms;
+    /* where the charge landed, for undoing it in rl_check_multi */
+    rl_slot_t *slot;
+    _Atomic uint64_t *bucket;
+    const rl_gcra_t *g;
+    unsigned stripe; /* which stats stripe counts it */
+} outcome_t;
+
+typedef struct target {
+    rl_limit_slot_t *ls;
+    rl_limit_params_t p;
+    rl_probe_t probe;
+    uint64_t now;
+} target_t;
+
+void rl_decision_init_sized(rl_decision_t *d, size_t size)
+{
+    if (d == NULL || size < sizeof d->size)
+        return;
+    memset(d, 0, size);
+    d->size = size;
+    d->allowed = RL_DENY;
+}
+
+void rl_request_init_sized(rl_request_t *req, size_t size)
+{
+    if (req == NULL || size < sizeof req->size)
+        return;
+    memset(req, 0, size);
+    req->size = size;
+    req->cost = 1;
+}
+
+static int check_key(const void *key, size_t len)
+{
+    if (key == NULL && len > 0)
+        return RL_EINVAL;
+    if (len == 0 || len > RL_MAX_KEY_LEN)
+        return RL_EKEYLEN;
+    return 0;
+}
+
+/* Resolve the limit and the key's probe; read the clock the limit uses. */
+static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost, target_t *t)
+{
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    t->ls = rl__limit_get(&rl->limits, id);
+    if (t->ls == NULL)
+        return RL_ENOTFOUND;
+    rl__params_read(t->ls, &t->p);
+    if (cost > t->p.normal.burst)
+        return RL_ECOST;
+    rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
+                   rl__limit_ref(id), t->ls->salt);
+    t->now = rl__clock_now_fp(&rl->clock, t->p.clock_source);
+    return 0;
+}
+
+/* One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died. */
+static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, uint64_t now,
+                       uint32_t cost, outcome_t *o)
+{
+    for (;;) {
+        if (tat == RL_TAT_DEAD)
+            return -1;
+        rl_verdict_t v = rl__gcra_charge(g, tat, now, cost);
+        if (!v.allowed) {
+            o->allowed = 0;
+            o->remaining = rl__gcra_remaining(g, tat, now);
+            o->reset_ms = rl__gcra_reset_ms(tat, now);
+            o->retry_ms = rl__gcra_retry_ms(g, tat, now, cost);
+            return 0;
+        }
+        /* relaxed: the bucket word publishes no other memory; the CAS alone
+         * makes concurrent charges add up (one modification order). */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            o->allowed = 1;
+            o->remaining = rl__gcra_remaining(g, v.new_tat, now);
+            o->reset_ms = rl__gcra_reset_ms(v.new_tat, now);
+            o->retry_ms = 0;
+            return 0;
+        }
+    }
+}
+
+/* A key with no table slot: the limit's on_failure decides. */
+static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
+{
+    o->flags |= RL_FLAG_NOSLOT | RL_FLAG_DEGRADED;
+    o->slot = NULL;
+    o->bucket = NULL;
+    switch (t->p.on_failure) {
+    case RL_FAIL_OPEN:
+        o->allowed = 1;
+        o->remaining = t->p.normal.burst;
+        o->reset_ms = o->retry_ms = 0;
+        break;
+    case RL_FAIL_CLOSED:
+        o->allowed = 0;
+        o->remaining = 0;
+        o->reset_ms = o->retry_ms = 1000; /* when slots may have gone idle */
+        break;
+    default: {
+        /* local: every slotless key of this limit shares one bucket. */
+        _Atomic uint64_t *w = &t->ls->overflow_tat;
+        /* relaxed: the CAS in charge_word validates it. */
+        charge_word(w, atomic_load_explicit(w, memory_order_relaxed), &t->p.normal, t->now,
+                    cost, o);
+        if (o->allowed) {
+            o->bucket = w;
+            o->g = &t->p.normal;
+        }
+    }
+    }
+}
+
+static void count(target_t *t, const outcome_t *o)
+{
+    unsigned stripe = o->stripe;
+    if (o->flags & RL_FLAG_NOSLOT) {
+        rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
+        rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
+    }
+    if (o->flags & RL_FLAG_SHADOW)
+        rl__stat_add(t->ls, stripe, RL_STAT_SHADOW);
+    rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
+}
+
+/* Charge cost > 0 to the target's key. */
+static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
+{
+    o->flags = 0;
+    o->g = &t->p.normal;
+    rl_slotref_t ref;
+    for (;;) {
+        if (!rl__table_find(&rl->table, &t->probe, &ref) &&
+            !rl__table_acquire(&rl->table, &t->probe, t->ls, t->p.max_keys, t->now, &ref)) {
+            charge_noslot(t, cost, o);
+            break;
+        }
+        if (charge_word(&ref.slot->tat, ref.tat, &t->p.normal, t->now, cost, o) == 0) {
+            o->slot = ref.slot;
+            o->bucket = o->allowed ? &ref.slot->tat : NULL;
+            if (t->p.synced)
+                /* relaxed: counts harvested by the sync thread, which needs
+                 * only their values. */
+                atomic_fetch_add_explicit(o->allowed ? &ref.slot->admitted : &ref.slot->denied,
+                                          1, memory_order_relaxed);
+            break;
+        }
+        /* The slot was retired under us: look the key up again. */
+    }
+    if (!o->allowed && t->p.shadow) {
+        o->allowed = 1;
+        o->flags |= RL_FLAG_SHADOW;
+    }
+    o->stripe = o->slot ? (unsigned)(o->slot - rl->table.slots) : (unsigned)t->probe.home;
+}
+
+/* Report the state without charging (cost 0). */
+static void peek(rl_t *rl, target_t *t, outcome_t *o)
+{
+    rl_slotref_t ref;
+    uint64_t tat = rl__table_find(&rl->table, &t->probe, &ref) ? ref.tat : 0;
+    o->flags = RL_FLAG_PEEK;
+    o->remaining = rl__gcra_remaining(&t->p.normal, tat, t->now);
+    o->allowed = o->remaining >= 1;
+    o->reset_ms = rl__gcra_reset_ms(tat, t->now);
+    o->retry_ms = o->allowed ? 0 : rl__gcra_retry_ms(&t->p.normal, tat, t->now, 1);
+    o->slot = NULL;
+    o->bucket = NULL;
+    o->stripe = 0;
+}
+
+static void write_decision(rl_decision_t *out, const target_t *t, const outcome_t *o)
+{
+    rl_decision_t d;
+    d.size = out->size;
+    d.allowed = o->allowed ? RL_ALLOW : RL_DENY;
+    d.limit = t->p.rate_count;
+    d.remaining = o->remaining;
+    d.reset_ms = o->reset_ms;
+    d.retry_after_ms = o->retry_ms;
+    d.flags = o->flags;
+    d.window_ms = t->p.period_ms;
+    d.burst = t->p.normal.burst;
+    d.policy = t->ls->name;
+    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
+}
+
+static inline void fail_decision(rl_decision_t *out)
+{
+    if (out != NULL && out->size >= RL_DECISION_SIZE_MIN) {
+        size_t keep = out->size;
+        memset(out, 0, keep < sizeof *out ? keep : sizeof *out);
+        out->size = keep;
+        out->allowed = RL_DENY;
+    }
+}
+
+int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+             rl_decision_t *out)
+{
+    if (out != NULL && out->size < RL_DECISION_SIZE_MIN)
+        return RL_ESIZE;
+    if (rl == NULL) {
+        fail_decision(out);
+        return RL_EINVAL;
+    }
+    int rc = rl__fork_check(rl);
+    target_t t;
+    if (rc == 0)
+        rc = target_init(rl, id, key, key_len, cost, &t);
+    if (rc != 0) {
+        fail_decision(out);
+        return rc;
+    }
+    outcome_t o;
+    if (cost == 0) {
+        peek(rl, &t, &o);
+    } else {
+        charge(rl, &t, cost, &o);
+        count(&t, &o);
+    }
+    if (out != NULL)
+        write_decision(out, &t, &o);
+    return o.allowed ? RL_ALLOW : RL_DENY;
+}
+
+/* Give tokens back to a bucket word; records the highest TAT it lowered so
+ * a reuse of the slot starts above it (see table.h). */
+static void refund_word(_Atomic uint64_t *w, _Atomic uint64_t *high, const rl_gcra_t *g,
+                        uint64_t now, uint32_t cost)
+{
+    /* relaxed: the CAS validates it. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    while (tat != RL_TAT_DEAD) {
+        uint64_t next = rl__gcra_refund(g, tat, now, cost);
+        if (next == tat)
+            return;
+        if (high != NULL) {
+            /* relaxed: read by the retirer after its acq_rel swap of tat,
+             * which follows our release CAS below. */
+            uint64_t h = atomic_load_explicit(high, memory_order_relaxed);
+            while (h < tat && !atomic_compare_exchange_weak_explicit(
+                                  high, &h, tat, memory_order_relaxed, memory_order_relaxed)) {
+            }
+        }
+        /* release: orders the high-water store before the lowered TAT. */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+#define SLOT_HIGH(s) ((_Atomic uint64_t *)&(s)->reserved[0])
+
+int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
+{
+    if (rl == NULL)
+        return RL_EINVAL;
+    int rc = rl__fork_check(rl);
+    target_t t;
+    if (rc == 0)
+        rc = target_init(rl, id, key, key_len, 0, &t);
+    if (rc != 0)
+        return rc;
+    rl_slotref_t ref;
+    if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
+        refund_word(&ref.slot->tat, SLOT_HIGH(ref.slot), &t.p.normal, t.now, cost);
+    return 0;
+}
+
+static int validate_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                          const rl_decision_t *out, size_t *bad)
+{
+    *bad = 0;
+    if (rl == NULL || (reqs == NULL && n > 0))
+        return RL_EINVAL;
+    if (n > RL_MULTI_MAX)
+        return RL_ERANGE;
+    if (req_size < RL_REQUEST_SIZE_MIN)
+        return RL_ESIZE;
+    if (out != NULL && n > 0 && out->size < RL_DECISION_SIZE_MIN)
+        return RL_ESIZE;
+    int rc = rl__fork_check(rl);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
+        *bad = i;
+        if (r->size != req_size)
+            return RL_ESIZE;
+        if ((rc = rl__struct_ok(r, r->size, RL_REQUEST_SIZE_MIN, sizeof *r)) != 0)
+            return rc;
+        if ((rc = check_key(r->key, r->key_len)) != 0)
+            return rc;
+        rl_limit_slot_t *ls = rl__limit_get(&rl->limits, r->limit);
+        if (ls == NULL)
+            return RL_ENOTFOUND;
+        rl_limit_params_t p;
+        rl__params_read(ls, &p);
+        if (r->cost > p.normal.burst)
+            return RL_ECOST;
+    }
+    return 0;
+}
+
+int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                   rl_decision_t *out, size_t *denied_index)
+{
+    size_t bad;
+    int rc = validate_multi(rl, reqs, n, req_size, out, &bad);
+    size_t stride = out != NULL ? out->size : 0;
+#define OUT(i) ((rl_decision_t *)(void *)((char *)out + (i)*stride))
+    if (rc != 0) {
+        if (denied_index != NULL)
+            *denied_index = bad;
+        for (size_t i = 0; out != NULL && i < n && rc != RL_ESIZE; i++)
+            fail_decision(OUT(i));
+        return rc;
+    }
+    target_t t[RL_MULTI_MAX];
+    outcome_t o[RL_MULTI_MAX];
+    size_t denier = n;
+    for (size_t i = 0; i < n; i++) {
+        const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
+        rc = target_init(rl, r->limit, r->key, r->key_len, r->cost, &t[i]);
+        if (rc != 0) { /* removed or updated since validation */
+            denier = i;
+            break;
+        }
+        if (r->cost == 0)
+            peek(rl, &t[i], &o[i]);
+        else
+            charge(rl, &t[i], r->cost, &o[i]);
+        if (!o[i].allowed) {
+            denier = i;
+            break;
+        }
+    }
+    if (denier < n) {
+        /* All or nothing: give back what the earlier requests took. */
+        for (size_t j = denier; j-- > 0;) {
+            const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
+            if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
+                refund_word(o[j].bucket, o[j].slot ? SLOT_HIGH(o[j].slot) : NULL, o[j].g,
+                            t[j].now, r->cost);
+                /* relaxed: reads back the state after the refund to report. */
+                uint64_t tat = atomic_load_explicit(o[j].bucket, memory_order_relaxed);
+                o[j].remaining = rl__gcra_remaining(o[j].g, tat, t[j].now);
+                o[j].reset_ms = rl__gcra_reset_ms(tat, t[j].now);
+            }
+            o[j].allowed = 0;
+        }
+    }
+    /* Count each request once, by its final outcome. */
+    for (size_t i = 0; i < n && i <= denier; i++) {
+        const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
+        if (r->cost != 0 && (i < denier || rc == 0))
+            count(&t[i], &o[i]);
+    }
+    if (out != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (i < denier || (i == denier && rc == 0))
+                write_decision(OUT(i), &t[i], &o[i]);
+            else
+                fail_decision(OUT(i));
+        }
+    }
+#undef OUT
+    if (denied_index != NULL)
+        *denied_index = denier;
+    if (rc != 0)
+        return rc;
+    return denier == n ? RL_ALLOW : RL_DENY;
+}

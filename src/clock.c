@@ -1,0 +1,71 @@
+#include "clock.h"
+
+static uint64_t raw_builtin(int32_t source)
+{
+    struct timespec ts;
+    clock_gettime(source == RL_CLOCK_COARSE ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t builtin_coarse_tick(void)
+{
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0)
+        return 0; /* unknown tick: never pick coarse */
+    return (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
+}
+
+void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_tick_ns)
+{
+    c->user = user;
+    c->user_ud = ud;
+    for (int s = 0; s < 2; s++) {
+        /* Both sources map their opening reading to the same origin, so a
+         * coarse reading is never more than one tick behind a precise one. */
+        uint64_t raw = user ? user(ud, RL_CLOCK_PRECISE) : raw_builtin(RL_CLOCK_PRECISE);
+        c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS; /* wraps for small raw: handled by user path */
+        atomic_init(&c->guard[s].offset_ns, 0);
+        atomic_init(&c->guard[s].last_ns, RL_CLOCK_ORIGIN_NS);
+    }
+    if (coarse_tick_ns != 0)
+        c->coarse_tick_ns = coarse_tick_ns;
+    else
+        c->coarse_tick_ns = user ? UINT64_C(4000000) : builtin_coarse_tick();
+}
+
+int32_t rl__clock_pick(const rl_clock_t *c, uint64_t tau_fp)
+{
+    if (c->coarse_tick_ns == 0 || c->coarse_tick_ns > (UINT64_MAX >> RL_FP_SHIFT))
+        return RL_CLOCK_PRECISE;
+    return (c->coarse_tick_ns << RL_FP_SHIFT) <= tau_fp ? RL_CLOCK_COARSE : RL_CLOCK_PRECISE;
+}
+
+uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
+{
+    int s = source == RL_CLOCK_COARSE;
+    uint64_t raw = c->user(c->user_ud, source);
+    /* Unsigned wrap makes raw - base correct even when base wrapped below 0. */
+    uint64_t rel = raw - c->base_ns[s];
+    if (rel > (UINT64_C(1) << 62))
+        rel = 0; /* raw from before the origin (or absurd): clamp, never negative */
+    /* relaxed: offset and last are self-contained values; no other memory is
+     * published through them. */
+    uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_relaxed);
+    uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_relaxed);
+    uint64_t now = rel + off;
+    if (now + RL_CLOCK_LAST_GRAIN_NS < last) {
+        /* The hook went backwards: raise the offset so now == last. CAS-max:
+         * concurrent detectors must not add the jump twice. */
+        uint64_t want = last - rel;
+        while (off < want &&
+               !atomic_compare_exchange_weak_explicit(&c->guard[s].offset_ns, &off, want,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
+        }
+        now = rel + (off > want ? off : want);
+    }
+    while (now >= last + RL_CLOCK_LAST_GRAIN_NS &&
+           !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, now,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    return now;
+}

@@ -1,0 +1,70 @@
+/*
+ * Instance time: monotonic, in bucket fixed point (1/16 ns), starting at one
+ * second when the instance opens and saturating at RL_NOW_FP_MAX.
+ *
+ * Two sources, chosen per limit (see rl__clock_pick): the precise vDSO
+ * CLOCK_MONOTONIC (~30 ns here) and CLOCK_MONOTONIC_COARSE (~7 ns, one tick
+ * every few ms). A coarse tick caps a bucket at one burst per tick, so coarse
+ * is used only where a tick's worth of tokens fits in the burst (tick <= tau):
+ * then the effective rate is exactly the configured one.
+ *
+ * A user clock hook may go backwards; the instance absorbs it into a
+ * per-source offset so time neither runs back (no tokens are created) nor
+ * freezes (no deny storm for the length of the jump). Backward steps smaller
+ * than RL_CLOCK_LAST_GRAIN_NS may pass through: `last` is only advanced at
+ * that grain so the hot path does not write a shared line on every call.
+ */
+#ifndef RL_CLOCK_H
+#define RL_CLOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+#include "ratelimit.h"
+#include "bucket.h"
+
+#define RL_CLOCK_LAST_GRAIN_NS UINT64_C(1000000)
+#define RL_CLOCK_ORIGIN_NS UINT64_C(1000000000)
+
+typedef struct rl_clock {
+    rl_clock_fn user; /* NULL: built-in clocks */
+    void *user_ud;
+    uint64_t base_ns[2];      /* raw reading that maps to RL_CLOCK_ORIGIN_NS */
+    uint64_t coarse_tick_ns;
+    /* User clocks only: backward-jump absorption, one line per source so
+     * precise and coarse readers do not share a written line. */
+    struct {
+        _Atomic uint64_t offset_ns;
+        _Atomic uint64_t last_ns;
+        char pad[64 - 2 * sizeof(uint64_t)];
+    } guard[2] __attribute__((aligned(64)));
+} rl_clock_t;
+
+void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_tick_ns);
+
+/* Which source a (T, tau) bucket may use. */
+int32_t rl__clock_pick(const rl_clock_t *c, uint64_t tau_fp);
+
+uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source);
+
+static inline uint64_t rl__clock_to_fp(uint64_t rel_ns)
+{
+    return rel_ns >= (RL_NOW_FP_MAX >> RL_FP_SHIFT) ? RL_NOW_FP_MAX : rel_ns << RL_FP_SHIFT;
+}
+
+/* Instance time in fixed point from `source`. Hot path: one clock read. */
+static inline uint64_t rl__clock_now_fp(rl_clock_t *c, int32_t source)
+{
+    uint64_t rel;
+    if (__builtin_expect(c->user != NULL, 0)) {
+        rel = rl__clock_user_ns(c, source);
+    } else {
+        struct timespec ts;
+        clock_gettime(source == RL_CLOCK_COARSE ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
+        uint64_t raw = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        rel = raw >= c->base_ns[source] ? raw - c->base_ns[source] : 0;
+    }
+    return rl__clock_to_fp(rel);
+}
+
+#endif

@@ -1,0 +1,44 @@
+/* The instance (rl_t) and the checks every public entry point shares. */
+#ifndef RL_INSTANCE_H
+#define RL_INSTANCE_H
+
+#include <stdatomic.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include "ratelimit.h"
+#include "clock.h"
+#include "keyhash.h"
+#include "limits.h"
+#include "table.h"
+
+struct rl {
+    rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
+    rl_keyhash_t kh;
+    rl_table_t table;
+    rl_limits_t limits;
+    rl_allocator_t alloc;
+    /* One page mapped MADV_WIPEONFORK holding 1: it reads 0 in a child. */
+    _Atomic unsigned char *fork_page;
+    pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
+    /* Copied configuration. */
+    char *redis_url;
+    char *node_id;
+    uint32_t sync_interval_ms;
+    uint32_t expected_nodes;
+    uint32_t max_limits;
+    uint64_t max_keys;
+    uint64_t key_ttl_ms;
+    rl_log_fn log;
+    void *log_ud;
+};
+
+/* RL_EFORKED when called in a child on an inherited instance, else 0. */
+static inline int rl__fork_check(const rl_t *rl)
+{
+    if (__builtin_expect(rl->fork_page != NULL, 1))
+        /* relaxed: a value that only fork() changes (the kernel wipes it). */
+        return atomic_load_explicit(rl->fork_page, memory_order_relaxed) == 1 ? 0 : RL_EFORKED;
+    return getpid() == rl->owner_pid ? 0 : RL_EFORKED;
+}
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * Key identity: a keyed 128-bit hash of the key bytes.
+ *
+ * Keys are attacker-controlled, so the identity must not collide by the
+ * attacker's choice. XXH3 (64 and 128) with a secret has crafted pairs that
+ * collide with probability ~2^-27 over the secret (xxHash #1127), too high
+ * for "two tenants never share a bucket". We use NH (the UMAC inner hash):
+ *   NH_K(M) = sum_i (m[2i] + k[2i]) * (m[2i+1] + k[2i+1])  mod 2^128
+ * over 64-bit little-endian words, with the key length in a final block.
+ * For any two distinct keys fixed before K is drawn, Pr[NH_K(M) = NH_K(M')]
+ * <= 2^-64 (each product of two 64-bit values is exact in 128 bits, and a
+ * differing block leaves at most 2^64 of the 2^128 choices of its key words
+ * colliding). That is the risk we state: 2^-64 per crafted pair, so ~2^63
+ * tries per expected collision, and no structured family beats it.
+ *
+ * NH is linear-ish, so its raw output must not leak: it never leaves the
+ * process (Redis names use a PRF of it), and the table position and tag come
+ * from a keyed mix of it. The NH key is derived from the instance secret with
+ * SipHash-2-4 in counter mode, so every node of a fleet sharing a secret
+ * computes the same identity.
+ */
+#ifndef RL_KEYHASH_H
+#define RL_KEYHASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ratelimit.h"
+
+/* Words of NH key: one pair per 16-byte block of the longest key, plus the
+ * length block. */
+#define RL_NH_WORDS (2 * (RL_MAX_KEY_LEN / 16) + 2)
+
+typedef struct rl_keyhash {
+    uint64_t nh[RL_NH_WORDS];
+    uint64_t mix[2];  /* keys the position/tag mix */
+    uint64_t name[2]; /* SipHash key for names that leave the process */
+} rl_keyhash_t;
+
+typedef struct rl_keyid {
+    uint64_t lo, hi;
+} rl_keyid_t;
+
+/* Derive every key from a secret of >= 16 bytes. */
+void rl__keyhash_init(rl_keyhash_t *kh, const void *secret, size_t len);
+
+/* SipHash-2-4 with a 128-bit key; used off the hot path only. */
+uint64_t rl__siphash24(const uint64_t key[2], const void *data, size_t len);
+
+static inline uint64_t rl__load_le64(const unsigned char *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* NH of key[0..len), len in 1..RL_MAX_KEY_LEN. */
+static inline rl_keyid_t rl__keyhash(const rl_keyhash_t *kh, const void *key, size_t len)
+{
+    const unsigned char *p = key;
+    const uint64_t *k = kh->nh;
+    unsigned __int128 acc = 0;
+    size_t full = len / 16;
+    for (size_t i = 0; i < full; i++, p += 16, k += 2)
+        acc += (unsigned __int128)(rl__load_le64(p) + k[0]) * (rl__load_le64(p + 8) + k[1]);
+    size_t rest = len % 16;
+    if (rest != 0) {
+        unsigned char tail[16] = {0};
+        __builtin_memcpy(tail, p, rest);
+        acc += (unsigned __int128)(rl__load_le64(tail) + k[0]) * (rl__load_le64(tail + 8) + k[1]);
+        k += 2;
+    }
+    /* The length block makes keys that differ only by trailing zero bytes,
+     * or by length, distinct. */
+    acc += (unsigned __int128)((uint64_t)len + k[0]) * (UINT64_C(0x9e3779b97f4a7c15) + k[1]);
+    rl_keyid_t id = {(uint64_t)acc, (uint64_t)(acc >> 64)};
+    return id;
+}
+
+/* A well-distributed 64-bit value from an identity (keyed, bijective mix):
+ * position in its high bits via multiply-shift, tag in its low 32 bits. */
+static inline uint64_t rl__keyid_mix(const rl_keyhash_t *kh, rl_keyid_t id, uint64_t salt)
+{
+    uint64_t x = (id.lo ^ kh->mix[0]) + salt;
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= (id.hi ^ kh->mix[1]);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+#endif

@@ -1,0 +1,209 @@
+#include <string.h>
+#include "limits.h"
+#include "clock.h"
+#include "alloc.h"
+#include "keyhash.h"
+
+int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
+                    uint32_t expected_nodes, int synced, uint64_t salt_seed)
+{
+    ls->slots = rl__calloc(a, (size_t)cap * sizeof *ls->slots, 64);
+    if (ls->slots == NULL)
+        return RL_ENOMEM;
+    if (pthread_mutex_init(&ls->lock, NULL) != 0) {
+        rl__free(a, ls->slots, (size_t)cap * sizeof *ls->slots, 64);
+        ls->slots = NULL;
+        return RL_ENOMEM;
+    }
+    ls->cap = cap;
+    ls->expected_nodes = expected_nodes;
+    ls->synced = synced;
+    atomic_init(&ls->count, 0);
+    for (uint32_t i = 0; i < cap; i++) {
+        /* Salts only need to differ between limits and be unknown outside. */
+        uint64_t k[2] = {salt_seed, i};
+        ls->slots[i].salt = rl__siphash24(k, "limit-salt", 10);
+    }
+    return 0;
+}
+
+void rl__limits_destroy(rl_limits_t *ls, const rl_allocator_t *a)
+{
+    if (ls->slots == NULL)
+        return;
+    pthread_mutex_destroy(&ls->lock);
+    rl__free(a, ls->slots, (size_t)ls->cap * sizeof *ls->slots, 64);
+    ls->slots = NULL;
+}
+
+uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < RL_STAT_STRIPES; i++)
+        /* relaxed: a statistic; no memory is published through it. */
+        sum += atomic_load_explicit(&s->stats[i].c[which], memory_order_relaxed);
+    return sum;
+}
+
+static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk,
+                           rl_limit_params_t *p)
+{
+    rl_limit_derived_t d;
+    int rc = rl__limit_validate(lim, NULL, 0);
+    if (rc != 0)
+        return rc;
+    rc = rl__limit_derive(&d, lim, ls->expected_nodes);
+    if (rc != 0)
+        return rc;
+    memset(p, 0, sizeof *p);
+    p->normal = d.normal;
+    p->degraded = d.degraded;
+    p->rate_count = lim->rate.count;
+    p->period_ms = lim->rate.period_ms;
+    p->mode = lim->mode;
+    p->on_failure = lim->on_failure;
+    p->shadow = lim->shadow;
+    p->max_keys = lim->max_keys;
+    p->synced = ls->synced && (lim->mode == RL_MODE_GLOBAL || lim->mode == RL_MODE_TIERED);
+    /* One clock per limit, fit for both its normal and degraded buckets. */
+    uint64_t tau = d.normal.tau_fp < d.degraded.tau_fp ? d.normal.tau_fp : d.degraded.tau_fp;
+    p->clock_source = rl__clock_pick(clk, tau);
+    return 0;
+}
+
+/* Writer side of the double buffer; caller holds ls->lock. */
+static void params_publish(rl_limit_slot_t *s, const rl_limit_params_t *p)
+{
+    uint64_t w[RL_PARAM_WORDS] = {0};
+    memcpy(w, p, sizeof *p);
+    /* relaxed: only writers (serialised by the lock) store cur. */
+    uint32_t next = (atomic_load_explicit(&s->cur, memory_order_relaxed) + 1) & 1;
+    rl_param_copy_t *c = &s->copy[next];
+    /* relaxed: seq is only ever written under the lock. */
+    uint32_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    atomic_store_explicit(&c->seq, seq + 1, memory_order_relaxed);
+    /* release fence: a reader that sees any new word also sees the odd seq. */
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < RL_PARAM_WORDS; i++)
+        /* relaxed: ordered by the fence above and the release store below. */
+        atomic_store_explicit(&c->w[i], w[i], memory_order_relaxed);
+    /* release: the words are visible before the even seq. */
+    atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
+    /* release: readers that load this cur see a complete copy. */
+    atomic_store_explicit(&s->cur, next, memory_order_release);
+}
+
+static int find_locked(rl_limits_t *ls, const char *name)
+{
+    for (uint32_t i = 0; i < ls->cap; i++) {
+        /* relaxed: under the writers' lock, which orders every id store. */
+        uint32_t id = atomic_load_explicit(&ls->slots[i].id, memory_order_relaxed);
+        if (id != 0 && strncmp(ls->slots[i].name, name, RL_NAME_MAX) == 0)
+            return (int)id;
+    }
+    return RL_ENOTFOUND;
+}
+
+int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk)
+{
+    rl_limit_params_t p;
+    int rc = params_from_def(ls, lim, clk, &p);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&ls->lock);
+    if (find_locked(ls, lim->name) >= 0) {
+        pthread_mutex_unlock(&ls->lock);
+        return RL_EEXIST;
+    }
+    rl_limit_slot_t *s = NULL;
+    uint32_t idx = 0;
+    for (; idx < ls->cap; idx++) {
+        rl_limit_slot_t *c = &ls->slots[idx];
+        /* relaxed: under the lock. Skip indexes whose generations ran out. */
+        if (atomic_load_explicit(&c->id, memory_order_relaxed) == 0 && c->gen < RL_LIMIT_GEN_MAX) {
+            s = c;
+            break;
+        }
+    }
+    if (s == NULL) {
+        pthread_mutex_unlock(&ls->lock);
+        return RL_ELIMITS;
+    }
+    s->gen++;
+    uint32_t id = (s->gen << RL_LIMIT_IDX_BITS) | idx;
+    memcpy(s->name, lim->name, RL_NAME_MAX);
+    s->def = *lim;
+    s->def.size = sizeof s->def;
+    /* relaxed: nothing reads these until the id is published below. */
+    atomic_store_explicit(&s->nkeys, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->overflow_tat, 0, memory_order_relaxed);
+    for (int i = 0; i < RL_STAT_STRIPES; i++)
+        for (int j = 0; j < RL_STAT_N; j++)
+            atomic_store_explicit(&s->stats[i].c[j], 0, memory_order_relaxed);
+    params_publish(s, &p);
+    /* release: publishes name, params and zeroed counters with the id. */
+    atomic_store_explicit(&s->id, id, memory_order_release);
+    atomic_fetch_add_explicit(&ls->count, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&ls->lock);
+    return (int)id;
+}
+
+int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_clock_t *clk)
+{
+    rl_limit_params_t p;
+    int rc = params_from_def(ls, lim, clk, &p);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&ls->lock);
+    rl_limit_slot_t *s = rl__limit_get(ls, id);
+    if (s == NULL)
+        rc = RL_ENOTFOUND;
+    else if (strncmp(s->name, lim->name, RL_NAME_MAX) != 0)
+        rc = RL_ENAME;
+    else {
+        s->def = *lim;
+        s->def.size = sizeof s->def;
+        params_publish(s, &p);
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return rc;
+}
+
+int rl__limits_remove(rl_limits_t *ls, int id)
+{
+    pthread_mutex_lock(&ls->lock);
+    rl_limit_slot_t *s = rl__limit_get(ls, id);
+    if (s == NULL) {
+        pthread_mutex_unlock(&ls->lock);
+        return RL_ENOTFOUND;
+    }
+    /* seq_cst: pairs with the seq_cst publish + re-check of an inserting
+     * checker (table.c), so either the purge sees its slot or it sees this. */
+    atomic_store_explicit(&s->id, 0, memory_order_seq_cst);
+    atomic_fetch_sub_explicit(&ls->count, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&ls->lock);
+    return 0;
+}
+
+int rl__limits_find(rl_limits_t *ls, const char *name)
+{
+    pthread_mutex_lock(&ls->lock);
+    int id = find_locked(ls, name);
+    pthread_mutex_unlock(&ls->lock);
+    return id;
+}
+
+int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out)
+{
+    pthread_mutex_lock(&ls->lock);
+    rl_limit_slot_t *s = rl__limit_get(ls, id);
+    int rc = RL_ENOTFOUND;
+    if (s != NULL) {
+        size_t keep = out->size;
+        *out = s->def;
+        out->size = keep;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return rc;
+}

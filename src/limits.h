@@ -1,0 +1,147 @@
+/*
+ * The limit registry: a fixed array of limit slots allocated at rl_open.
+ *
+ * Writers (rl_limit_add/update/remove) serialise on one mutex; they are the
+ * control path. Readers (rl_check) take no lock: a limit's parameters are
+ * double-buffered and read under a per-copy sequence number, and a writer
+ * only ever writes the copy readers are not pointed at, so a reader retries
+ * only when a whole update completed during its read (lock-free, never a
+ * wait on a preempted writer).
+ *
+ * A limit id is (generation << RL_LIMIT_IDX_BITS) | index, so an id that was
+ * removed stays RL_ENOTFOUND even after its index is reused.
+ */
+#ifndef RL_LIMITS_H
+#define RL_LIMITS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "ratelimit.h"
+#include "bucket.h"
+#include "limitdef.h"
+
+#define RL_LIMIT_IDX_BITS 12
+#define RL_LIMIT_IDX_MASK ((1u << RL_LIMIT_IDX_BITS) - 1)
+#define RL_LIMIT_GEN_MAX ((1u << (31 - RL_LIMIT_IDX_BITS)) - 1)
+
+/* Stats counters are striped per limit so checks of different keys on
+ * different threads do not bounce one cache line. */
+#define RL_STAT_STRIPES 16
+enum { RL_STAT_ADMITTED, RL_STAT_DENIED, RL_STAT_SHADOW, RL_STAT_NOSLOT, RL_STAT_DEGRADED, RL_STAT_N };
+
+typedef struct rl_stat_stripe {
+    _Atomic uint64_t c[8];
+} __attribute__((aligned(64))) rl_stat_stripe_t;
+
+/* What the hot path needs of a limit, as one consistent snapshot. */
+typedef struct rl_limit_params {
+    rl_gcra_t normal;
+    rl_gcra_t degraded;
+    uint64_t rate_count;
+    uint64_t period_ms;
+    int32_t mode;
+    int32_t on_failure;
+    int32_t shadow;
+    int32_t clock_source;
+    uint32_t max_keys;
+    uint32_t synced; /* keys report to the global tier (instance has Redis) */
+} rl_limit_params_t;
+
+#define RL_PARAM_WORDS ((sizeof(rl_limit_params_t) + 7) / 8)
+
+typedef struct rl_param_copy {
+    _Atomic uint32_t seq; /* odd while being written */
+    _Atomic uint64_t w[RL_PARAM_WORDS];
+} rl_param_copy_t;
+
+typedef struct rl_limit_slot {
+    _Atomic uint32_t id;  /* current id, 0 when free */
+    _Atomic uint32_t cur; /* which params copy readers use */
+    rl_param_copy_t copy[2];
+    _Atomic uint64_t nkeys;       /* table slots held by this limit */
+    _Atomic uint64_t overflow_tat; /* the shared bucket for keys with no slot */
+    uint64_t salt;                /* spreads equal keys of different limits */
+    uint32_t gen;                 /* writer-only: last generation handed out */
+    char name[RL_NAME_MAX];       /* writer-only while live (readers take its address) */
+    rl_limit_t def;               /* writer-only: as added/updated */
+    rl_stat_stripe_t stats[RL_STAT_STRIPES];
+} rl_limit_slot_t;
+
+typedef struct rl_limits {
+    rl_limit_slot_t *slots;
+    uint32_t cap;
+    uint32_t expected_nodes;
+    int synced; /* instance has a global tier */
+    pthread_mutex_t lock;
+    _Atomic uint32_t count;
+} rl_limits_t;
+
+/* Read a consistent copy of a limit's parameters. */
+static inline void rl__params_read(rl_limit_slot_t *ls, rl_limit_params_t *out)
+{
+    uint64_t w[RL_PARAM_WORDS];
+    for (;;) {
+        /* acquire: pairs with the writer's release store of cur, so the copy
+         * it points to is fully written when we start reading. */
+        uint32_t c = atomic_load_explicit(&ls->cur, memory_order_acquire);
+        rl_param_copy_t *p = &ls->copy[c & 1];
+        /* acquire: the words read below are not older than this seq. */
+        uint32_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
+        if (s1 & 1)
+            continue;
+        for (size_t i = 0; i < RL_PARAM_WORDS; i++)
+            /* relaxed: validated by the seq re-read after the fence. */
+            w[i] = atomic_load_explicit(&p->w[i], memory_order_relaxed);
+        /* acquire fence: orders the word loads before the seq re-read. */
+        atomic_thread_fence(memory_order_acquire);
+        /* relaxed: ordered by the fence above. */
+        if (atomic_load_explicit(&p->seq, memory_order_relaxed) == s1)
+            break;
+    }
+    __builtin_memcpy(out, w, sizeof *out);
+}
+
+/* The live limit slot for an id, or NULL (unknown, removed). */
+static inline rl_limit_slot_t *rl__limit_get(rl_limits_t *ls, int id)
+{
+    if (id <= 0)
+        return NULL;
+    uint32_t idx = (uint32_t)id & RL_LIMIT_IDX_MASK;
+    if (idx >= ls->cap)
+        return NULL;
+    rl_limit_slot_t *s = &ls->slots[idx];
+    /* acquire: a matching id means the add that published it (params, name)
+     * happened before our reads of them. */
+    return atomic_load_explicit(&s->id, memory_order_acquire) == (uint32_t)id ? s : NULL;
+}
+
+/* The 16-bit reference a table slot carries: index and low generation bits. */
+static inline uint32_t rl__limit_ref(int id)
+{
+    uint32_t u = (uint32_t)id;
+    return (u & RL_LIMIT_IDX_MASK) | (((u >> RL_LIMIT_IDX_BITS) & 0xf) << RL_LIMIT_IDX_BITS);
+}
+
+/* Count an event on a limit's stripe (relaxed: counters, not publication). */
+static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)
+{
+    atomic_fetch_add_explicit(&ls->stats[stripe % RL_STAT_STRIPES].c[which], 1,
+                              memory_order_relaxed);
+}
+
+int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
+                    uint32_t expected_nodes, int synced, uint64_t salt_seed);
+void rl__limits_destroy(rl_limits_t *ls, const rl_allocator_t *a);
+uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which);
+
+struct rl_table;
+struct rl_clock;
+int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const struct rl_clock *clk);
+int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const struct rl_clock *clk);
+/* Unpublish the limit; the caller then frees its table slots. */
+int rl__limits_remove(rl_limits_t *ls, int id);
+int rl__limits_find(rl_limits_t *ls, const char *name);
+int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out);
+
+#endif

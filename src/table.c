@@ -1,0 +1,390 @@
+#include <string.h>
+#include "table.h"
+#include "alloc.h"
+
+/* The reuse floor of a retired slot lives in aux; the highest TAT a refund
+ * ever lowered lives in reserved[0] (see retire_owned). */
+#define SLOT_TAT_HIGH(s) ((_Atomic uint64_t *)&(s)->reserved[0])
+
+int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
+                   rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
+{
+    /* Load factor <= 2/3 keeps linear-probing runs short enough that a
+     * window of RL_PROBE_MAX practically never fills before the table does. */
+    size_t n = (size_t)(max_keys + max_keys / 2);
+    if (n < 2 * RL_PROBE_MAX)
+        n = 2 * RL_PROBE_MAX;
+    t->slots = rl__calloc(a, n * sizeof(rl_slot_t), 64);
+    if (t->slots == NULL)
+        return RL_ENOMEM;
+    t->nslots = n;
+    t->max_keys = max_keys;
+    t->limits = limits;
+    t->idle_guard_fp = idle_guard_fp;
+    t->ttl_fp = ttl_fp;
+    atomic_init(&t->live, 0);
+    atomic_init(&t->reclaimed, 0);
+    return 0;
+}
+
+void rl__table_destroy(rl_table_t *t, const rl_allocator_t *a)
+{
+    rl__free(a, t->slots, t->nslots * sizeof(rl_slot_t), 64);
+    t->slots = NULL;
+}
+
+size_t rl__table_bytes(const rl_table_t *t) { return t->nslots * sizeof(rl_slot_t); }
+
+static inline rl_slot_t *slot_at(rl_table_t *t, size_t home, size_t d)
+{
+    size_t i = home + d;
+    return &t->slots[i >= t->nslots ? i - t->nslots : i];
+}
+
+/*
+ * Read a LIVE slot's key id and bucket word under ctrl value c1 (loaded with
+ * acquire by the caller). 1: it is the probed key and alive (*tat set).
+ */
+static int slot_read(rl_slot_t *s, const rl_probe_t *p, uint64_t c1, uint64_t *tat)
+{
+    /* relaxed: validated by the ctrl re-read after the fence (seqlock). */
+    uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_relaxed);
+    uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_relaxed);
+    uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
+    /* acquire fence: the loads above happen before the ctrl re-read. */
+    atomic_thread_fence(memory_order_acquire);
+    /* relaxed: ordered by the fence above. */
+    if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c1)
+        return 0;
+    if (lo != p->id.lo || hi != p->id.hi || v == RL_TAT_DEAD)
+        return 0;
+    *tat = v;
+    return 1;
+}
+
+int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref)
+{
+    for (size_t d = 0; d < RL_PROBE_MAX; d++) {
+        rl_slot_t *s = slot_at(t, p->home, d);
+        /* acquire: pairs with the publishing release, so the key id and TAT
+         * written before LIVE are visible. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        unsigned st = RL_CTRL_STATE(c);
+        if (st == RL_SLOT_EMPTY)
+            return 0; /* EMPTY is never re-created: no key lives past it */
+        if (st == RL_SLOT_LIVE && RL_CTRL_KEYBITS(c) == p->keybits &&
+            slot_read(s, p, c, &ref->tat)) {
+            ref->slot = s;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The live limit a slot's ctrl refers to, or NULL if it was removed. */
+static rl_limit_slot_t *slot_limit(rl_table_t *t, uint64_t c)
+{
+    uint32_t lref = RL_CTRL_LREF(c);
+    uint32_t idx = lref & RL_LIMIT_IDX_MASK;
+    if (idx >= t->limits->cap)
+        return NULL;
+    rl_limit_slot_t *ls = &t->limits->slots[idx];
+    /* acquire: as rl__limit_get, the params we may read were published with it. */
+    uint32_t id = atomic_load_explicit(&ls->id, memory_order_acquire);
+    return id != 0 && rl__limit_ref((int)id) == lref ? ls : NULL;
+}
+
+/* Give a retired slot's key count back to its limit and the table. */
+static void release_counts(rl_table_t *t, uint64_t c)
+{
+    rl_limit_slot_t *ls = slot_limit(t, c);
+    /* relaxed: occupancy counters; the caps they enforce are approximate by
+     * at most the number of concurrent inserters. */
+    if (ls != NULL)
+        atomic_fetch_sub_explicit(&ls->nkeys, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->reclaimed, 1, memory_order_relaxed);
+}
+
+/*
+ * We swapped the slot's TAT (last value `old`) to DEAD: finish the retire.
+ * The reuse floor covers every value a stalled checker may still hold: the
+ * final TAT and the highest TAT a refund lowered.
+ */
+static void retire_owned(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t old)
+{
+    /* relaxed: written by refunds before their tat CAS, which our
+     * acq_rel swap of tat follows in modification order. */
+    uint64_t high = atomic_load_explicit(SLOT_TAT_HIGH(s), memory_order_relaxed);
+    /* relaxed: published by the release store of ctrl below. */
+    atomic_store_explicit(&s->aux, old > high ? old : high, memory_order_relaxed);
+    release_counts(t, c);
+    /* release: the floor is visible to whoever sees TOMB and reuses the slot.
+     * Only the owner of the DEAD swap writes a LIVE slot's ctrl. */
+    atomic_store_explicit(&s->ctrl, RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(c) + 1, RL_SLOT_TOMB),
+                          memory_order_release);
+}
+
+/*
+ * Retire the occupant that ctrl value c names, whatever its TAT: used to
+ * merge duplicates. Returns 1 and its last TAT, or 0 if it is already gone.
+ */
+static int retire_any(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t *last)
+{
+    for (;;) {
+        /* acquire: as slot_read, validated by the ctrl re-read. */
+        uint64_t v = atomic_load_explicit(&s->tat, memory_order_acquire);
+        atomic_thread_fence(memory_order_acquire);
+        /* relaxed: ordered by the fence above. */
+        if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c || v == RL_TAT_DEAD)
+            return 0;
+        /* acq_rel: the swap is the linearisation point of the retire; it must
+         * see refunds' tat_high and order our later stores. */
+        if (atomic_compare_exchange_strong_explicit(&s->tat, &v, RL_TAT_DEAD,
+                                                    memory_order_acq_rel, memory_order_relaxed)) {
+            retire_owned(t, s, c, v);
+            *last = v;
+            return 1;
+        }
+    }
+}
+
+/* Retire an idle occupant, only if its TAT is still `idle_tat`. */
+static int retire_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t idle_tat)
+{
+    uint64_t v = idle_tat;
+    /* acq_rel: as retire_any; failure means it was charged: not idle. */
+    if (!atomic_compare_exchange_strong_explicit(&s->tat, &v, RL_TAT_DEAD, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
+    retire_owned(t, s, c, idle_tat);
+    return 1;
+}
+
+/* Merge a retired duplicate's consumption into the survivor (keep the max). */
+static void merge_tat(rl_slot_t *into, uint64_t tat)
+{
+    /* relaxed: the CAS below carries the ordering. */
+    uint64_t v = atomic_load_explicit(&into->tat, memory_order_relaxed);
+    /* relaxed: a bucket value, not a publication. */
+    while (v != RL_TAT_DEAD && v < tat &&
+           !atomic_compare_exchange_weak_explicit(&into->tat, &v, tat, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+/* May this LIVE slot (ctrl c, TAT v) be reclaimed at now? */
+static int slot_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t v, uint64_t now_fp)
+{
+    if (v == RL_TAT_DEAD)
+        return 0;
+    rl_limit_slot_t *ls = slot_limit(t, c);
+    if (ls == NULL)
+        return 1; /* its limit was removed */
+    rl_limit_params_t p;
+    rl__params_read(ls, &p);
+    if (!p.synced)
+        return v + t->idle_guard_fp <= now_fp;
+    /* relaxed: a zero read means the sync thread harvested them; a racing
+     * increment comes from a charge, which would also have moved the TAT and
+     * made the retire CAS fail. */
+    return v + t->ttl_fp <= now_fp &&
+           atomic_load_explicit(&s->admitted, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&s->denied, memory_order_relaxed) == 0;
+}
+
+/* Reserve one key of the table's and the limit's capacity. */
+static int reserve(rl_table_t *t, rl_limit_slot_t *lim, uint32_t max_keys)
+{
+    /* relaxed: counters only (see release_counts). */
+    if (atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed) >= t->max_keys) {
+        atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+        return 0;
+    }
+    if (max_keys != 0 &&
+        atomic_fetch_add_explicit(&lim->nkeys, 1, memory_order_relaxed) >= max_keys) {
+        atomic_fetch_sub_explicit(&lim->nkeys, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+        return 0;
+    }
+    if (max_keys == 0)
+        atomic_fetch_add_explicit(&lim->nkeys, 1, memory_order_relaxed);
+    return 1;
+}
+
+static void unreserve(rl_table_t *t, rl_limit_slot_t *lim)
+{
+    /* relaxed: counters only. */
+    atomic_fetch_sub_explicit(&lim->nkeys, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+}
+
+/* After publishing at distance `mine`, resolve same-key duplicates. */
+static void dedupe(rl_table_t *t, const rl_probe_t *p, size_t mine, uint64_t my_ctrl,
+                   rl_slotref_t *ref)
+{
+    rl_slot_t *me = slot_at(t, p->home, mine);
+    for (size_t d = 0; d < RL_PROBE_MAX; d++) {
+        if (d == mine)
+            continue;
+        rl_slot_t *s = slot_at(t, p->home, d);
+        /* seq_cst: with our seq_cst publish, at least one of two racing
+         * inserters of the same key sees the other (store->load ordering). */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst);
+        if (RL_CTRL_STATE(c) == RL_SLOT_EMPTY)
+            break;
+        uint64_t tat;
+        if (RL_CTRL_STATE(c) != RL_SLOT_LIVE || RL_CTRL_KEYBITS(c) != p->keybits ||
+            !slot_read(s, p, c, &tat))
+            continue;
+        uint64_t last;
+        if (d < mine) {
+            /* The nearer slot survives: give ours up, into it. */
+            if (retire_any(t, me, my_ctrl, &last))
+                merge_tat(s, last);
+            ref->slot = s;
+            /* relaxed: the caller's CAS revalidates this value. */
+            ref->tat = atomic_load_explicit(&s->tat, memory_order_relaxed);
+            return;
+        }
+        if (retire_any(t, s, c, &last))
+            merge_tat(me, last);
+    }
+}
+
+int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
+                      uint32_t max_keys, uint64_t now_fp, rl_slotref_t *ref)
+{
+    for (int attempt = 0; attempt < 4; attempt++) {
+        size_t free_d = RL_PROBE_MAX;
+        uint64_t free_c = 0;
+        size_t idle_d = RL_PROBE_MAX;
+        uint64_t idle_c = 0, idle_tat = 0;
+        for (size_t d = 0; d < RL_PROBE_MAX; d++) {
+            rl_slot_t *s = slot_at(t, p->home, d);
+            /* acquire: as in rl__table_find; also orders the floor in aux. */
+            uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+            unsigned st = RL_CTRL_STATE(c);
+            if (st == RL_SLOT_EMPTY) {
+                if (free_d == RL_PROBE_MAX) {
+                    free_d = d;
+                    free_c = c;
+                }
+                break;
+            }
+            if (st == RL_SLOT_TOMB) {
+                /* relaxed: ordered by the acquire load of ctrl above. */
+                uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
+                if (free_d == RL_PROBE_MAX && floor + t->idle_guard_fp < now_fp) {
+                    free_d = d;
+                    free_c = c;
+                }
+                continue;
+            }
+            if (st != RL_SLOT_LIVE)
+                continue;
+            if (RL_CTRL_KEYBITS(c) == p->keybits && slot_read(s, p, c, &ref->tat)) {
+                ref->slot = s;
+                return 1;
+            }
+            if (idle_d == RL_PROBE_MAX && free_d == RL_PROBE_MAX) {
+                /* relaxed: slot_idle and the retire CAS revalidate it. */
+                uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
+                if (slot_idle(t, s, c, v, now_fp)) {
+                    idle_d = d;
+                    idle_c = c;
+                    idle_tat = v;
+                }
+            }
+        }
+        if (free_d == RL_PROBE_MAX || !reserve(t, lim, max_keys)) {
+            /* No free slot or no capacity: make room from an idle key in our
+             * own window, else from a batch of the table, then look again. */
+            int room = idle_d != RL_PROBE_MAX &&
+                       retire_idle(t, slot_at(t, p->home, idle_d), idle_c, idle_tat);
+            if (!room && (attempt > 0 || rl__table_sweep_some(t, now_fp) == 0))
+                return 0;
+            continue;
+        }
+        rl_slot_t *s = slot_at(t, p->home, free_d);
+        uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
+        /* acq_rel: wins the slot; acquire sees the floor and counts of the
+         * retire before it, release orders nothing yet (see fence below). */
+        if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim,
+                                                     memory_order_acq_rel, memory_order_relaxed)) {
+            unreserve(t, lim);
+            continue;
+        }
+        /* release fence: a reader that sees any of the stores below also sees
+         * CLAIMING, so its seqlock validation fails instead of mixing keys. */
+        atomic_thread_fence(memory_order_release);
+        /* relaxed: published by the seq_cst store of LIVE below. */
+        atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_relaxed);
+        atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_relaxed);
+        atomic_store_explicit(&s->tat, now_fp, memory_order_relaxed);
+        atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
+        atomic_store_explicit(SLOT_TAT_HIGH(s), 0, memory_order_relaxed);
+        atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
+        uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
+        /* seq_cst: publishes the slot (release) and takes part in the
+         * store->load ordering of dedupe() and of rl_limit_remove. */
+        atomic_store_explicit(&s->ctrl, live, memory_order_seq_cst);
+        /* seq_cst: pairs with rl_limit_remove's seq_cst store of id 0, so
+         * either its purge sees this slot or we see the removal here. */
+        if (atomic_load_explicit(&lim->id, memory_order_seq_cst) == 0 ||
+            rl__limit_ref((int)atomic_load_explicit(&lim->id, memory_order_relaxed)) !=
+                RL_CTRL_LREF(live)) {
+            uint64_t last;
+            retire_any(t, s, live, &last);
+            return 0;
+        }
+        ref->slot = s;
+        ref->tat = now_fp;
+        dedupe(t, p, free_d, live, ref);
+        return 1;
+    }
+    return 0;
+}
+
+static size_t sweep_range(rl_table_t *t, size_t from, size_t n, uint64_t now_fp)
+{
+    size_t freed = 0;
+    for (size_t k = 0; k < n; k++) {
+        rl_slot_t *s = &t->slots[(from + k) % t->nslots];
+        /* acquire: as in rl__table_find. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        if (RL_CTRL_STATE(c) != RL_SLOT_LIVE)
+            continue;
+        /* relaxed: revalidated by the retire CAS. */
+        uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
+        if (slot_idle(t, s, c, v, now_fp) && retire_idle(t, s, c, v))
+            freed++;
+    }
+    return freed;
+}
+
+size_t rl__table_sweep_some(rl_table_t *t, uint64_t now_fp)
+{
+    /* relaxed: a work-sharing cursor; overlap between sweepers is harmless. */
+    uint64_t from = atomic_fetch_add_explicit(&t->cursor, RL_SWEEP_BATCH, memory_order_relaxed);
+    return sweep_range(t, (size_t)(from % t->nslots), RL_SWEEP_BATCH, now_fp);
+}
+
+size_t rl__table_sweep(rl_table_t *t, uint64_t now_fp)
+{
+    return sweep_range(t, 0, t->nslots, now_fp);
+}
+
+void rl__table_purge_limit(rl_table_t *t, uint32_t lref)
+{
+    for (size_t i = 0; i < t->nslots; i++) {
+        rl_slot_t *s = &t->slots[i];
+        /* seq_cst: the other half of the remove/insert ordering (see
+         * rl__table_acquire). */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst);
+        uint64_t last;
+        if (RL_CTRL_STATE(c) == RL_SLOT_LIVE && RL_CTRL_LREF(c) == lref)
+            retire_any(t, s, c, &last);
+    }
+}

@@ -1,0 +1,129 @@
+/*
+ * The key table: fixed-capacity, lock-free open addressing (linear probing
+ * in a bounded window), allocated once at rl_open.
+ *
+ * Slot life cycle, all transitions by CAS on the control word `ctrl`:
+ *   EMPTY --claim--> CLAIMING --publish--> LIVE --retire--> TOMB --claim--> ...
+ * ctrl = tag (32) | limit ref (16) | generation (14) | state (2). The
+ * generation changes on every retire, so a reader that validated a slot's
+ * identity under one ctrl value and sees it unchanged afterwards read a
+ * consistent (ctrl, key id) pair (seqlock-style).
+ *
+ * The bucket word `tat` is the linearisation point of both charging and
+ * retiring: retiring swaps it to RL_TAT_DEAD, so a charge that loses that
+ * race fails its CAS and looks the key up again. A reused slot starts its
+ * TAT above every value the previous occupant held (the retirer leaves that
+ * floor in `aux`, and a TOMB is reused only once the clock is past it), so a
+ * checker stalled between reading a TAT and its CAS can never succeed on a
+ * later occupant: there is no ABA, whatever the generation counter wraps to.
+ *
+ * Who reclaims: any inserting thread, for slots in its own probe window whose
+ * bucket has been full long enough (idle) and whose limit allows it (local:
+ * as soon as full, nothing is lost; synced: after key_ttl and once the sync
+ * thread harvested its counts); rl_limit_remove purges a removed limit's
+ * slots. A checker that finds a slot it was using retired simply looks the
+ * key up again.
+ *
+ * Two threads inserting the same new key: each claims the first free slot
+ * in the window and publishes it (seq_cst), then rescans (seq_cst). By the
+ * store->load ordering at least one of the two sees the other; the slot
+ * nearer the key's home survives and the other is retired into it (its TAT
+ * merged by max). Lookups return the nearest match, so all threads converge
+ * on the survivor at once.
+ */
+#ifndef RL_TABLE_H
+#define RL_TABLE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "keyhash.h"
+#include "limits.h"
+
+#define RL_PROBE_MAX 64
+
+enum { RL_SLOT_EMPTY = 0, RL_SLOT_CLAIMING = 1, RL_SLOT_LIVE = 2, RL_SLOT_TOMB = 3 };
+
+#define RL_CTRL_STATE(c) ((unsigned)((c)&3u))
+#define RL_CTRL_GEN(c) (((c) >> 2) & 0x3fffu)
+#define RL_CTRL_LREF(c) ((uint32_t)(((c) >> 16) & 0xffffu))
+#define RL_CTRL_TAG(c) ((uint32_t)((c) >> 32))
+#define RL_CTRL_MAKE(tag, lref, gen, state)                                              \
+    (((uint64_t)(tag) << 32) | ((uint64_t)((lref)&0xffffu) << 16) | (((uint64_t)(gen)&0x3fffu) << 2) | \
+     (uint64_t)(state))
+/* Identity part of ctrl: what a lookup compares before the key id words. */
+#define RL_CTRL_KEYBITS(c) ((c) & ~UINT64_C(0xffff))
+
+typedef struct rl_slot {
+    _Atomic uint64_t ctrl;
+    _Atomic uint64_t id_lo;
+    _Atomic uint64_t id_hi;
+    _Atomic uint64_t tat;
+    /* LIVE: the global tier's published share (0 = none yet).
+     * TOMB: the floor a reused bucket must start above. */
+    _Atomic uint64_t aux;
+    _Atomic uint32_t admitted; /* unsynced counts, harvested by the sync thread */
+    _Atomic uint32_t denied;
+    uint64_t reserved[2];
+} __attribute__((aligned(64))) rl_slot_t;
+
+_Static_assert(sizeof(rl_slot_t) == 64, "a slot is one cache line");
+
+typedef struct rl_table {
+    rl_slot_t *slots;
+    size_t nslots;
+    uint64_t max_keys;
+    uint64_t idle_guard_fp; /* how far past full a local bucket must be to go */
+    uint64_t ttl_fp;        /* same for synced buckets */
+    rl_limits_t *limits;
+    _Atomic uint64_t live __attribute__((aligned(64)));
+    _Atomic uint64_t reclaimed;
+    _Atomic uint64_t cursor; /* where the next incremental sweep starts */
+} rl_table_t;
+
+/* Slots an inserter that found no room sweeps for idle keys, at most. */
+#define RL_SWEEP_BATCH 64
+
+/* What a lookup needs, computed once per check. */
+typedef struct rl_probe {
+    rl_keyid_t id;
+    uint64_t keybits; /* RL_CTRL_MAKE(tag, lref, 0, 0) */
+    size_t home;
+} rl_probe_t;
+
+typedef struct rl_slotref {
+    rl_slot_t *slot;
+    uint64_t tat; /* the bucket word as validated */
+} rl_slotref_t;
+
+int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
+                   rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp);
+void rl__table_destroy(rl_table_t *t, const rl_allocator_t *a);
+size_t rl__table_bytes(const rl_table_t *t);
+
+static inline void rl__probe_init(rl_probe_t *p, const rl_table_t *t, const rl_keyhash_t *kh,
+                                  rl_keyid_t id, uint32_t lref, uint64_t salt)
+{
+    uint64_t m = rl__keyid_mix(kh, id, salt);
+    p->id = id;
+    p->keybits = RL_CTRL_MAKE((uint32_t)m, lref, 0, 0);
+    p->home = (size_t)(((unsigned __int128)m * t->nslots) >> 64);
+}
+
+/* Find the key's live slot; 1 found (*ref filled), 0 absent. */
+int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref);
+
+/* Find or insert; 1 found/inserted, 0 no room (window or caps full). */
+int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
+                      uint32_t max_keys, uint64_t now_fp, rl_slotref_t *ref);
+
+/* Retire every slot of a removed limit (index `lref` low bits). Control path. */
+void rl__table_purge_limit(rl_table_t *t, uint32_t lref);
+
+/* Retire idle slots across the whole table. Control path (and tests). */
+size_t rl__table_sweep(rl_table_t *t, uint64_t now_fp);
+
+/* Retire idle slots in the next RL_SWEEP_BATCH slots of a shared cursor. */
+size_t rl__table_sweep_some(rl_table_t *t, uint64_t now_fp);
+
+#endif

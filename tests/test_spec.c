@@ -1,0 +1,560 @@
+/* rl_limit_parse: the limit spec grammar, its error codes and messages. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+static rl_limit_t parse_ok(const char *spec)
+{
+    rl_limit_t lim;
+    char err[256] = "stale";
+    int rc = rl_limit_parse(&lim, spec, err, sizeof err);
+    ck_assert_msg(rc == 0, "\"%s\": %s (%s)", spec, rl_err_name(rc), err);
+    ck_assert_str_eq(err, "");
+    ck_assert_uint_eq(lim.size, sizeof lim);
+    return lim;
+}
+
+/* The error code, and a message that names `needle` (the offending word). */
+static void expect_err(const char *spec, int code, const char *needle)
+{
+    rl_limit_t lim;
+    char err[256];
+    memset(err, 'Z', sizeof err);
+    int rc = rl_limit_parse(&lim, spec, err, sizeof err);
+    ck_assert_msg(rc == code, "\"%s\": got %s, want %s (%s)", spec, rl_err_name(rc),
+                  rl_err_name(code), rc == 0 ? "" : err);
+    ck_assert_msg(memchr(err, '\0', sizeof err) != NULL, "\"%s\": message not terminated", spec);
+    ck_assert_msg(strstr(err, needle) != NULL, "\"%s\": message \"%s\" does not name \"%s\"",
+                  spec, err, needle);
+}
+
+/* ------------------------------------------------------------ valid specs */
+
+START_TEST(test_minimal_defaults)
+{
+    rl_limit_t lim = parse_ok("name=api rate=100/s");
+    ck_assert_str_eq(lim.name, "api");
+    ck_assert_uint_eq(lim.rate.count, 100);
+    ck_assert_uint_eq(lim.rate.period_ms, 1000);
+    ck_assert_uint_eq(lim.burst, 0);
+    ck_assert_int_eq(lim.mode, RL_MODE_GLOBAL);
+    ck_assert_int_eq(lim.on_failure, RL_FAIL_LOCAL);
+    ck_assert_uint_eq(lim.degraded_rate.count, 0);
+    ck_assert_uint_eq(lim.degraded_rate.period_ms, 0);
+    ck_assert_int_eq(lim.shadow, 0);
+    ck_assert_uint_eq(lim.max_keys, 0);
+}
+END_TEST
+
+START_TEST(test_full)
+{
+    rl_limit_t lim = parse_ok("name=api rate=100/s burst=200 mode=local on_failure=local "
+                              "degraded_rate=20/s shadow=0 max_keys=100000");
+    ck_assert_str_eq(lim.name, "api");
+    ck_assert_uint_eq(lim.rate.count, 100);
+    ck_assert_uint_eq(lim.rate.period_ms, 1000);
+    ck_assert_uint_eq(lim.burst, 200);
+    ck_assert_int_eq(lim.mode, RL_MODE_LOCAL);
+    ck_assert_int_eq(lim.on_failure, RL_FAIL_LOCAL);
+    ck_assert_uint_eq(lim.degraded_rate.count, 20);
+    ck_assert_uint_eq(lim.degraded_rate.period_ms, 1000);
+    ck_assert_int_eq(lim.shadow, 0);
+    ck_assert_uint_eq(lim.max_keys, 100000);
+}
+END_TEST
+
+START_TEST(test_every_field_overwritten)
+{
+    /* *out starts dirty: the parse must reset what the spec does not set. */
+    rl_limit_t lim;
+    memset(&lim, 0xA5, sizeof lim);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=x rate=1/s", NULL, 0), 0);
+    ck_assert_uint_eq(lim.size, sizeof lim);
+    ck_assert_uint_eq(lim.burst, 0);
+    ck_assert_int_eq(lim.mode, 0);
+    ck_assert_int_eq(lim.on_failure, 0);
+    ck_assert_uint_eq(lim.degraded_rate.count, 0);
+    ck_assert_uint_eq(lim.degraded_rate.period_ms, 0);
+    ck_assert_int_eq(lim.shadow, 0);
+    ck_assert_uint_eq(lim.max_keys, 0);
+}
+END_TEST
+
+static const struct {
+    const char *rate;
+    uint64_t count, period_ms;
+} units[] = {
+    {"1/ms", 1, 1},
+    {"3/250ms", 3, 250},
+    {"100/s", 100, 1000},
+    {"5/10s", 5, 10000},
+    {"5/m", 5, 60000},
+    {"1000/15m", 1000, 900000},
+    {"7/h", 7, 3600000},
+    {"7/2h", 7, 7200000},
+    {"1/d", 1, 86400000},
+    {"1/30d", 1, 2592000000u},
+    {"1/720h", 1, 2592000000u},
+    {"100000000/s", 100000000, 1000},
+    {"007/01s", 7, 1000},
+    {"1/2592000000ms", 1, 2592000000u},
+};
+
+START_TEST(test_units)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, "name=u rate=%s degraded_rate=%s", units[_i].rate,
+             units[_i].rate);
+    rl_limit_t lim = parse_ok(spec);
+    ck_assert_uint_eq(lim.rate.count, units[_i].count);
+    ck_assert_uint_eq(lim.rate.period_ms, units[_i].period_ms);
+    ck_assert_uint_eq(lim.degraded_rate.count, units[_i].count);
+    ck_assert_uint_eq(lim.degraded_rate.period_ms, units[_i].period_ms);
+}
+END_TEST
+
+static const struct {
+    const char *spec;
+    int32_t mode, on_failure, shadow;
+} choices[] = {
+    {"mode=global", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
+    {"mode=local", RL_MODE_LOCAL, RL_FAIL_LOCAL, 0},
+    {"mode=exact", RL_MODE_EXACT, RL_FAIL_LOCAL, 0},
+    {"mode=tiered", RL_MODE_TIERED, RL_FAIL_LOCAL, 0},
+    {"on_failure=local", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
+    {"on_failure=open", RL_MODE_GLOBAL, RL_FAIL_OPEN, 0},
+    {"on_failure=closed", RL_MODE_GLOBAL, RL_FAIL_CLOSED, 0},
+    {"shadow=0", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
+    {"shadow=1", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 1},
+    {"shadow=false", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
+    {"shadow=true", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 1},
+    {"mode=tiered on_failure=closed shadow=true", RL_MODE_TIERED, RL_FAIL_CLOSED, 1},
+};
+
+START_TEST(test_choices)
+{
+    char spec[128];
+    snprintf(spec, sizeof spec, "name=c rate=1/s %s", choices[_i].spec);
+    rl_limit_t lim = parse_ok(spec);
+    ck_assert_int_eq(lim.mode, choices[_i].mode);
+    ck_assert_int_eq(lim.on_failure, choices[_i].on_failure);
+    ck_assert_int_eq(lim.shadow, choices[_i].shadow);
+}
+END_TEST
+
+START_TEST(test_whitespace_and_order)
+{
+    rl_limit_t lim = parse_ok(" \t name=a.b:c-d_E9\t\t  burst=5   rate=10/m\t");
+    ck_assert_str_eq(lim.name, "a.b:c-d_E9");
+    ck_assert_uint_eq(lim.rate.count, 10);
+    ck_assert_uint_eq(lim.rate.period_ms, 60000);
+    ck_assert_uint_eq(lim.burst, 5);
+}
+END_TEST
+
+START_TEST(test_limits_at_the_edge)
+{
+    char spec[128];
+    char name[RL_NAME_MAX];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    /* burst 10^9 refills in under 4 years only at 8/s or more. */
+    snprintf(spec, sizeof spec, "name=%s rate=1000/s max_keys=4294967295 burst=1000000000",
+             name);
+    rl_limit_t lim = parse_ok(spec);
+    ck_assert_str_eq(lim.name, name);
+    ck_assert_uint_eq(lim.max_keys, UINT32_MAX);
+    ck_assert_uint_eq(lim.burst, 1000000000);
+    lim = parse_ok("name=a rate=1/s max_keys=1 burst=1");
+    ck_assert_uint_eq(lim.max_keys, 1);
+    ck_assert_uint_eq(lim.burst, 1);
+}
+END_TEST
+
+START_TEST(test_long_whitespace)
+{
+    /* Bounded work, nothing kept: a megabyte of blanks around a valid spec. */
+    size_t pad = 1u << 20;
+    const char *body = "name=big rate=1/s";
+    char *spec = malloc(2 * pad + strlen(body) + 1);
+    ck_assert_ptr_nonnull(spec);
+    memset(spec, ' ', pad);
+    strcpy(spec + pad, body);
+    memset(spec + pad + strlen(body), '\t', pad);
+    spec[2 * pad + strlen(body)] = '\0';
+    rl_limit_t lim = parse_ok(spec);
+    ck_assert_str_eq(lim.name, "big");
+    free(spec);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ syntax */
+
+START_TEST(test_unknown_word)
+{
+    expect_err("name=api rate=1/s brust=5", RL_ESPEC, "\"brust\"");
+    expect_err("Name=api rate=1/s", RL_ESPEC, "\"Name\"");
+    expect_err("name=api rate=1/s =5", RL_ESPEC, "unknown word \"\"");
+    expect_err("name=api rate=1/s max_keys2=5", RL_ESPEC, "\"max_keys2\"");
+}
+END_TEST
+
+START_TEST(test_duplicate)
+{
+    expect_err("name=api rate=1/s rate=2/s", RL_ESPEC, "duplicate word \"rate\"");
+    expect_err("name=a name=b rate=1/s", RL_ESPEC, "\"name\"");
+    expect_err("name=a rate=1/s shadow=0 shadow=0", RL_ESPEC, "\"shadow\"");
+}
+END_TEST
+
+START_TEST(test_missing_equals)
+{
+    expect_err("name=api rate", RL_ESPEC, "\"rate\"");
+    expect_err("name=api rate=1/s shadow", RL_ESPEC, "\"shadow\"");
+    expect_err("name=api rate =1/s", RL_ESPEC, "\"rate\"");
+}
+END_TEST
+
+START_TEST(test_empty_value)
+{
+    expect_err("name= rate=1/s", RL_ESPEC, "name");
+    expect_err("name=a rate=", RL_ESPEC, "rate");
+    expect_err("name=a rate=1/s burst=", RL_ESPEC, "burst");
+    expect_err("name=a rate=1/s mode=", RL_ESPEC, "mode");
+}
+END_TEST
+
+START_TEST(test_missing_required)
+{
+    expect_err("rate=1/s", RL_ESPEC, "name");
+    expect_err("name=api", RL_ESPEC, "rate");
+    expect_err("name=api burst=5 mode=local", RL_ESPEC, "rate");
+    expect_err("", RL_ESPEC, "name");
+    expect_err(" \t ", RL_ESPEC, "name");
+}
+END_TEST
+
+START_TEST(test_bad_unit)
+{
+    expect_err("name=a rate=100/x", RL_ESPEC, "unknown unit \"x\"");
+    expect_err("name=a rate=100/x", RL_ESPEC, "rate");
+    expect_err("name=a rate=100/sec", RL_ESPEC, "\"sec\"");
+    expect_err("name=a rate=100/S", RL_ESPEC, "\"S\"");
+    expect_err("name=a rate=100/us", RL_ESPEC, "\"us\"");
+    expect_err("name=a rate=100/1.5s", RL_ESPEC, "\".5s\"");
+    expect_err("name=a rate=100/s/s", RL_ESPEC, "\"s/s\"");
+    expect_err("name=a rate=100/", RL_ESPEC, "no unit");
+    expect_err("name=a rate=100/5", RL_ESPEC, "rate");
+    expect_err("name=a rate=100", RL_ESPEC, "rate");
+    expect_err("name=a rate=100s", RL_ESPEC, "rate");
+    expect_err("name=a rate=1/s degraded_rate=1/y", RL_ESPEC, "degraded_rate");
+}
+END_TEST
+
+/* ----------------------------------------------------------------- numbers */
+
+static const struct {
+    const char *num;
+    int code;
+} numbers[] = {
+    {"-5", RL_ERANGE},
+    {"-0", RL_ERANGE},
+    {"0", RL_ERANGE},
+    {"000", RL_ERANGE},
+    {"nan", RL_ERANGE},
+    {"NaN", RL_ERANGE},
+    {"inf", RL_ERANGE},
+    {"-inf", RL_ERANGE},
+    {"Infinity", RL_ERANGE},
+    {"18446744073709551616", RL_ERANGE},
+    {"99999999999999999999999999999999", RL_ERANGE},
+    {"1.5", RL_ESPEC},
+    {"1.", RL_ESPEC},
+    {".5", RL_ESPEC},
+    {"1e3", RL_ESPEC},
+    {"+5", RL_ESPEC},
+    {"0x10", RL_ESPEC},
+    {"abc", RL_ESPEC},
+    {"5abc", RL_ESPEC},
+    {"--5", RL_ESPEC},
+    {"-", RL_ESPEC},
+    {"nanx", RL_ESPEC},
+    {"99999999999999999999999x", RL_ESPEC},
+};
+
+/* The same rule for every number: the count, the multiplier, burst, max_keys. */
+START_TEST(test_bad_numbers)
+{
+    const char *n = numbers[_i].num;
+    int code = numbers[_i].code;
+    char spec[128], needle[64];
+    snprintf(needle, sizeof needle, "\"%s\"", n);
+
+    snprintf(spec, sizeof spec, "name=a rate=%s/s", n);
+    expect_err(spec, code, "rate: count");
+    expect_err(spec, code, needle);
+    snprintf(spec, sizeof spec, "name=a rate=1/s degraded_rate=%s/m", n);
+    expect_err(spec, code, "degraded_rate: count");
+    snprintf(spec, sizeof spec, "name=a rate=1/s burst=%s", n);
+    expect_err(spec, code, "burst");
+    expect_err(spec, code, needle);
+    snprintf(spec, sizeof spec, "name=a rate=1/s max_keys=%s", n);
+    expect_err(spec, code, "max_keys");
+    expect_err(spec, code, needle);
+}
+END_TEST
+
+START_TEST(test_empty_count)
+{
+    expect_err("name=a rate=/s", RL_ESPEC, "rate: count \"\"");
+}
+END_TEST
+
+START_TEST(test_multiplier)
+{
+    expect_err("name=a rate=5/0s", RL_ERANGE, "rate: multiplier \"0\"");
+    expect_err("name=a rate=5/00ms", RL_ERANGE, "multiplier");
+    expect_err("name=a rate=5/99999999999999999999999s", RL_ERANGE, "multiplier");
+    /* Fits uint64, but times the unit it would wrap: caught before the multiply. */
+    expect_err("name=a rate=1/18446744073709551615d", RL_ERANGE, "rate");
+    expect_err("name=a rate=1/213503982334602d", RL_ERANGE, "30 days");
+}
+END_TEST
+
+START_TEST(test_uint64_overflow)
+{
+    /* UINT64_MAX itself reads fine; the rate check then refuses it. */
+    expect_err("name=a rate=18446744073709551615/s", RL_ERANGE, "rate");
+    expect_err("name=a rate=18446744073709551616/s", RL_ERANGE, "too large");
+    expect_err("name=a rate=1/s burst=18446744073709551615", RL_ERANGE, "burst");
+    expect_err("name=a rate=1/s burst=18446744073709551616", RL_ERANGE, "burst");
+    expect_err("name=a rate=1/s max_keys=4294967296", RL_ERANGE, "max_keys");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ ranges */
+
+START_TEST(test_rate_range)
+{
+    expect_err("name=a rate=100000001/s", RL_ERANGE, "rate");
+    expect_err("name=a rate=100001/ms", RL_ERANGE, "100000000/s");
+    expect_err("name=a rate=1/31d", RL_ERANGE, "rate");
+    expect_err("name=a rate=1/721h", RL_ERANGE, "30 days");
+    expect_err("name=a rate=1/2592000001ms", RL_ERANGE, "rate");
+    expect_err("name=a rate=1/s degraded_rate=200000000/s", RL_ERANGE, "degraded_rate");
+    expect_err("name=a rate=1/s degraded_rate=1/31d", RL_ERANGE, "degraded_rate");
+}
+END_TEST
+
+START_TEST(test_burst_range)
+{
+    expect_err("name=a rate=1/s burst=1000000001", RL_ERANGE, "burst");
+    expect_err("name=a rate=1/s burst=0", RL_ERANGE, "burst");
+    /* 1500 days to refill: more than 4 years. */
+    expect_err("name=a rate=1/d burst=1500", RL_ERANGE, "burst");
+    /* The default burst (count) is checked too. */
+    expect_err("name=a rate=1000000001/10d", RL_ERANGE, "burst");
+}
+END_TEST
+
+START_TEST(test_bad_name)
+{
+    expect_err("name=a/b rate=1/s", RL_ENAME, "name");
+    expect_err("name=a/b rate=1/s", RL_ENAME, "\"a/b\"");
+    expect_err("name=caf\xc3\xa9 rate=1/s", RL_ENAME, "\"caf\\xc3\\xa9\"");
+    expect_err("name=a\"b rate=1/s", RL_ENAME, "\"a\\x22b\"");
+    expect_err("name=a\nb rate=1/s", RL_ENAME, "\\x0a");
+    expect_err("name=a=b rate=1/s", RL_ENAME, "\"a=b\"");
+}
+END_TEST
+
+START_TEST(test_name_too_long)
+{
+    char spec[128];
+    char name[RL_NAME_MAX + 1];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    snprintf(spec, sizeof spec, "name=%s rate=1/s", name);
+    expect_err(spec, RL_ENAME, "name");
+    expect_err(spec, RL_ENAME, "longer than 63");
+}
+END_TEST
+
+START_TEST(test_huge_token)
+{
+    /* A megabyte-long name: an error, and a message of bounded length. */
+    size_t n = 1u << 20;
+    char *spec = malloc(n + 32);
+    ck_assert_ptr_nonnull(spec);
+    strcpy(spec, "rate=1/s name=");
+    size_t off = strlen(spec);
+    memset(spec + off, 'q', n);
+    spec[off + n] = '\0';
+    rl_limit_t lim;
+    char err[1024];
+    ck_assert_int_eq(rl_limit_parse(&lim, spec, err, sizeof err), RL_ENAME);
+    ck_assert_ptr_nonnull(strstr(err, "name"));
+    ck_assert_ptr_nonnull(strstr(err, "..."));
+    ck_assert_uint_lt(strlen(err), 200);
+
+    /* One huge token with no '=' at all. */
+    memset(spec, 'w', off + n);
+    ck_assert_int_eq(rl_limit_parse(&lim, spec, err, sizeof err), RL_ESPEC);
+    ck_assert_ptr_nonnull(strstr(err, "www"));
+    ck_assert_uint_lt(strlen(err), 200);
+    free(spec);
+}
+END_TEST
+
+START_TEST(test_bad_mode)
+{
+    expect_err("name=a rate=1/s mode=fast", RL_EMODE, "mode: unknown value \"fast\"");
+    expect_err("name=a rate=1/s mode=Local", RL_EMODE, "\"Local\"");
+    expect_err("name=a rate=1/s mode=0", RL_EMODE, "mode");
+    expect_err("name=a rate=1/s on_failure=deny", RL_EMODE, "on_failure: unknown value \"deny\"");
+    expect_err("name=a rate=1/s on_failure=global", RL_EMODE, "on_failure");
+}
+END_TEST
+
+START_TEST(test_bad_shadow)
+{
+    expect_err("name=a rate=1/s shadow=2", RL_ERANGE, "shadow: unknown value \"2\"");
+    expect_err("name=a rate=1/s shadow=-1", RL_ERANGE, "shadow");
+    expect_err("name=a rate=1/s shadow=yes", RL_ESPEC, "shadow: unknown value \"yes\"");
+    expect_err("name=a rate=1/s shadow=TRUE", RL_ESPEC, "shadow");
+}
+END_TEST
+
+START_TEST(test_max_keys_zero)
+{
+    expect_err("name=a rate=1/s max_keys=0", RL_ERANGE, "max_keys");
+}
+END_TEST
+
+START_TEST(test_first_error_wins)
+{
+    expect_err("name=a/b rate=1/x", RL_ENAME, "name");
+    expect_err("rate=1/x name=a/b", RL_ESPEC, "rate");
+    expect_err("brust=1 rate=1/x", RL_ESPEC, "brust");
+}
+END_TEST
+
+/* ---------------------------------------------------- arguments and buffers */
+
+START_TEST(test_null_arguments)
+{
+    rl_limit_t lim;
+    char err[64];
+    ck_assert_int_eq(rl_limit_parse(NULL, "name=a rate=1/s", err, sizeof err), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "out"));
+    ck_assert_int_eq(rl_limit_parse(&lim, NULL, err, sizeof err), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "spec"));
+    ck_assert_int_eq(rl_limit_parse(NULL, NULL, NULL, 0), RL_EINVAL);
+}
+END_TEST
+
+START_TEST(test_err_null_or_empty)
+{
+    rl_limit_t lim;
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/x", NULL, 0), RL_ESPEC);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/x", NULL, 100), RL_ESPEC);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/s", NULL, 0), 0);
+
+    char err[8];
+    memset(err, 'Z', sizeof err);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/x", err, 0), RL_ESPEC);
+    for (size_t i = 0; i < sizeof err; i++)
+        ck_assert_int_eq(err[i], 'Z');
+
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/x", err, 1), RL_ESPEC);
+    ck_assert_int_eq(err[0], '\0');
+    for (size_t i = 1; i < sizeof err; i++)
+        ck_assert_int_eq(err[i], 'Z');
+}
+END_TEST
+
+START_TEST(test_err_truncation)
+{
+    const char *spec = "name=a rate=1/s brust=5";
+    rl_limit_t lim;
+    char full[256];
+    ck_assert_int_eq(rl_limit_parse(&lim, spec, full, sizeof full), RL_ESPEC);
+    ck_assert_uint_gt(strlen(full), 16);
+
+    for (size_t len = 2; len <= 16; len++) {
+        char err[32];
+        memset(err, 'Z', sizeof err);
+        ck_assert_int_eq(rl_limit_parse(&lim, spec, err, len), RL_ESPEC);
+        ck_assert_uint_eq(strlen(err), len - 1);
+        ck_assert_int_eq(strncmp(err, full, len - 1), 0);
+        for (size_t i = len; i < sizeof err; i++)
+            ck_assert_int_eq(err[i], 'Z');
+    }
+}
+END_TEST
+
+START_TEST(test_err_cleared_on_success)
+{
+    rl_limit_t lim;
+    char err[64] = "left over";
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=1/s", err, sizeof err), 0);
+    ck_assert_str_eq(err, "");
+}
+END_TEST
+
+static Suite *spec_suite(void)
+{
+    Suite *s = suite_create("spec");
+    TCase *ok = tcase_create("valid");
+    tcase_add_test(ok, test_minimal_defaults);
+    tcase_add_test(ok, test_full);
+    tcase_add_test(ok, test_every_field_overwritten);
+    tcase_add_loop_test(ok, test_units, 0, (int)(sizeof units / sizeof units[0]));
+    tcase_add_loop_test(ok, test_choices, 0, (int)(sizeof choices / sizeof choices[0]));
+    tcase_add_test(ok, test_whitespace_and_order);
+    tcase_add_test(ok, test_limits_at_the_edge);
+    tcase_add_test(ok, test_long_whitespace);
+    suite_add_tcase(s, ok);
+
+    TCase *syn = tcase_create("syntax");
+    tcase_add_test(syn, test_unknown_word);
+    tcase_add_test(syn, test_duplicate);
+    tcase_add_test(syn, test_missing_equals);
+    tcase_add_test(syn, test_empty_value);
+    tcase_add_test(syn, test_missing_required);
+    tcase_add_test(syn, test_bad_unit);
+    tcase_add_test(syn, test_first_error_wins);
+    suite_add_tcase(s, syn);
+
+    TCase *num = tcase_create("numbers");
+    tcase_add_loop_test(num, test_bad_numbers, 0, (int)(sizeof numbers / sizeof numbers[0]));
+    tcase_add_test(num, test_empty_count);
+    tcase_add_test(num, test_multiplier);
+    tcase_add_test(num, test_uint64_overflow);
+    suite_add_tcase(s, num);
+
+    TCase *range = tcase_create("ranges");
+    tcase_add_test(range, test_rate_range);
+    tcase_add_test(range, test_burst_range);
+    tcase_add_test(range, test_bad_name);
+    tcase_add_test(range, test_name_too_long);
+    tcase_add_test(range, test_huge_token);
+    tcase_add_test(range, test_bad_mode);
+    tcase_add_test(range, test_bad_shadow);
+    tcase_add_test(range, test_max_keys_zero);
+    suite_add_tcase(s, range);
+
+    TCase *args = tcase_create("arguments");
+    tcase_add_test(args, test_null_arguments);
+    tcase_add_test(args, test_err_null_or_empty);
+    tcase_add_test(args, test_err_truncation);
+    tcase_add_test(args, test_err_cleared_on_success);
+    suite_add_tcase(s, args);
+    return s;
+}
+
+int main(void)
+{
+    return rl_test_run(spec_suite());
+}
