@@ -21,7 +21,20 @@ int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
 int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
-    return rc != 0 ? rc : rl__limits_update(&rl->limits, id, lim, &rl->clock);
+    rl_limit_params_t old, now;
+    if (rc != 0 || (rc = rl__limits_update(&rl->limits, id, lim, &rl->clock, &old)) != 0)
+        return rc;
+    /* Keys keep their tokens, not their time debt: a faster rate must not
+     * leave a key more limited than before. Checks racing this sweep may be
+     * charged once at either parameter set. */
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, id);
+    if (ls == NULL)
+        return 0; /* removed meanwhile */
+    rl__params_read(ls, &now);
+    uint64_t t = rl__clock_now_fp(&rl->clock, now.clock_source);
+    rl__table_rescale_limit(&rl->table, rl__limit_ref(id), &old.normal, &now.normal, t);
+    rl__bucket_rescale(&ls->overflow_tat, &old.normal, &now.normal, t);
+    return 0;
 }
 
 int rl_limit_remove(rl_t *rl, int id)

@@ -33,39 +33,42 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
         c->coarse_tick_ns = user ? UINT64_C(4000000) : builtin_coarse_tick();
 }
 
-int32_t rl__clock_pick(const rl_clock_t *c, uint64_t tau_fp)
+int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp)
 {
     if (c->coarse_tick_ns == 0 || c->coarse_tick_ns > (UINT64_MAX >> RL_FP_SHIFT))
         return RL_CLOCK_PRECISE;
-    return (c->coarse_tick_ns << RL_FP_SHIFT) <= tau_fp ? RL_CLOCK_COARSE : RL_CLOCK_PRECISE;
+    return (c->coarse_tick_ns << RL_FP_SHIFT) <= slack_fp ? RL_CLOCK_COARSE : RL_CLOCK_PRECISE;
 }
 
 uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
 {
     int s = source == RL_CLOCK_COARSE;
     uint64_t raw = c->user(c->user_ud, source);
-    /* Unsigned wrap makes raw - base correct even when base wrapped below 0. */
-    uint64_t rel = raw - c->base_ns[s];
-    if (rel > (UINT64_C(1) << 62))
-        rel = 0; /* raw from before the origin (or absurd): clamp, never negative */
+    /* Signed distance from the origin, clamped to +-2^62 ns (146 years) so
+     * the sums below cannot overflow; before-origin readings are negative
+     * and handled like any backward step. */
+    int64_t rel = (int64_t)(raw - c->base_ns[s]);
+    const int64_t lim = INT64_C(1) << 62;
+    rel = rel > lim ? lim : rel < -lim ? -lim : rel;
     /* relaxed: offset and last are self-contained values; no other memory is
      * published through them. */
     uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_relaxed);
     uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_relaxed);
-    uint64_t now = rel + off;
-    if (now + RL_CLOCK_LAST_GRAIN_NS < last) {
+    int64_t now = rel + (int64_t)off;
+    if (now + (int64_t)RL_CLOCK_LAST_GRAIN_NS < (int64_t)last) {
         /* The hook went backwards: raise the offset so now == last. CAS-max:
          * concurrent detectors must not add the jump twice. */
-        uint64_t want = last - rel;
+        uint64_t want = (uint64_t)((int64_t)last - rel);
         while (off < want &&
                !atomic_compare_exchange_weak_explicit(&c->guard[s].offset_ns, &off, want,
                                                       memory_order_relaxed, memory_order_relaxed)) {
         }
-        now = rel + (off > want ? off : want);
+        now = rel + (int64_t)(off > want ? off : want);
     }
-    while (now >= last + RL_CLOCK_LAST_GRAIN_NS &&
-           !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, now,
+    uint64_t unow = now > 0 ? (uint64_t)now : 0;
+    while (unow >= last + RL_CLOCK_LAST_GRAIN_NS &&
+           !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, unow,
                                                   memory_order_relaxed, memory_order_relaxed)) {
     }
-    return now;
+    return unow;
 }

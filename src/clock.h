@@ -4,9 +4,12 @@
  *
  * Two sources, chosen per limit (see rl__clock_pick): the precise vDSO
  * CLOCK_MONOTONIC (~30 ns here) and CLOCK_MONOTONIC_COARSE (~7 ns, one tick
- * every few ms). A coarse tick caps a bucket at one burst per tick, so coarse
- * is used only where a tick's worth of tokens fits in the burst (tick <= tau):
- * then the effective rate is exactly the configured one.
+ * every few ms). A coarse tick caps a bucket at one burst per tick, and a
+ * token noticed a tick late is lost when the bucket has no room to bank it
+ * (burst 1: admission restarts the schedule from "now"). So coarse is used
+ * only where a tick's worth of tokens fits in the burst minus one token
+ * (tick <= tau - T, i.e. rate x tick <= burst - 1): then an overloaded
+ * bucket admits exactly the configured rate.
  *
  * A user clock hook may go backwards; the instance absorbs it into a
  * per-source offset so time neither runs back (no tokens are created) nor
@@ -42,8 +45,8 @@ typedef struct rl_clock {
 
 void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_tick_ns);
 
-/* Which source a (T, tau) bucket may use. */
-int32_t rl__clock_pick(const rl_clock_t *c, uint64_t tau_fp);
+/* Which source a bucket may use, from its slack tau - T. */
+int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp);
 
 uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source);
 

@@ -66,8 +66,9 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->max_keys = lim->max_keys;
     p->synced = ls->synced && (lim->mode == RL_MODE_GLOBAL || lim->mode == RL_MODE_TIERED);
     /* One clock per limit, fit for both its normal and degraded buckets. */
-    uint64_t tau = d.normal.tau_fp < d.degraded.tau_fp ? d.normal.tau_fp : d.degraded.tau_fp;
-    p->clock_source = rl__clock_pick(clk, tau);
+    uint64_t slack_n = d.normal.tau_fp - d.normal.t_fp;
+    uint64_t slack_d = d.degraded.tau_fp - d.degraded.t_fp;
+    p->clock_source = rl__clock_pick(clk, slack_n < slack_d ? slack_n : slack_d);
     return 0;
 }
 
@@ -148,7 +149,8 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
     return (int)id;
 }
 
-int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_clock_t *clk)
+int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_clock_t *clk,
+                      rl_limit_params_t *old)
 {
     rl_limit_params_t p;
     int rc = params_from_def(ls, lim, clk, &p);
@@ -163,6 +165,7 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_c
     else {
         s->def = *lim;
         s->def.size = sizeof s->def;
+        rl__params_read(s, old);
         params_publish(s, &p);
     }
     pthread_mutex_unlock(&ls->lock);

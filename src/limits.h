@@ -138,7 +138,9 @@ uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which);
 struct rl_table;
 struct rl_clock;
 int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const struct rl_clock *clk);
-int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const struct rl_clock *clk);
+/* Publish new parameters; *old receives the previous ones (for rescaling). */
+int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const struct rl_clock *clk,
+                      rl_limit_params_t *old);
 /* Unpublish the limit; the caller then frees its table slots. */
 int rl__limits_remove(rl_limits_t *ls, int id);
 int rl__limits_find(rl_limits_t *ls, const char *name);

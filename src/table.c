@@ -388,3 +388,34 @@ void rl__table_purge_limit(rl_table_t *t, uint32_t lref)
             retire_any(t, s, c, &last);
     }
 }
+
+void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
+                        uint64_t now_fp)
+{
+    /* relaxed: the CAS validates it; a bucket word publishes nothing. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        if (tat == RL_TAT_DEAD || tat <= now_fp)
+            return; /* dying, or full: nothing owed either way */
+        unsigned __int128 debt = (unsigned __int128)(tat - now_fp) * to->t_fp / from->t_fp;
+        uint64_t next = now_fp + (debt < to->tau_fp ? (uint64_t)debt : to->tau_fp);
+        /* relaxed: as rl_check's charge. */
+        if (next == tat || atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_relaxed,
+                                                                 memory_order_relaxed))
+            return;
+    }
+}
+
+void rl__table_rescale_limit(rl_table_t *t, uint32_t lref, const rl_gcra_t *from,
+                             const rl_gcra_t *to, uint64_t now_fp)
+{
+    if (from->t_fp == to->t_fp && from->tau_fp <= to->tau_fp)
+        return; /* same token value, no lower cap: nothing to convert */
+    for (size_t i = 0; i < t->nslots; i++) {
+        rl_slot_t *s = &t->slots[i];
+        /* acquire: as in rl__table_find. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        if (RL_CTRL_STATE(c) == RL_SLOT_LIVE && RL_CTRL_LREF(c) == lref)
+            rl__bucket_rescale(&s->tat, from, to, now_fp);
+    }
+}

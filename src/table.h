@@ -120,6 +120,18 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
 /* Retire every slot of a removed limit (index `lref` low bits). Control path. */
 void rl__table_purge_limit(rl_table_t *t, uint32_t lref);
 
+/*
+ * Keep every bucket of a limit at the same number of tokens across a
+ * parameter change: the debt (TAT - now) is rescaled by T_new / T_old and
+ * capped at the new tau. Control path (rl_limit_update).
+ */
+void rl__table_rescale_limit(rl_table_t *t, uint32_t lref, const rl_gcra_t *from,
+                             const rl_gcra_t *to, uint64_t now_fp);
+
+/* Rescale one bucket word as above. */
+void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
+                        uint64_t now_fp);
+
 /* Retire idle slots across the whole table. Control path (and tests). */
 size_t rl__table_sweep(rl_table_t *t, uint64_t now_fp);
 
