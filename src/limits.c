@@ -83,11 +83,9 @@ static void params_publish(rl_limit_slot_t *s, const rl_limit_params_t *p)
     /* relaxed: seq is only ever written under the lock. */
     uint32_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
     atomic_store_explicit(&c->seq, seq + 1, memory_order_relaxed);
-    /* release fence: a reader that sees any new word also sees the odd seq. */
-    atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i < RL_PARAM_WORDS; i++)
-        /* relaxed: ordered by the fence above and the release store below. */
-        atomic_store_explicit(&c->w[i], w[i], memory_order_relaxed);
+        /* release: a reader that sees this word also sees the odd seq. */
+        atomic_store_explicit(&c->w[i], w[i], memory_order_release);
     /* release: the words are visible before the even seq. */
     atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
     /* release: readers that load this cur see a complete copy. */

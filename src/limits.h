@@ -91,11 +91,11 @@ static inline void rl__params_read(rl_limit_slot_t *ls, rl_limit_params_t *out)
         if (s1 & 1)
             continue;
         for (size_t i = 0; i < RL_PARAM_WORDS; i++)
-            /* relaxed: validated by the seq re-read after the fence. */
-            w[i] = atomic_load_explicit(&p->w[i], memory_order_relaxed);
-        /* acquire fence: orders the word loads before the seq re-read. */
-        atomic_thread_fence(memory_order_acquire);
-        /* relaxed: ordered by the fence above. */
+            /* acquire: a word from a newer write (release) carries that
+             * write's odd seq to the re-read below, which then fails. No
+             * fence: TSan models acquire loads, and on x86 both are free. */
+            w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        /* relaxed: ordered after the word loads by their acquire. */
         if (atomic_load_explicit(&p->seq, memory_order_relaxed) == s1)
             break;
     }

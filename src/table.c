@@ -47,13 +47,13 @@ static inline rl_slot_t *slot_at(rl_table_t *t, size_t home, size_t d)
  */
 static int slot_read(rl_slot_t *s, const rl_probe_t *p, uint64_t c1, uint64_t *tat)
 {
-    /* relaxed: validated by the ctrl re-read after the fence (seqlock). */
-    uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_relaxed);
-    uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_relaxed);
-    uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
-    /* acquire fence: the loads above happen before the ctrl re-read. */
-    atomic_thread_fence(memory_order_acquire);
-    /* relaxed: ordered by the fence above. */
+    /* acquire (seqlock read side): a value stored after a claim (release)
+     * carries the claim's ctrl change to the re-read below, which then
+     * fails. Plain loads on x86; unlike a fence, visible to TSan. */
+    uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_acquire);
+    uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&s->tat, memory_order_acquire);
+    /* relaxed: ordered after the loads above by their acquire. */
     if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c1)
         return 0;
     if (lo != p->id.lo || hi != p->id.hi || v == RL_TAT_DEAD)
@@ -134,8 +134,7 @@ static int retire_any(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t *last)
     for (;;) {
         /* acquire: as slot_read, validated by the ctrl re-read. */
         uint64_t v = atomic_load_explicit(&s->tat, memory_order_acquire);
-        atomic_thread_fence(memory_order_acquire);
-        /* relaxed: ordered by the fence above. */
+        /* relaxed: ordered after the load above by its acquire. */
         if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c || v == RL_TAT_DEAD)
             return 0;
         /* acq_rel: the swap is the linearisation point of the retire; it must
@@ -309,19 +308,20 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         rl_slot_t *s = slot_at(t, p->home, free_d);
         uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
         /* acq_rel: wins the slot; acquire sees the floor and counts of the
-         * retire before it, release orders nothing yet (see fence below). */
+         * retire before it; the stores below publish with release. */
         if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim,
                                                      memory_order_acq_rel, memory_order_relaxed)) {
             unreserve(t, lim);
             continue;
         }
-        /* release fence: a reader that sees any of the stores below also sees
-         * CLAIMING, so its seqlock validation fails instead of mixing keys. */
-        atomic_thread_fence(memory_order_release);
-        /* relaxed: published by the seq_cst store of LIVE below. */
-        atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_relaxed);
-        atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_relaxed);
-        atomic_store_explicit(&s->tat, now_fp, memory_order_relaxed);
+        /* release (seqlock write side): a reader that sees one of these
+         * values also sees CLAIMING, so its validation fails instead of
+         * mixing two keys. */
+        atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_release);
+        atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_release);
+        atomic_store_explicit(&s->tat, now_fp, memory_order_release);
+        /* relaxed: read only by the sync thread and retirers, after they
+         * validated ctrl LIVE, which the seq_cst store below publishes. */
         atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
         atomic_store_explicit(SLOT_TAT_HIGH(s), 0, memory_order_relaxed);
         atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
