@@ -1,0 +1,38 @@
+/*
+ * A throwaway redis-server for integration suites: started on a free
+ * loopback port (never --port 0), without persistence, and stopped by PID.
+ *
+ * Use it from an unchecked fixture (tcase_add_unchecked_fixture): that runs
+ * in the runner process, so the teardown stops the server even when a test
+ * fails or times out in its forked child. The server also gets SIGKILL if
+ * the process that started it dies (PR_SET_PDEATHSIG), so a killed runner
+ * leaves no server behind.
+ *
+ * Environment: RL_SKIP_REDIS=1 turns "redis-server is not installed" into a
+ * skip (rl_test_redis_start returns 1) instead of an error.
+ */
+#ifndef RL_REDIS_HARNESS_H
+#define RL_REDIS_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct rl_test_redis {
+    pid_t pid;      /* 0 when not running */
+    int port;
+    char log[64];   /* the server's log while it starts; removed once up */
+} rl_test_redis_t;
+
+/*
+ * Start a server and wait until it answers PING. Returns 0 (running), 1
+ * (skipped: not installed and RL_SKIP_REDIS=1) or -1 with a message in err.
+ */
+int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen);
+
+/* Stop the server by PID (TERM, then KILL) and reap it. Safe to repeat. */
+void rl_test_redis_stop(rl_test_redis_t *srv);
+
+/* True when the named program is an executable somewhere on PATH. */
+int rl_test_on_path(const char *prog);
+
+#endif
