@@ -162,7 +162,7 @@ typedef void (*rl_log_fn)(void *ud, int32_t level, const char *msg);
 typedef struct rl_config {
     size_t size;               /* set by rl_config_init */
     const char *redis_url;     /* NULL: local-only (a complete single-node limiter) */
-    const char *node_id;       /* fleet-unique node name; NULL: host name */
+    const char *node_id;       /* node name, [A-Za-z0-9_.:-]{1,64}; NULL: host name */
     uint32_t sync_interval_ms; /* global tier round, 50..200; default 100 */
     uint32_t max_keys;         /* table capacity in keys, 16..2^28; default 65536 */
     uint32_t expected_nodes;   /* pre-sync share divisor, >= 1; default 1 */
@@ -179,8 +179,11 @@ typedef struct rl_config {
     uint64_t clock_coarse_tick_ns; /* tick of the coarse source; 0: measured
                                       (clock_getres), or 4 ms with a user clock */
     const void *key_secret;       /* >= 16 bytes shared by the fleet, keys the
-                                     key hash; NULL: random (local-only) */
+                                     key hash; NULL: random (only right for a
+                                     single node: nodes must share it) */
     size_t key_secret_len;
+    const char *key_prefix;       /* Redis key prefix, [A-Za-z0-9_.:-]{1,32};
+                                     NULL: "rl". Fleets sharing a Redis differ here */
 } rl_config_t;
 
 /* A limit's rate: `count` tokens per `period_ms` milliseconds, stored exactly. */
@@ -292,13 +295,19 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *   RL_ERANGE  a field out of range (sync_interval_ms, max_keys,
  *              expected_nodes, max_limits, key_secret shorter than 16 bytes,
  *              only one of allocator.alloc/free set, reserved0 non-zero)
- *   RL_ENOTSUP redis_url set, and this build has no global tier yet
+ *   RL_ERANGE  also: a malformed redis_url, node_id or key_prefix
  *   RL_ENOMEM  an allocation failed (nothing is leaked)
+ * With a redis_url, a sync thread is started (every signal blocked in it);
+ * rl_open does not wait for Redis: until the first sync each key runs at
+ * rate / expected_nodes. All nodes of a fleet must use the same key_secret
+ * (and key_prefix) so they name keys alike.
  */
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 
 /*
  * Destroy an instance and free everything it allocated. NULL is a no-op.
+ * With a global tier it first reports the last usage and hands this node's
+ * shares back to Redis, waiting at most max(500 ms, 3 sync intervals).
  * No other call on the same instance may run concurrently with or after it
  * (a check racing rl_close is undefined behaviour). In a child after fork(),
  * rl_close frees only what the parent's copy owns, safely.

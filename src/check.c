@@ -5,6 +5,7 @@
 #include <string.h>
 #include "instance.h"
 #include "structsize.h"
+#include "shareword.h"
 
 /* Everything one charge decided, before it is written to the caller. */
 typedef struct outcome {
@@ -23,6 +24,7 @@ typedef struct target {
     rl_limit_params_t p;
     rl_probe_t probe;
     uint64_t now;
+    rl_gcra_t local; /* a synced key's decoded share */
 } target_t;
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
@@ -141,6 +143,20 @@ static void count(target_t *t, const outcome_t *o)
     rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
 }
 
+/* The bucket parameters a key's slot runs at: the limit's own, or for a
+ * synced limit this node's share of it (pre-sync default until the first). */
+static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s)
+{
+    if (!t->p.synced)
+        return &t->p.normal;
+    /* relaxed: the share word is self-contained (one word, never torn). */
+    uint64_t w = atomic_load_explicit(&s->share, memory_order_relaxed);
+    if (w == 0)
+        return &t->p.presync;
+    rl__shareword_decode(w, &t->local);
+    return &t->local;
+}
+
 /* Charge cost > 0 to the target's key. */
 static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 {
@@ -153,14 +169,12 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
             charge_noslot(t, cost, o);
             break;
         }
-        if (charge_word(&ref.slot->tat, ref.tat, &t->p.normal, t->now, cost, o) == 0) {
+        o->g = slot_gcra(t, ref.slot);
+        if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
             if (t->p.synced)
-                /* relaxed: counts harvested by the sync thread, which needs
-                 * only their values. */
-                atomic_fetch_add_explicit(o->allowed ? &ref.slot->admitted : &ref.slot->denied,
-                                          1, memory_order_relaxed);
+                rl__table_count(&rl->table, ref.slot, o->allowed);
             break;
         }
         /* The slot was retired under us: look the key up again. */
@@ -176,12 +190,15 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 static void peek(rl_t *rl, target_t *t, outcome_t *o)
 {
     rl_slotref_t ref;
-    uint64_t tat = rl__table_find(&rl->table, &t->probe, &ref) ? ref.tat : 0;
+    int found = rl__table_find(&rl->table, &t->probe, &ref);
+    uint64_t tat = found ? ref.tat : 0;
+    const rl_gcra_t *g = found ? slot_gcra(t, ref.slot) : t->p.synced ? &t->p.presync
+                                                                      : &t->p.normal;
     o->flags = RL_FLAG_PEEK;
-    o->remaining = rl__gcra_remaining(&t->p.normal, tat, t->now);
+    o->remaining = rl__gcra_remaining(g, tat, t->now);
     o->allowed = o->remaining >= 1;
     o->reset_ms = rl__gcra_reset_ms(tat, t->now);
-    o->retry_ms = o->allowed ? 0 : rl__gcra_retry_ms(&t->p.normal, tat, t->now, 1);
+    o->retry_ms = o->allowed ? 0 : rl__gcra_retry_ms(g, tat, t->now, 1);
     o->slot = NULL;
     o->bucket = NULL;
     o->stripe = 0;
@@ -268,8 +285,6 @@ static void refund_word(_Atomic uint64_t *w, _Atomic uint64_t *high, const rl_gc
     }
 }
 
-#define SLOT_HIGH(s) ((_Atomic uint64_t *)&(s)->reserved[0])
-
 int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
 {
     if (rl == NULL)
@@ -282,7 +297,7 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
         return rc;
     rl_slotref_t ref;
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
-        refund_word(&ref.slot->tat, SLOT_HIGH(ref.slot), &t.p.normal, t.now, cost);
+        refund_word(&ref.slot->tat, &ref.slot->tat_high, slot_gcra(&t, ref.slot), t.now, cost);
     return 0;
 }
 
@@ -359,7 +374,7 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
         for (size_t j = denier; j-- > 0;) {
             const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
             if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
-                refund_word(o[j].bucket, o[j].slot ? SLOT_HIGH(o[j].slot) : NULL, o[j].g,
+                refund_word(o[j].bucket, o[j].slot ? &o[j].slot->tat_high : NULL, o[j].g,
                             t[j].now, r->cost);
                 /* relaxed: reads back the state after the refund to report. */
                 uint64_t tat = atomic_load_explicit(o[j].bucket, memory_order_relaxed);

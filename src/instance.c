@@ -6,6 +6,9 @@
 #include "instance.h"
 #include "alloc.h"
 #include "structsize.h"
+#include "limitdef.h"
+#include "redisurl.h"
+#include "sync.h"
 
 #define PAGE 4096
 
@@ -59,10 +62,19 @@ static int validate_config(const rl_config_t *c)
         return RL_ERANGE;
     if (c->clock_coarse_tick_ns > UINT64_C(1000000000))
         return RL_ERANGE;
-    if (c->node_id != NULL && strlen(c->node_id) > 255)
+    if (c->node_id != NULL && !rl__name_valid(c->node_id, 65))
         return RL_ERANGE;
+    if (c->key_prefix != NULL && !rl__name_valid(c->key_prefix, 33))
+        return RL_ERANGE;
+    if (c->redis_url != NULL) {
+        rl_redisurl_t u;
+        if (rl__redisurl_parse(c->redis_url, &u, NULL, 0) != 0)
+            return RL_ERANGE;
+    }
     return 0;
 }
+
+static size_t dirty_bytes(const rl_table_t *t) { return (t->nslots + 63) / 64 * sizeof(uint64_t); }
 
 static void fork_guard_init(rl_t *rl)
 {
@@ -101,10 +113,18 @@ void rl_close(rl_t *rl)
     if (rl == NULL)
         return;
     rl_allocator_t a = rl->alloc;
+    if (rl->sync != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__sync_stop(rl->sync, rl->sync_close_ms);
+        else
+            rl__sync_forget(rl->sync);
+    }
+    rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
     rl__strfree(&a, rl->redis_url);
     rl__strfree(&a, rl->node_id);
+    rl__strfree(&a, rl->key_prefix);
     if (rl->fork_page != NULL)
         munmap((void *)rl->fork_page, PAGE);
     rl__free(&a, rl, sizeof *rl, 64);
@@ -124,8 +144,6 @@ int rl_open(rl_t **out, const rl_config_t *cfg)
             return rc;
         c = *cfg;
     }
-    if (c.redis_url != NULL)
-        return RL_ENOTSUP;
     rl__alloc_defaults(&c.allocator);
 
     rl_t *rl = rl__calloc(&c.allocator, sizeof *rl, 64);
@@ -155,12 +173,22 @@ int rl_open(rl_t **out, const rl_config_t *cfg)
     rl__clock_init(&rl->clock, c.clock, c.clock_ud, c.clock_coarse_tick_ns);
 
     int ok = 1;
+    char host[65];
+    if (c.node_id == NULL) {
+        if (gethostname(host, sizeof host) != 0 || !rl__name_valid(host, sizeof host))
+            strcpy(host, "node");
+        host[64] = '\0';
+        c.node_id = host;
+    }
     rl->node_id = rl__strdup(&rl->alloc, c.node_id, &ok);
+    rl->key_prefix = rl__strdup(&rl->alloc, c.key_prefix ? c.key_prefix : "rl", &ok);
+    rl->sync_close_ms = 3 * c.sync_interval_ms > 500 ? 3 * c.sync_interval_ms : 500;
     if (!ok) {
         rl_close(rl);
         return RL_ENOMEM;
     }
-    int rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, 0,
+    int synced = c.redis_url != NULL;
+    int rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, synced,
                              rl->kh.mix[0]);
     if (rc != 0) {
         rl_close(rl);
@@ -177,6 +205,19 @@ int rl_open(rl_t **out, const rl_config_t *cfg)
         return rc;
     }
     fork_guard_init(rl);
+    if (synced) {
+        rl_redisurl_t url;
+        rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
+        if (rl->table.dirty == NULL) {
+            rl_close(rl);
+            return RL_ENOMEM;
+        }
+        rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
+        if ((rc = rl__sync_start(rl, &url, &rl->sync)) != 0) {
+            rl_close(rl);
+            return rc;
+        }
+    }
     *out = rl;
     return 0;
 }

@@ -20,9 +20,12 @@ struct rl {
     /* One page mapped MADV_WIPEONFORK holding 1: it reads 0 in a child. */
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
+    struct rl_sync *sync; /* the global tier; NULL when local-only */
     /* Copied configuration. */
     char *redis_url;
     char *node_id;
+    char *key_prefix;
+    uint32_t sync_close_ms; /* how long rl_close may wait for the last round */
     uint32_t sync_interval_ms;
     uint32_t expected_nodes;
     uint32_t max_limits;

@@ -21,20 +21,26 @@ static int derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expecte
     int rc = rl__gcra_from_rate(&d->normal, &lim->rate, lim->burst, "rate", err, errlen);
     if (rc != 0)
         return rc;
+    rl__gcra_divide(&d->presync, &d->normal, expected_nodes ? expected_nodes : 1);
     if (lim->degraded_rate.count != 0 || lim->degraded_rate.period_ms != 0) {
         uint64_t burst = lim->degraded_rate.count < d->normal.burst ? lim->degraded_rate.count
                                                                     : d->normal.burst;
         return rl__gcra_from_rate(&d->degraded, &lim->degraded_rate, burst, "degraded_rate",
                                   err, errlen);
     }
-    /* rate / expected_nodes: a slower emission interval, a proportional burst. */
-    uint64_t n = expected_nodes ? expected_nodes : 1;
-    uint64_t t = d->normal.t_fp > RL_T_FP_MAX / n ? RL_T_FP_MAX : d->normal.t_fp * n;
-    uint64_t burst = (d->normal.burst + n - 1) / n;
-    d->degraded.t_fp = t;
-    d->degraded.burst = burst;
-    d->degraded.tau_fp = burst * t <= RL_TAU_FP_MAX ? burst * t : (RL_TAU_FP_MAX / t) * t;
+    d->degraded = d->presync;
     return 0;
+}
+
+void rl__gcra_divide(rl_gcra_t *out, const rl_gcra_t *g, uint64_t n)
+{
+    /* 1/n of the rate: an n times longer interval; burst rounded up to a
+     * whole token so a node can admit at all. */
+    uint64_t t = g->t_fp > RL_T_FP_MAX / n ? RL_T_FP_MAX : g->t_fp * n;
+    uint64_t burst = (g->burst + n - 1) / n;
+    out->t_fp = t;
+    out->burst = burst;
+    out->tau_fp = burst <= RL_TAU_FP_MAX / t ? burst * t : (RL_TAU_FP_MAX / t) * t;
 }
 
 int rl__limit_derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes)

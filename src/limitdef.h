@@ -23,8 +23,12 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen);
 typedef struct rl_limit_derived {
     rl_gcra_t normal;
     rl_gcra_t degraded; /* degraded_rate, or rate / expected_nodes */
+    rl_gcra_t presync;  /* rate / expected_nodes, burst likewise (>= 1) */
 } rl_limit_derived_t;
 
 int rl__limit_derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes);
+
+/* 1/n of a bucket's rate, its burst split likewise (at least one token). */
+void rl__gcra_divide(rl_gcra_t *out, const rl_gcra_t *g, uint64_t n);
 
 #endif

@@ -58,6 +58,7 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     memset(p, 0, sizeof *p);
     p->normal = d.normal;
     p->degraded = d.degraded;
+    p->presync = d.presync;
     p->rate_count = lim->rate.count;
     p->period_ms = lim->rate.period_ms;
     p->mode = lim->mode;

@@ -38,6 +38,7 @@ typedef struct rl_stat_stripe {
 typedef struct rl_limit_params {
     rl_gcra_t normal;
     rl_gcra_t degraded;
+    rl_gcra_t presync; /* a synced key's share before its first sync */
     uint64_t rate_count;
     uint64_t period_ms;
     int32_t mode;

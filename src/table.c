@@ -2,10 +2,6 @@
 #include "table.h"
 #include "alloc.h"
 
-/* The reuse floor of a retired slot lives in aux; the highest TAT a refund
- * ever lowered lives in reserved[0] (see retire_owned). */
-#define SLOT_TAT_HIGH(s) ((_Atomic uint64_t *)&(s)->reserved[0])
-
 int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
                    rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
 {
@@ -115,9 +111,9 @@ static void retire_owned(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t old)
 {
     /* relaxed: written by refunds before their tat CAS, which our
      * acq_rel swap of tat follows in modification order. */
-    uint64_t high = atomic_load_explicit(SLOT_TAT_HIGH(s), memory_order_relaxed);
+    uint64_t high = atomic_load_explicit(&s->tat_high, memory_order_relaxed);
     /* relaxed: published by the release store of ctrl below. */
-    atomic_store_explicit(&s->aux, old > high ? old : high, memory_order_relaxed);
+    atomic_store_explicit(&s->floor, old > high ? old : high, memory_order_relaxed);
     release_counts(t, c);
     /* release: the floor is visible to whoever sees TOMB and reuses the slot.
      * Only the owner of the DEAD swap writes a LIVE slot's ctrl. */
@@ -261,7 +257,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         uint64_t idle_c = 0, idle_tat = 0;
         for (size_t d = 0; d < RL_PROBE_MAX; d++) {
             rl_slot_t *s = slot_at(t, p->home, d);
-            /* acquire: as in rl__table_find; also orders the floor in aux. */
+            /* acquire: as in rl__table_find; also orders the TOMB's floor. */
             uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
             unsigned st = RL_CTRL_STATE(c);
             if (st == RL_SLOT_EMPTY) {
@@ -273,7 +269,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
             }
             if (st == RL_SLOT_TOMB) {
                 /* relaxed: ordered by the acquire load of ctrl above. */
-                uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
+                uint64_t floor = atomic_load_explicit(&s->floor, memory_order_relaxed);
                 if (free_d == RL_PROBE_MAX && floor + t->idle_guard_fp < now_fp) {
                     free_d = d;
                     free_c = c;
@@ -322,8 +318,8 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         atomic_store_explicit(&s->tat, now_fp, memory_order_release);
         /* relaxed: read only by the sync thread and retirers, after they
          * validated ctrl LIVE, which the seq_cst store below publishes. */
-        atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
-        atomic_store_explicit(SLOT_TAT_HIGH(s), 0, memory_order_relaxed);
+        atomic_store_explicit(&s->share, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->tat_high, 0, memory_order_relaxed);
         atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
         atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
         uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);

@@ -13,7 +13,7 @@
  * retiring: retiring swaps it to RL_TAT_DEAD, so a charge that loses that
  * race fails its CAS and looks the key up again. A reused slot starts its
  * TAT above every value the previous occupant held (the retirer leaves that
- * floor in `aux`, and a TOMB is reused only once the clock is past it), so a
+ * floor in `floor`, and a TOMB is reused only once the clock is past it), so a
  * checker stalled between reading a TAT and its CAS can never succeed on a
  * later occupant: there is no ABA, whatever the generation counter wraps to.
  *
@@ -59,12 +59,13 @@ typedef struct rl_slot {
     _Atomic uint64_t id_lo;
     _Atomic uint64_t id_hi;
     _Atomic uint64_t tat;
-    /* LIVE: the global tier's published share (0 = none yet).
-     * TOMB: the floor a reused bucket must start above. */
-    _Atomic uint64_t aux;
+    /* The global tier's local share of this key (shareword.h); 0: none yet.
+     * Written by the sync thread, zeroed by a claimer. */
+    _Atomic uint64_t share;
     _Atomic uint32_t admitted; /* unsynced counts, harvested by the sync thread */
     _Atomic uint32_t denied;
-    uint64_t reserved[2];
+    _Atomic uint64_t tat_high; /* highest TAT a refund lowered (see retire) */
+    _Atomic uint64_t floor;    /* TOMB: a reused bucket starts above this */
 } __attribute__((aligned(64))) rl_slot_t;
 
 _Static_assert(sizeof(rl_slot_t) == 64, "a slot is one cache line");
@@ -79,7 +80,29 @@ typedef struct rl_table {
     _Atomic uint64_t live __attribute__((aligned(64)));
     _Atomic uint64_t reclaimed;
     _Atomic uint64_t cursor; /* where the next incremental sweep starts */
+    /* Instances with a global tier: one bit per slot with unharvested
+     * counts, set by checkers, cleared by the sync thread. */
+    _Atomic uint64_t *dirty;
 } rl_table_t;
+
+/*
+ * Count a decision on a synced slot for the sync thread. A checker that
+ * moves a counter from 0 marks the slot dirty; the sync thread clears a
+ * bitmap word (acq_rel) before it swaps the counters to 0. Whatever the
+ * interleaving, a non-zero counter has its bit set or is about to be read.
+ */
+static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed)
+{
+    /* relaxed: the RMW's old value is all the protocol needs. */
+    if (atomic_fetch_add_explicit(allowed ? &s->admitted : &s->denied, 1,
+                                  memory_order_relaxed) == 0) {
+        size_t i = (size_t)(s - t->slots);
+        /* release: a sync thread whose bitmap swap (acquire) sees this bit
+         * also sees the add, so its swap of the counter includes it. */
+        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                 memory_order_release);
+    }
+}
 
 /* Slots an inserter that found no room sweeps for idle keys, at most. */
 #define RL_SWEEP_BATCH 64

@@ -1,0 +1,132 @@
+-- One sync round of one node for one virtual shard of one limit.
+-- The build prepends share.lua (share_compute, share_ewma, SHARE_ONE).
+--
+-- KEYS[i]  the per-key hash of key i, all under one hash tag
+--          {prefix:v1:limit:vshard}, so this is one call on one slot.
+-- ARGV     1 incarnation   2 rate count   3 period ms   4 burst
+--          5 ewma alpha (Q16)   6 floor reserve (Q24)   7 correction gain (Q16)
+--          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
+--          then per key i, at 10 + 4*(i-1): epoch, cumulative admitted,
+--          cumulative offered, stale ms (how long this node's entry lives
+--          without a new report).
+-- Returns  per key: {rate share (Q24), burst tokens}; {} when leaving.
+--
+-- Reports are idempotent and order-free: a node sends cumulative counters per
+-- key occupancy (epoch); a repeated or late report is not greater than what is
+-- stored and changes nothing. Redis TIME is used only to measure the interval
+-- between two reports, kept monotonic per key with max(last, now).
+local inc = ARGV[1]
+local rate = tonumber(ARGV[2])
+local period = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local alpha = tonumber(ARGV[5])
+local reserve = tonumber(ARGV[6])
+local gain = tonumber(ARGV[7])
+local max_cut = tonumber(ARGV[8])
+local ttl = tonumber(ARGV[9])
+local leaving = ARGV[10] == '1'
+
+local t = redis.call('TIME')
+local wall = tonumber(t[1]) * 1000 + share_floor(tonumber(t[2]) / 1000)
+
+-- Offered load over dt ms as a fraction of the limit's rate, in Q24.
+local function rate_q(count, dt)
+  local q = count * period / (rate * dt) * SHARE_ONE
+  if q > SHARE_ONE then return SHARE_ONE end
+  return share_floor(q)
+end
+
+-- The per-node entries of one key hash: {inc -> {e, a, o, d, r, t, x}}.
+local function load_nodes(key)
+  local flat = redis.call('HGETALL', key)
+  local nodes, order, meta = {}, {}, {}
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], flat[i + 1]
+    local sep = string.find(f, '|', 1, true)
+    if sep then
+      local who, what = string.sub(f, 1, sep - 1), string.sub(f, sep + 1)
+      local n = nodes[who]
+      if not n then
+        n = {}
+        nodes[who] = n
+        order[#order + 1] = who
+      end
+      n[what] = tonumber(v)
+    else
+      meta[f] = tonumber(v)
+    end
+  end
+  table.sort(order) -- the same node order on every call: shares are stable
+  return nodes, order, meta
+end
+
+local function drop(key, who)
+  redis.call('HDEL', key, who .. '|e', who .. '|a', who .. '|o', who .. '|d',
+             who .. '|r', who .. '|t', who .. '|x')
+end
+
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local base = 10 + 4 * (i - 1)
+  local epoch = tonumber(ARGV[base + 1])
+  local cum_a = tonumber(ARGV[base + 2])
+  local cum_o = tonumber(ARGV[base + 3])
+  local stale = tonumber(ARGV[base + 4])
+  local nodes, order, meta = load_nodes(key)
+  local now = math.max(wall, meta['t'] or 0)
+  local me = nodes[inc]
+
+  -- Fold this report in: deltas since what Redis already has.
+  local da, doff = 0, 0
+  if not me or epoch > me.e then
+    da, doff = cum_a, cum_o
+    me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - 1}
+    if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
+    nodes[inc] = me
+  elseif epoch == me.e then
+    if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
+    if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
+  end
+  local dt = math.max(1, now - me.t)
+  if epoch >= me.e then
+    me.d = share_ewma(me.d, rate_q(doff, dt), alpha)
+    me.r = share_ewma(me.r, rate_q(da, dt), alpha)
+    me.t = now
+    me.x = now + stale
+  end
+  local total = (meta['a'] or 0) + da
+
+  if leaving then
+    drop(key, inc)
+    nodes[inc] = nil
+  else
+    redis.call('HSET', key, inc .. '|e', me.e, inc .. '|a', me.a, inc .. '|o', me.o,
+               inc .. '|d', me.d, inc .. '|r', me.r, inc .. '|t', me.t, inc .. '|x', me.x)
+  end
+  redis.call('HSET', key, 'a', total, 't', now)
+
+  -- Live nodes only: an entry not refreshed in time has left.
+  local demand, over, mine = {}, 0, nil
+  for _, who in ipairs(order) do
+    local n = nodes[who]
+    if n then
+      if (n.x or 0) < now then
+        drop(key, who)
+      else
+        demand[#demand + 1] = n.d or 0
+        over = over + (n.r or 0)
+        if who == inc then mine = #demand end
+      end
+    end
+  end
+  redis.call('PEXPIRE', key, ttl)
+  if mine then
+    over = math.max(0, over - SHARE_ONE)
+    local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
+    out[#out + 1] = {q[mine], tokens[mine]}
+  else
+    out[#out + 1] = {0, 0}
+  end
+end
+return out

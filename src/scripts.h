@@ -1,0 +1,7 @@
+/* The Redis scripts, embedded at build time from src/lua (cmake/embed_lua.cmake). */
+#ifndef RL_SCRIPTS_H
+#define RL_SCRIPTS_H
+
+extern const char rl__lua_report[];
+
+#endif

@@ -1,0 +1,360 @@
+/*
+ * The sync thread: its own libuv loop, a hiredis async connection attached
+ * with hiredis's libuv adapter, a jittered round timer, and deadlines
+ * enforced with uv timers (hiredis 0.14 has no async timeouts).
+ */
+#include <signal.h>
+#include <sys/random.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <hiredis/adapters/libuv.h>
+#include "syncint.h"
+#include "alloc.h"
+#include "scripts.h"
+
+#define CONNECT_DEADLINE_MS 1000
+
+void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
+{
+    if (s->rl->log == NULL)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->rl->log(s->rl->log_ud, level, line);
+}
+
+/* xorshift64*: jitter only, seeded per instance. */
+static uint64_t next_random(rl_sync_t *s)
+{
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return s->rng * UINT64_C(2685821657736338717);
+}
+
+static void set_connected(rl_sync_t *s, int on)
+{
+    /* relaxed: a statistic. */
+    atomic_store_explicit(&s->counters[C_CONNECTED], (uint64_t)on, memory_order_relaxed);
+}
+
+static void start_connect(rl_sync_t *s);
+
+static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_sync_t *s = priv;
+    redisReply *reply = r;
+    s->loading = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+        memcpy(s->sha, reply->str, 40);
+        s->sha[40] = '\0';
+        s->script_ready = 1;
+        set_connected(s, 1);
+        rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
+    } else {
+        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
+                     reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no reply");
+    }
+}
+
+static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_sync_t *s = priv;
+    redisReply *reply = r;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
+    }
+}
+
+static void load_script(rl_sync_t *s)
+{
+    s->script_ready = 0;
+    s->loading = 1;
+    redisAsyncCommand(s->ac, on_script_loaded, s, "SCRIPT LOAD %s", rl__lua_report);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    rl_sync_t *s = ac->data;
+    uv_timer_stop(&s->connect_timer);
+    s->connecting = 0;
+    if (status != REDIS_OK) {
+        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
+                     s->url.port, ac->errstr);
+        s->ac = NULL; /* hiredis frees a context whose connect failed */
+        return;
+    }
+    /* Pipelined: AUTH and SELECT run before the script load and the first
+     * report, in order, on this connection. */
+    if (s->url.password[0] != '\0') {
+        if (s->url.user[0] != '\0')
+            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s %s", s->url.user,
+                              s->url.password);
+        else
+            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s", s->url.password);
+    }
+    if (s->url.db != 0)
+        redisAsyncCommand(s->ac, on_setup_reply, s, "SELECT %d", s->url.db);
+    load_script(s);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    rl_sync_t *s = ac->data;
+    (void)status;
+    s->ac = NULL;
+    s->connecting = 0;
+    s->script_ready = 0;
+    s->loading = 0;
+    set_connected(s, 0);
+    uv_timer_stop(&s->connect_timer);
+    /* relaxed: a flag this thread reads; set by rl_close's thread. */
+    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed))
+        rl__sync_log(s, RL_LOG_WARN, "sync: disconnected from %s:%d", s->url.host, s->url.port);
+}
+
+static void on_connect_deadline(uv_timer_t *timer)
+{
+    rl_sync_t *s = timer->data;
+    if (s->ac != NULL && s->connecting) {
+        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_log(s, RL_LOG_WARN, "sync: connect to %s:%d timed out", s->url.host,
+                     s->url.port);
+        redisAsyncFree(s->ac); /* calls on_disconnect */
+        s->ac = NULL;
+        s->connecting = 0;
+    }
+}
+
+static void start_connect(rl_sync_t *s)
+{
+    redisAsyncContext *ac = redisAsyncConnect(s->url.host, s->url.port);
+    if (ac == NULL)
+        return;
+    if (ac->err) {
+        rl__sync_count(s, C_ERRORS, 1);
+        redisAsyncFree(ac);
+        return;
+    }
+    ac->data = s;
+    if (redisLibuvAttach(ac, &s->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    s->ac = ac;
+    s->connecting = 1;
+    uv_timer_start(&s->connect_timer, on_connect_deadline, CONNECT_DEADLINE_MS, 0);
+}
+
+static void finish_loop(rl_sync_t *s)
+{
+    uv_timer_stop(&s->round_timer);
+    uv_timer_stop(&s->deadline_timer);
+    uv_timer_stop(&s->connect_timer);
+    if (s->ac != NULL) {
+        redisAsyncContext *ac = s->ac;
+        s->ac = NULL;
+        redisAsyncFree(ac);
+    }
+    uv_close((uv_handle_t *)&s->round_timer, NULL);
+    uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+    uv_close((uv_handle_t *)&s->connect_timer, NULL);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+}
+
+static void schedule_round(rl_sync_t *s);
+
+void rl__sync_round_done(rl_sync_t *s)
+{
+    uv_timer_stop(&s->deadline_timer);
+    if (s->round_failed)
+        rl__sync_count(s, C_ROUNDS_FAILED, 1);
+    else
+        rl__sync_count(s, C_ROUNDS_OK, 1);
+    if (s->leaving)
+        finish_loop(s); /* the shares are handed back: stop */
+}
+
+static void on_round_deadline(uv_timer_t *timer)
+{
+    rl_sync_t *s = timer->data;
+    if (s->in_flight == 0)
+        return;
+    /* Replies that come later are still applied (reports are idempotent),
+     * but this round counts as failed. */
+    s->round_failed = 1;
+    s->in_flight = 0;
+    rl__sync_round_done(s);
+}
+
+static void on_round(uv_timer_t *timer)
+{
+    rl_sync_t *s = timer->data;
+    if (s->ac == NULL)
+        start_connect(s);
+    else if (!s->script_ready && !s->connecting && !s->loading)
+        load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
+    if (s->in_flight > 0) {
+        /* The last round's deadline has not fired yet: never stack rounds. */
+        schedule_round(s);
+        return;
+    }
+    rl__sync_round(s);
+    if (s->in_flight > 0)
+        uv_timer_start(&s->deadline_timer, on_round_deadline,
+                       s->rl->sync_interval_ms * 9 / 10, 0);
+    schedule_round(s);
+}
+
+static void schedule_round(rl_sync_t *s)
+{
+    /* +-10% jitter: nodes started together do not report in lockstep. */
+    uint64_t base = s->rl->sync_interval_ms;
+    uint64_t span = base / 5 + 1;
+    uint64_t delay = base - base / 10 + next_random(s) % span;
+    uv_timer_start(&s->round_timer, on_round, delay, 0);
+}
+
+static void on_wake(uv_async_t *async)
+{
+    rl_sync_t *s = async->data;
+    /* relaxed: the flag itself is the message; uv_async_send orders it. */
+    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed) || s->leaving)
+        return;
+    uv_timer_stop(&s->round_timer);
+    if (s->ac == NULL || !s->script_ready) {
+        finish_loop(s); /* nothing to hand back to */
+        return;
+    }
+    s->leaving = 1;
+    if (s->in_flight > 0) {
+        s->in_flight = 0; /* the last round's stragglers no longer matter */
+        uv_timer_stop(&s->deadline_timer);
+    }
+    rl__sync_round(s);
+    if (s->in_flight > 0)
+        uv_timer_start(&s->deadline_timer, on_round_deadline, s->rl->sync_close_ms, 0);
+}
+
+static void thread_main(void *arg)
+{
+    rl_sync_t *s = arg;
+    start_connect(s);
+    schedule_round(s);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+static void free_sync(rl_sync_t *s)
+{
+    const rl_allocator_t *a = &s->rl->alloc;
+    size_t n = s->rl->table.nslots;
+    rl__free(a, s->slots, n * sizeof *s->slots, 8);
+    rl__free(a, s->order, 3 * n * sizeof *s->order, 8);
+    rl__free(a, s->bucket_of, ((size_t)s->rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
+    rl__free(a, s->limits, s->rl->limits.cap * sizeof *s->limits, 8);
+    rl__free(a, s, sizeof *s, 64);
+}
+
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, rl_sync_t **out)
+{
+    const rl_allocator_t *a = &rl->alloc;
+    rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
+    if (s == NULL)
+        return RL_ENOMEM;
+    s->rl = rl;
+    s->url = *url;
+    size_t n = rl->table.nslots;
+    s->slots = rl__calloc(a, n * sizeof *s->slots, 8);
+    s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
+    s->bucket_of = rl__calloc(a, ((size_t)rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
+    s->limits = rl__calloc(a, rl->limits.cap * sizeof *s->limits, 8);
+    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL) {
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    uint64_t seed[2];
+    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    s->rng = seed[0] | 1;
+    /* node_id plus a random instance id: two instances in one process, or a
+     * restarted node, are different incarnations. */
+    snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
+             (unsigned long long)seed[1]);
+    atomic_init(&s->stopping, 0);
+    for (int i = 0; i < 7; i++)
+        atomic_init(&s->counters[i], 0);
+    if (uv_loop_init(&s->loop) != 0) {
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    uv_timer_init(&s->loop, &s->round_timer);
+    uv_timer_init(&s->loop, &s->deadline_timer);
+    uv_timer_init(&s->loop, &s->connect_timer);
+    uv_async_init(&s->loop, &s->wake, on_wake);
+    s->round_timer.data = s->deadline_timer.data = s->connect_timer.data = s->wake.data = s;
+    /* Every signal blocked in the thread: the host's handlers run on its own
+     * threads, never on ours (the mask is inherited at creation). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = uv_thread_create(&s->thread, thread_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)&s->round_timer, NULL);
+        uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+        uv_close((uv_handle_t *)&s->connect_timer, NULL);
+        uv_close((uv_handle_t *)&s->wake, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    *out = s;
+    return 0;
+}
+
+void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms)
+{
+    (void)deadline_ms; /* enforced inside the loop: see on_wake */
+    /* relaxed: published to the loop thread by uv_async_send. */
+    atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
+    uv_async_send(&s->wake);
+    uv_thread_join(&s->thread);
+    uv_loop_close(&s->loop);
+    free_sync(s);
+}
+
+void rl__sync_forget(rl_sync_t *s)
+{
+    /* The thread, its loop and its sockets belong to the parent process;
+     * in the child only this memory is ours to release. */
+    free_sync(s);
+}
+
+void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
+{
+    uint64_t v[7];
+    for (int i = 0; i < 7; i++)
+        /* relaxed: statistics. */
+        v[i] = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
+    out->rounds = v[C_ROUNDS];
+    out->rounds_ok = v[C_ROUNDS_OK];
+    out->rounds_failed = v[C_ROUNDS_FAILED];
+    out->reports = v[C_REPORTS];
+    out->calls = v[C_CALLS];
+    out->errors = v[C_ERRORS];
+    out->connected = v[C_CONNECTED];
+}

@@ -1,0 +1,45 @@
+/*
+ * The global tier: one background thread per instance that owns a libuv loop
+ * and a hiredis async connection (attached with hiredis's libuv adapter and
+ * used from that thread only). Every sync_interval_ms (+-10% jitter) a round
+ * harvests the slots checkers marked dirty, reports cumulative counters per
+ * key to Redis in one script call per (limit, virtual shard), and publishes
+ * each returned share into its slot as one word. The hot path and this
+ * thread share only atomics: slot counters, the dirty bitmap, share words.
+ */
+#ifndef RL_SYNC_H
+#define RL_SYNC_H
+
+#include <stdint.h>
+#include "redisurl.h"
+
+struct rl;
+typedef struct rl_sync rl_sync_t;
+
+#define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
+#define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
+
+/* Counters of the sync thread, read by rl_sync_stats (tests, observability). */
+typedef struct rl_sync_counters {
+    uint64_t rounds;        /* rounds started */
+    uint64_t rounds_ok;     /* rounds whose every reply came before the deadline */
+    uint64_t rounds_failed; /* rounds that missed the deadline or errored */
+    uint64_t reports;       /* key reports sent */
+    uint64_t calls;         /* script calls sent */
+    uint64_t errors;        /* error replies and failed connections */
+    uint64_t connected;     /* 1 while connected with the script loaded */
+} rl_sync_counters_t;
+
+/* Start the thread; the instance is fully built. Errors: RL_ENOMEM. */
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, rl_sync_t **out);
+
+/* Report the last usage, hand back this node's shares, stop and join the
+ * thread, free everything, all within about deadline_ms. */
+void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
+
+/* In a fork child: free memory without touching the parent's thread. */
+void rl__sync_forget(rl_sync_t *s);
+
+void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out);
+
+#endif

@@ -1,0 +1,78 @@
+/* Internals shared by sync.c (thread, connection) and syncround.c (rounds). */
+#ifndef RL_SYNCINT_H
+#define RL_SYNCINT_H
+
+#include <stdatomic.h>
+#include <hiredis/async.h>
+#include <uv.h>
+#include "sync.h"
+#include "instance.h"
+
+/* What the sync thread remembers of one slot's occupant (sync thread only). */
+typedef struct rl_syncslot {
+    uint64_t ctrl;   /* the occupant this state belongs to; 0: none */
+    uint64_t epoch;  /* occupancy number sent with its counters */
+    uint64_t cum_a;  /* admitted since the occupancy began */
+    uint64_t cum_o;  /* offered (admitted + denied) since then */
+    uint64_t pend_o; /* offered since the last report */
+    uint32_t quiet;  /* rounds since the last report */
+    uint16_t reported; /* reported at least once (must leave on close) */
+    uint16_t queued;   /* listed in this round's reports */
+} rl_syncslot_t;
+
+/* One limit as a round sees it (snapshot taken at the round's start). */
+typedef struct rl_synclimit {
+    uint32_t lref;
+    int live;
+    rl_limit_params_t p;
+    char name[RL_NAME_MAX];
+} rl_synclimit_t;
+
+struct rl_sync {
+    struct rl *rl;
+    rl_redisurl_t url;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_timer_t round_timer;
+    uv_timer_t deadline_timer;
+    uv_timer_t connect_timer;
+    uv_async_t wake;
+    redisAsyncContext *ac;
+    int connecting;
+    int script_ready;
+    int loading; /* SCRIPT LOAD sent, no reply yet */
+    char sha[41];
+    char incarnation[300];
+    uint64_t rng;          /* jitter; sync thread only */
+    uint64_t next_epoch;
+    /* Round state (sync thread only). */
+    uint64_t round_id;
+    uint32_t in_flight;    /* script calls of the current round unanswered */
+    int round_failed;
+    int leaving;           /* the final round: hand shares back */
+    rl_syncslot_t *slots;  /* one per table slot */
+    uint32_t *order;       /* scratch: slot indices of this round's reports */
+    uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
+    rl_synclimit_t *limits; /* one per limit index */
+    /* Shared with other threads. */
+    _Atomic int stopping;
+    _Atomic uint64_t counters[7]; /* rl_sync_counters_t, in field order */
+};
+
+enum { C_ROUNDS, C_ROUNDS_OK, C_ROUNDS_FAILED, C_REPORTS, C_CALLS, C_ERRORS, C_CONNECTED };
+
+static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
+{
+    /* relaxed: statistics read by rl_sync_counters. */
+    atomic_fetch_add_explicit(&s->counters[which], n, memory_order_relaxed);
+}
+
+/* syncround.c */
+void rl__sync_round(rl_sync_t *s);
+void rl__sync_round_done(rl_sync_t *s);
+
+/* sync.c */
+void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

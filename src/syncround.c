@@ -1,0 +1,366 @@
+/*
+ * One sync round (sync thread only): harvest the slots checkers marked,
+ * decide which keys report, send one script call per (limit, virtual shard),
+ * and apply the shares that come back.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include "syncint.h"
+#include "alloc.h"
+#include "scripts.h"
+#include "share.h"
+#include "shareword.h"
+
+#define EWMA_ALPHA_Q16 32768u /* demand smoothing: half old, half new */
+#define MAX_KEYS_PER_CALL 256u
+#define ARGS_FIXED 10u
+#define ARGS_PER_KEY 4u
+
+/* One script call in flight: which slots its reply answers. */
+typedef struct call {
+    rl_sync_t *s;
+    uint64_t round_id;
+    uint64_t sent_ns;
+    uint32_t lidx;
+    uint32_t n;
+    uint32_t slot[MAX_KEYS_PER_CALL];
+    uint64_t ctrl[MAX_KEYS_PER_CALL];
+} call_t;
+
+static void snapshot_limits(rl_sync_t *s)
+{
+    rl_limits_t *ls = &s->rl->limits;
+    pthread_mutex_lock(&ls->lock);
+    for (uint32_t i = 0; i < ls->cap; i++) {
+        rl_synclimit_t *l = &s->limits[i];
+        /* relaxed: under the writers' lock, which orders every id store. */
+        uint32_t id = atomic_load_explicit(&ls->slots[i].id, memory_order_relaxed);
+        l->live = 0;
+        if (id == 0)
+            continue;
+        rl__params_read(&ls->slots[i], &l->p);
+        if (!l->p.synced)
+            continue;
+        l->live = 1;
+        l->lref = rl__limit_ref((int)id);
+        memcpy(l->name, ls->slots[i].name, RL_NAME_MAX);
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
+/* The limit a synced slot belongs to, or NULL. */
+static rl_synclimit_t *slot_synclimit(rl_sync_t *s, uint64_t c)
+{
+    uint32_t lref = RL_CTRL_LREF(c);
+    uint32_t idx = lref & RL_LIMIT_IDX_MASK;
+    if (idx >= s->rl->limits.cap)
+        return NULL;
+    rl_synclimit_t *l = &s->limits[idx];
+    return l->live && l->lref == lref ? l : NULL;
+}
+
+static const rl_gcra_t *current_gcra(rl_slot_t *slot, const rl_synclimit_t *l, rl_gcra_t *tmp)
+{
+    /* relaxed: a self-contained word; this thread is its only writer. */
+    uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
+    if (w == 0)
+        return &l->p.presync;
+    rl__shareword_decode(w, tmp);
+    return tmp;
+}
+
+/* Fold a slot's new counts into its state; 1 if it should report now. */
+static int harvest_slot(rl_sync_t *s, size_t i)
+{
+    rl_table_t *t = &s->rl->table;
+    rl_slot_t *slot = &t->slots[i];
+    rl_syncslot_t *ss = &s->slots[i];
+    /* acquire: the occupant's identity and share are visible with LIVE. */
+    uint64_t c = atomic_load_explicit(&slot->ctrl, memory_order_acquire);
+    rl_synclimit_t *l;
+    if (RL_CTRL_STATE(c) != RL_SLOT_LIVE || (l = slot_synclimit(s, c)) == NULL) {
+        ss->ctrl = 0;
+        return 0;
+    }
+    if (ss->ctrl != c) { /* a new occupant: a new epoch of counters */
+        memset(ss, 0, sizeof *ss);
+        ss->ctrl = c;
+        ss->epoch = ++s->next_epoch;
+    }
+    /* relaxed: values only; the bitmap swap (acq_rel) ordered them. */
+    uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_relaxed);
+    uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_relaxed);
+    ss->cum_a += a;
+    ss->cum_o += a + d;
+    ss->pend_o += a + d;
+    if (ss->pend_o == 0)
+        return 0;
+    /* Report every round while the key uses half of what its share could
+     * admit since its last report; otherwise every RL_REPORT_QUIET_MAX
+     * rounds. Sync traffic then scales with the keys near their limits. */
+    rl_gcra_t tmp;
+    const rl_gcra_t *g = current_gcra(slot, l, &tmp);
+    uint64_t span_fp = (uint64_t)(ss->quiet + 1) * s->rl->sync_interval_ms * RL_FP_PER_MS;
+    uint64_t could = span_fp / g->t_fp + g->burst;
+    int near = ss->pend_o * 2 >= could || atomic_load_explicit(&slot->share,
+                                                               memory_order_relaxed) == 0;
+    if (near || ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
+        return 1;
+    ss->quiet++;
+    /* Come back next round even without new counts. relaxed: only this
+     * thread reads the bitmap for harvesting. */
+    atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
+    return 0;
+}
+
+/* Redis name of a key: {prefix:v1:limit:vshard}:k:<128-bit PRF of its id>. */
+static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, size_t cap)
+{
+    rl_slot_t *slot = &s->rl->table.slots[i];
+    /* relaxed: ctrl was validated LIVE this round; a reply for a changed
+     * occupant is discarded when it comes back. */
+    uint64_t id[3] = {atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
+                      atomic_load_explicit(&slot->id_hi, memory_order_relaxed), 0};
+    const uint64_t *k = s->rl->kh.name;
+    uint64_t k2[2] = {k[1], k[0]};
+    uint64_t h1 = rl__siphash24(k, id, 16), h2 = rl__siphash24(k2, id, 16);
+    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, s->rl->key_prefix,
+                    l->name, (unsigned)(id[0] % RL_VSHARDS), h1, h2);
+}
+
+static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
+{
+    rl_slot_t *slot = &s->rl->table.slots[i];
+    rl_synclimit_t *l = slot_synclimit(s, c);
+    /* acquire: pairs with a claimer's publish; see below. */
+    if (l == NULL || atomic_load_explicit(&slot->ctrl, memory_order_acquire) != c)
+        return; /* the occupant changed while the call was in flight */
+    /* The local interval: the global one divided by our fraction, rounded up
+     * so the node never runs faster than its share. */
+    uint64_t t_local = 0;
+    if (q > 0) {
+        unsigned __int128 t = ((unsigned __int128)l->p.normal.t_fp * RL_SHARE_ONE + q - 1) / q;
+        t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
+    }
+    uint64_t w = rl__shareword_encode(t_local, tokens);
+    rl_gcra_t before, after, tmp;
+    before = *current_gcra(slot, l, &tmp);
+    /* relaxed: a self-contained word. A slot cannot be retired and reused
+     * while its reply is in flight: it reported activity this round, and
+     * reclaim waits for key_ttl (>= 1 s) of idleness, longer than any reply
+     * is accepted (see call_reply). */
+    atomic_store_explicit(&slot->share, w, memory_order_relaxed);
+    rl__shareword_decode(w, &after);
+    /* Keep the key's tokens, not its time debt, across the new share. */
+    uint64_t now = rl__clock_now_fp(&s->rl->clock, l->p.clock_source);
+    rl__bucket_rescale(&slot->tat, &before, &after, now);
+}
+
+static void call_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    call_t *call = priv;
+    rl_sync_t *s = call->s;
+    redisReply *reply = r;
+    uint64_t age_ms = (uv_hrtime() - call->sent_ns) / 1000000u;
+    int current = call->round_id == s->round_id;
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        rl__sync_count(s, C_ERRORS, 1);
+        if (reply != NULL) {
+            rl__sync_log(s, RL_LOG_WARN, "sync: script error: %.200s", reply->str);
+            if (strncmp(reply->str, "NOSCRIPT", 8) == 0)
+                s->script_ready = 0; /* reloaded before the next round */
+        }
+        if (current)
+            s->round_failed = 1;
+    } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == call->n &&
+               age_ms * 2 < s->rl->key_ttl_ms) {
+        for (uint32_t j = 0; j < call->n; j++) {
+            redisReply *e = reply->element[j];
+            if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+                e->element[0]->type == REDIS_REPLY_INTEGER &&
+                e->element[1]->type == REDIS_REPLY_INTEGER && e->element[0]->integer >= 0 &&
+                e->element[1]->integer >= 0)
+                apply_share(s, call->slot[j], call->ctrl[j], (uint64_t)e->element[0]->integer,
+                            (uint64_t)e->element[1]->integer);
+        }
+    } else {
+        rl__sync_count(s, C_ERRORS, 1);
+        if (current)
+            s->round_failed = 1;
+    }
+    if (current && s->in_flight > 0 && --s->in_flight == 0)
+        rl__sync_round_done(s);
+    rl__free(&s->rl->alloc, call, sizeof *call, 8);
+}
+
+/* Send the reports of slots order[from, to), all of limit l and one vshard. */
+static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint32_t *idx,
+                     uint32_t n)
+{
+    const rl_allocator_t *a = &s->rl->alloc;
+    call_t *call = rl__calloc(a, sizeof *call, 8);
+    size_t argc = 3 + n + ARGS_FIXED + ARGS_PER_KEY * n;
+    size_t argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
+    const char **argv = rl__calloc(a, argv_bytes, 8);
+    size_t text_cap = (size_t)n * (96 + RL_NAME_MAX + 32 + 4 * 24) + 512;
+    char *text = rl__calloc(a, text_cap, 1);
+    if (call == NULL || argv == NULL || text == NULL) {
+        rl__free(a, call, sizeof *call, 8);
+        rl__free(a, (void *)argv, argv_bytes, 8);
+        rl__free(a, text, text_cap, 1);
+        return -1;
+    }
+    size_t *argl = (size_t *)(void *)(argv + argc);
+    char *w = text;
+    size_t k = 0;
+#define ARG(...)                                                               \
+    do {                                                                       \
+        int len_ = snprintf(w, text_cap - (size_t)(w - text), __VA_ARGS__);    \
+        argv[k] = w;                                                           \
+        argl[k++] = (size_t)len_;                                              \
+        w += len_ + 1;                                                         \
+    } while (0)
+    ARG("EVALSHA");
+    ARG("%s", s->sha);
+    ARG("%u", n);
+    for (uint32_t j = 0; j < n; j++) {
+        int len = key_name(s, l, idx[j], w, text_cap - (size_t)(w - text));
+        argv[k] = w;
+        argl[k++] = (size_t)len;
+        w += len + 1;
+    }
+    uint64_t ttl = 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + 10 * 1000 +
+                   (uint64_t)RL_REPORT_QUIET_MAX * 3 * s->rl->sync_interval_ms;
+    ARG("%s", s->incarnation);
+    ARG("%" PRIu64, l->p.rate_count);
+    ARG("%" PRIu64, l->p.period_ms);
+    ARG("%" PRIu64, l->p.normal.burst);
+    ARG("%u", EWMA_ALPHA_Q16);
+    ARG("%u", RL_SHARE_ONE / 20);
+    ARG("%u", 65536u);
+    ARG("%u", RL_SHARE_ONE / 10);
+    ARG("%" PRIu64, ttl);
+    ARG("%d", s->leaving ? 1 : 0);
+    for (uint32_t j = 0; j < n; j++) {
+        rl_syncslot_t *ss = &s->slots[idx[j]];
+        /* A key that reports every round lives 3 rounds unrefreshed; a quiet
+         * one 3 of its longer periods: a dead node frees its busy keys'
+         * shares within 3 rounds. */
+        uint32_t period = ss->quiet + 1 >= RL_REPORT_QUIET_MAX ? RL_REPORT_QUIET_MAX : 1;
+        ARG("%" PRIu64, ss->epoch);
+        ARG("%" PRIu64, ss->cum_a);
+        ARG("%" PRIu64, ss->cum_o);
+        ARG("%" PRIu64, (uint64_t)3 * period * s->rl->sync_interval_ms);
+        call->slot[j] = idx[j];
+        call->ctrl[j] = ss->ctrl;
+        ss->pend_o = 0;
+        ss->quiet = 0;
+        ss->reported = 1;
+        ss->queued = 0;
+    }
+#undef ARG
+    call->s = s;
+    call->round_id = s->round_id;
+    call->sent_ns = uv_hrtime();
+    call->lidx = lidx;
+    call->n = n;
+    int rc = redisAsyncCommandArgv(s->ac, call_reply, call, (int)k, argv, argl);
+    rl__free(a, (void *)argv, argv_bytes, 8);
+    rl__free(a, text, text_cap, 1);
+    if (rc != REDIS_OK) {
+        rl__free(a, call, sizeof *call, 8);
+        return -1;
+    }
+    s->in_flight++;
+    rl__sync_count(s, C_CALLS, 1);
+    rl__sync_count(s, C_REPORTS, n);
+    return 0;
+}
+
+/* Group the reporting slots by (limit, vshard) with a counting sort, then
+ * send each group in calls of at most MAX_KEYS_PER_CALL keys. */
+static void send_reports(rl_sync_t *s, uint32_t n)
+{
+    rl_table_t *t = &s->rl->table;
+    uint32_t groups = s->rl->limits.cap * RL_VSHARDS;
+    uint32_t *count = s->bucket_of;
+    memset(count, 0, (size_t)(groups + 1) * sizeof *count);
+    uint32_t *grp = s->order + t->nslots; /* second half: group of each entry */
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = s->order[j];
+        uint64_t c = s->slots[i].ctrl;
+        /* relaxed: the key id is stable while ctrl is (validated on reply). */
+        uint64_t lo = atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed);
+        grp[j] = (RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK) * RL_VSHARDS + (uint32_t)(lo % RL_VSHARDS);
+        count[grp[j] + 1]++;
+    }
+    for (uint32_t g = 0; g < groups; g++)
+        count[g + 1] += count[g];
+    uint32_t *sorted = s->order + 2 * (size_t)t->nslots;
+    for (uint32_t j = 0; j < n; j++)
+        sorted[count[grp[j]]++] = s->order[j];
+    /* count[g] is now the end of group g. */
+    uint32_t start = 0;
+    for (uint32_t g = 0; g < groups && start < n; g++) {
+        uint32_t end = count[g];
+        uint32_t lidx = g / RL_VSHARDS;
+        while (start < end) {
+            uint32_t m = end - start < MAX_KEYS_PER_CALL ? end - start : MAX_KEYS_PER_CALL;
+            if (send_call(s, &s->limits[lidx], lidx, sorted + start, m) != 0)
+                s->round_failed = 1;
+            start += m;
+        }
+    }
+}
+
+void rl__sync_round(rl_sync_t *s)
+{
+    rl_table_t *t = &s->rl->table;
+    s->round_id++;
+    s->round_failed = 0;
+    s->in_flight = 0;
+    rl__sync_count(s, C_ROUNDS, 1);
+    snapshot_limits(s);
+    uint32_t n = 0;
+    size_t words = (t->nslots + 63) / 64;
+    for (size_t wi = 0; wi < words; wi++) {
+        /* acq_rel: see rl__table_count; the counter swaps below come after. */
+        uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
+        while (bits != 0) {
+            size_t i = wi * 64 + (size_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (harvest_slot(s, i)) {
+                s->slots[i].queued = 1;
+                s->order[n++] = (uint32_t)i;
+            }
+        }
+    }
+    if (s->leaving) {
+        /* Hand back every share this node holds, active this round or not. */
+        for (size_t i = 0; i < t->nslots; i++) {
+            rl_syncslot_t *ss = &s->slots[i];
+            if (ss->reported && ss->ctrl != 0 && !ss->queued) {
+                ss->queued = 1;
+                s->order[n++] = (uint32_t)i;
+            }
+        }
+    }
+    if (n > 0 && s->ac != NULL && s->script_ready) {
+        send_reports(s, n);
+    } else if (n > 0) {
+        /* Not connected: the counts stay accumulated (cumulative counters)
+         * and the keys come back next round. */
+        s->round_failed = 1;
+        for (uint32_t j = 0; j < n; j++) {
+            size_t i = s->order[j];
+            s->slots[i].queued = 0;
+            /* relaxed: only this thread harvests the bitmap. */
+            atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                     memory_order_relaxed);
+        }
+    }
+    if (s->in_flight == 0)
+        rl__sync_round_done(s);
+}

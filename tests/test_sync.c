@@ -1,0 +1,355 @@
+/* The global tier against a real redis-server: several nodes (instances) in
+ * one process share one limit through Redis. */
+#include <hiredis/hiredis.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "redis_harness.h"
+#include "instance.h"
+#include "scripts.h"
+#include "sync.h"
+
+static rl_test_redis_t srv;
+static char url[64];
+
+static void start_redis(void)
+{
+    char err[256];
+    int rc = rl_test_redis_start(&srv, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "test_sync: %s\n", err);
+        exit(1);
+    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+}
+
+static void stop_redis(void) { rl_test_redis_stop(&srv); }
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static rl_t *open_node(const char *node, uint32_t expected)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = node;
+    c.sync_interval_ms = 50;
+    c.expected_nodes = expected;
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
+    c.key_prefix = "t";
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    return rl;
+}
+
+static redisContext *client(void)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->err, 0);
+    return r;
+}
+
+static void flushall(void)
+{
+    redisContext *r = client();
+    freeReplyObject(redisCommand(r, "FLUSHALL"));
+    redisFree(r);
+}
+
+static rl_sync_counters_t counters(rl_t *rl)
+{
+    rl_sync_counters_t c;
+    rl__sync_counters(rl->sync, &c);
+    return c;
+}
+
+/* Wait (bounded) until every node is connected with its script loaded. */
+static void wait_connected(rl_t **nodes, int n)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        int ok = 1;
+        for (int i = 0; i < n; i++)
+            ok &= counters(nodes[i]).connected == 1;
+        if (ok)
+            return;
+        sleep_ms(10);
+    }
+    ck_abort_msg("nodes did not connect to redis on port %d", srv.port);
+}
+
+/* The Redis hash of the one key the test used, by pattern. */
+static redisReply *only_key_hash(redisContext *r, const char *limit)
+{
+    redisReply *keys = redisCommand(r, "KEYS {t:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(keys->elements, 1);
+    redisReply *h = redisCommand(r, "HGETALL %s", keys->element[0]->str);
+    freeReplyObject(keys);
+    return h;
+}
+
+static long long hash_field(redisReply *h, const char *field)
+{
+    for (size_t i = 0; i + 1 < h->elements; i += 2)
+        if (strcmp(h->element[i]->str, field) == 0)
+            return atoll(h->element[i + 1]->str);
+    return -1;
+}
+
+/* ------------------------------------------------------------- skewed load */
+
+typedef struct driver {
+    rl_t *rl;
+    int id;
+    uint64_t stop_ns;
+    _Atomic uint64_t admitted; /* read mid-run by the test thread */
+} driver_t;
+
+static void *drive(void *arg)
+{
+    driver_t *d = arg;
+    while (now_ns() < d->stop_ns) {
+        for (int i = 0; i < 50; i++)
+            atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "tenant-1", 8, 1, NULL) == RL_ALLOW);
+        sleep_ms(1);
+    }
+    return NULL;
+}
+
+START_TEST(global_limit_follows_skewed_demand)
+{
+    /* Three nodes, one limit of 200/s; all traffic arrives at node 0. Node 0
+     * must end up with nearly the whole limit (not a third of it), the fleet
+     * must stay within burst + rate x elapsed + the pre-sync allowance, and
+     * after rl_close Redis holds exactly what the nodes admitted, with every
+     * node's entry handed back. */
+    flushall();
+    rl_t *nodes[3];
+    int ids[3];
+    char name[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "node-%d", i);
+        nodes[i] = open_node(name, 3);
+        ids[i] = rl_test_add(nodes[i], "name=g rate=200/s burst=20");
+    }
+    wait_connected(nodes, 3);
+    uint64_t t0 = now_ns();
+    driver_t d = {nodes[0], ids[0], t0 + 3000000000u, 0};
+    uint64_t total;
+    pthread_t th;
+    pthread_create(&th, NULL, drive, &d);
+    sleep_ms(1500);
+    uint64_t half = atomic_load(&d.admitted);
+    uint64_t t_half = now_ns();
+    pthread_join(th, NULL);
+    uint64_t t1 = now_ns();
+    total = atomic_load(&d.admitted);
+    double second_half = (double)(total - half) / ((double)(t1 - t_half) / 1e9);
+    /* The share rule keeps 5% in floors for the idle nodes: >= 85% of 200/s
+     * once settled (a node alone would have got 200/3). */
+    ck_assert_msg(second_half >= 0.85 * 200, "node 0 admitted %.1f/s, want >= 170/s",
+                  second_half);
+    double elapsed = (double)(t1 - t0) / 1e9;
+    ck_assert_msg((double)total <= 20 + 200 * elapsed + 20,
+                  "admitted %llu in %.2f s: above burst + rate x elapsed",
+                  (unsigned long long)total, elapsed);
+    for (int i = 0; i < 3; i++)
+        rl_close(nodes[i]);
+    redisContext *r = client();
+    redisReply *h = only_key_hash(r, "g");
+    ck_assert_int_eq(hash_field(h, "a"), (long long)total);
+    ck_assert_uint_eq(h->elements, 4); /* only "a" and "t": every node left */
+    freeReplyObject(h);
+    redisFree(r);
+}
+END_TEST
+
+/* ----------------------------------------------------------- the script */
+
+static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
+                          long cum_a, long cum_o)
+{
+    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 "
+                           "%ld %ld %ld 300",
+                        rl__lua_report, key, inc, epoch, cum_a, cum_o);
+}
+
+START_TEST(reports_are_idempotent_and_order_free)
+{
+    flushall();
+    redisContext *r = client();
+    const char *key = "{t:v1:s:0}:k:abc";
+    freeReplyObject(report(r, key, "n1:1", 1, 10, 15));
+    freeReplyObject(report(r, key, "n1:1", 1, 30, 40));
+    redisReply *h1 = redisCommand(r, "HGETALL %s", key);
+    /* The same report again, an older one, and an older epoch: no change. */
+    freeReplyObject(report(r, key, "n1:1", 1, 30, 40));
+    freeReplyObject(report(r, key, "n1:1", 1, 20, 25));
+    freeReplyObject(report(r, key, "n1:1", 0, 99, 99));
+    redisReply *h2 = redisCommand(r, "HGETALL %s", key);
+    ck_assert_int_eq(hash_field(h2, "a"), 30);
+    ck_assert_int_eq(hash_field(h2, "n1:1|a"), 30);
+    ck_assert_int_eq(hash_field(h2, "n1:1|o"), 40);
+    ck_assert_int_eq(hash_field(h2, "n1:1|e"), 1);
+    ck_assert_int_eq(hash_field(h1, "n1:1|a"), hash_field(h2, "n1:1|a"));
+    /* A new occupancy (epoch) counts from zero again, adding to the total. */
+    freeReplyObject(report(r, key, "n1:1", 2, 5, 5));
+    redisReply *h3 = redisCommand(r, "HGETALL %s", key);
+    ck_assert_int_eq(hash_field(h3, "a"), 35);
+    /* A key hash expires: it has a TTL. */
+    redisReply *ttl = redisCommand(r, "PTTL %s", key);
+    ck_assert_int_gt(ttl->integer, 0);
+    freeReplyObject(ttl);
+    freeReplyObject(h1);
+    freeReplyObject(h2);
+    freeReplyObject(h3);
+    redisFree(r);
+}
+END_TEST
+
+START_TEST(script_reply_shares)
+{
+    /* Two nodes, one wanting everything: it gets the lion's share of rate
+     * and the whole burst but for whole tokens; the shares sum to <= 1. */
+    flushall();
+    redisContext *r = client();
+    const char *key = "{t:v1:s:1}:k:def";
+    freeReplyObject(report(r, key, "idle:1", 1, 0, 0));
+    redisReply *busy = NULL;
+    for (int i = 1; i <= 6; i++) {
+        if (busy)
+            freeReplyObject(busy);
+        busy = report(r, key, "busy:1", 1, 100L * i, 1000L * i);
+        freeReplyObject(report(r, key, "idle:1", 1, 0, 0));
+        sleep_ms(20);
+    }
+    redisReply *idle = report(r, key, "idle:1", 1, 0, 0);
+    ck_assert_int_eq(busy->type, REDIS_REPLY_ARRAY);
+    long long qb = busy->element[0]->element[0]->integer;
+    long long qi = idle->element[0]->element[0]->integer;
+    long long bb = busy->element[0]->element[1]->integer;
+    long long bi = idle->element[0]->element[1]->integer;
+    ck_assert_int_le(qb + qi, 1 << 24);
+    ck_assert_int_gt(qb, qi * 5);
+    ck_assert_int_le(bb + bi, 10);
+    ck_assert_int_ge(bb, 8);
+    freeReplyObject(busy);
+    freeReplyObject(idle);
+    redisFree(r);
+}
+END_TEST
+
+/* ------------------------------------------------------- recovery and fork */
+
+static void *drive_some(void *arg)
+{
+    driver_t *d = arg;
+    while (now_ns() < d->stop_ns) {
+        atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "k", 1, 1, NULL) == RL_ALLOW);
+        sleep_ms(2);
+    }
+    return NULL;
+}
+
+START_TEST(script_flush_recovers)
+{
+    flushall();
+    rl_t *n = open_node("solo", 1);
+    int id = rl_test_add(n, "name=f rate=100/s burst=10");
+    wait_connected(&n, 1);
+    driver_t d = {n, id, now_ns() + 1500000000u, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, drive_some, &d);
+    sleep_ms(400);
+    redisContext *r = client();
+    freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
+    sleep_ms(200);
+    uint64_t ok_before = counters(n).rounds_ok;
+    sleep_ms(600);
+    pthread_join(th, NULL);
+    rl_sync_counters_t c = counters(n);
+    ck_assert_uint_gt(c.rounds_ok, ok_before); /* rounds succeed again */
+    ck_assert_uint_ge(c.errors, 1);            /* the NOSCRIPT was seen */
+    rl_close(n);
+    redisReply *h = only_key_hash(r, "f");
+    ck_assert_int_eq(hash_field(h, "a"), (long long)atomic_load(&d.admitted));
+    freeReplyObject(h);
+    redisFree(r);
+}
+END_TEST
+
+START_TEST(forked_child_of_synced_instance)
+{
+    flushall();
+    rl_t *n = open_node("forky", 1);
+    int id = rl_test_add(n, "name=k rate=100/s burst=10");
+    wait_connected(&n, 1);
+    ck_assert_int_eq(rl_check(n, id, "k", 1, 1, NULL), RL_ALLOW);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = rl_check(n, id, "k", 1, 1, NULL) == RL_EFORKED;
+        rl_close(n); /* frees the child's copy; the parent's thread is not ours */
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(rl_check(n, id, "k", 1, 1, NULL), RL_ALLOW);
+    rl_close(n);
+}
+END_TEST
+
+START_TEST(unreachable_redis_keeps_deciding)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = "redis://127.0.0.1:1";
+    c.expected_nodes = 4;
+    rl_t *n = NULL;
+    ck_assert_int_eq(rl_open(&n, &c), 0);
+    int id = rl_test_add(n, "name=u rate=400/s burst=40");
+    /* Never synced: the pre-sync share, burst 40 / 4 nodes = 10 at once. */
+    int admitted = 0;
+    for (int i = 0; i < 30; i++)
+        admitted += rl_check(n, id, "k", 1, 1, NULL) == RL_ALLOW;
+    ck_assert_int_ge(admitted, 10);
+    ck_assert_int_le(admitted, 11);
+    rl_close(n);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sync");
+    TCase *tc = tcase_create("redis");
+    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, reports_are_idempotent_and_order_free);
+    tcase_add_test(tc, script_reply_shares);
+    tcase_add_test(tc, global_limit_follows_skewed_demand);
+    tcase_add_test(tc, script_flush_recovers);
+    tcase_add_test(tc, forked_child_of_synced_instance);
+    tcase_add_test(tc, unreachable_redis_keeps_deciding);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return rl_test_run(suite()); }
