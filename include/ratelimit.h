@@ -184,6 +184,9 @@ typedef struct rl_config {
     size_t key_secret_len;
     const char *key_prefix;       /* Redis key prefix, [A-Za-z0-9_.:-]{1,32};
                                      NULL: "rl". Fleets sharing a Redis differ here */
+    uint32_t demand_alpha_pct;    /* weight of the newest round in a node's
+                                     smoothed demand, 1..100; default 75 */
+    uint32_t reserved1;           /* must be zero */
 } rl_config_t;
 
 /* A limit's rate: `count` tokens per `period_ms` milliseconds, stored exactly. */

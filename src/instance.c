@@ -23,6 +23,7 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.expected_nodes = 1;
     d.key_ttl_ms = 60000;
     d.max_limits = 256;
+    d.demand_alpha_pct = 75;
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
     cfg->size = size;
@@ -53,7 +54,9 @@ static int validate_config(const rl_config_t *c)
         return RL_ERANGE;
     if (c->max_limits < 1 || c->max_limits > RL_MAX_LIMITS)
         return RL_ERANGE;
-    if (c->reserved0 != 0)
+    if (c->reserved0 != 0 || c->reserved1 != 0)
+        return RL_ERANGE;
+    if (c->demand_alpha_pct < 1 || c->demand_alpha_pct > 100)
         return RL_ERANGE;
     if ((c->allocator.alloc == NULL) != (c->allocator.free == NULL))
         return RL_ERANGE;
@@ -130,7 +133,9 @@ void rl_close(rl_t *rl)
     rl__free(&a, rl, sizeof *rl, 64);
 }
 
-int rl_open(rl_t **out, const rl_config_t *cfg)
+int rl_open(rl_t **out, const rl_config_t *cfg) { return rl__open(out, cfg, 0); }
+
+int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
 {
     if (out == NULL)
         return RL_EINVAL;
@@ -155,6 +160,7 @@ int rl_open(rl_t **out, const rl_config_t *cfg)
     rl->max_limits = c.max_limits;
     rl->max_keys = c.max_keys;
     rl->key_ttl_ms = c.key_ttl_ms;
+    rl->demand_alpha_q16 = c.demand_alpha_pct * 65536u / 100u;
     rl->log = c.log;
     rl->log_ud = c.log_ud;
 
@@ -213,7 +219,7 @@ int rl_open(rl_t **out, const rl_config_t *cfg)
             return RL_ENOMEM;
         }
         rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
-        if ((rc = rl__sync_start(rl, &url, &rl->sync)) != 0) {
+        if ((rc = rl__sync_start(rl, &url, manual_sync, &rl->sync)) != 0) {
             rl_close(rl);
             return rc;
         }

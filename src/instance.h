@@ -31,9 +31,13 @@ struct rl {
     uint32_t max_limits;
     uint64_t max_keys;
     uint64_t key_ttl_ms;
+    uint32_t demand_alpha_q16;
     rl_log_fn log;
     void *log_ud;
 };
+
+/* rl_open, optionally with manual sync rounds (see rl__sync_step). */
+int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync);
 
 /* RL_EFORKED when called in a child on an inherited instance, else 0. */
 static inline int rl__fork_check(const rl_t *rl)

@@ -182,6 +182,13 @@ void rl__sync_round_done(rl_sync_t *s)
         rl__sync_count(s, C_ROUNDS_FAILED, 1);
     else
         rl__sync_count(s, C_ROUNDS_OK, 1);
+    if (s->manual) {
+        uv_mutex_lock(&s->step_mu);
+        s->step_failed = s->round_failed;
+        s->step_done = s->step_asked;
+        uv_cond_broadcast(&s->step_cv);
+        uv_mutex_unlock(&s->step_mu);
+    }
     if (s->leaving)
         finish_loop(s); /* the shares are handed back: stop */
 }
@@ -219,6 +226,8 @@ static void on_round(uv_timer_t *timer)
 
 static void schedule_round(rl_sync_t *s)
 {
+    if (s->manual)
+        return; /* rounds run only when rl__sync_step asks */
     /* +-10% jitter: nodes started together do not report in lockstep. */
     uint64_t base = s->rl->sync_interval_ms;
     uint64_t span = base / 5 + 1;
@@ -226,11 +235,32 @@ static void schedule_round(rl_sync_t *s)
     uv_timer_start(&s->round_timer, on_round, delay, 0);
 }
 
+/* A manual round, asked for by rl__sync_step on another thread. */
+static void manual_round(rl_sync_t *s)
+{
+    uv_mutex_lock(&s->step_mu);
+    int asked = s->step_asked != s->step_done;
+    s->round_virtual_ms = s->virtual_now_ms;
+    uv_mutex_unlock(&s->step_mu);
+    if (!asked || s->in_flight > 0)
+        return;
+    if (s->ac == NULL)
+        start_connect(s);
+    rl__sync_round(s);
+    if (s->in_flight > 0)
+        uv_timer_start(&s->deadline_timer, on_round_deadline, 2000, 0);
+}
+
 static void on_wake(uv_async_t *async)
 {
     rl_sync_t *s = async->data;
     /* relaxed: the flag itself is the message; uv_async_send orders it. */
-    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed) || s->leaving)
+    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+        if (s->manual)
+            manual_round(s);
+        return;
+    }
+    if (s->leaving)
         return;
     uv_timer_stop(&s->round_timer);
     if (s->ac == NULL || !s->script_ready) {
@@ -253,10 +283,37 @@ static void thread_main(void *arg)
     start_connect(s);
     schedule_round(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    if (s->manual) { /* release a stepper waiting on a loop that ended */
+        uv_mutex_lock(&s->step_mu);
+        s->step_failed = 1;
+        s->step_done = s->step_asked;
+        uv_cond_broadcast(&s->step_cv);
+        uv_mutex_unlock(&s->step_mu);
+    }
+}
+
+int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms)
+{
+    uv_mutex_lock(&s->step_mu);
+    uint64_t ticket = ++s->step_asked;
+    /* The loop thread reads it after taking the same mutex. */
+    s->virtual_now_ms = virtual_now_ms;
+    uv_mutex_unlock(&s->step_mu);
+    uv_async_send(&s->wake);
+    uv_mutex_lock(&s->step_mu);
+    while (s->step_done < ticket)
+        uv_cond_wait(&s->step_cv, &s->step_mu);
+    int failed = s->step_failed;
+    uv_mutex_unlock(&s->step_mu);
+    return failed ? -1 : 0;
 }
 
 static void free_sync(rl_sync_t *s)
 {
+    if (s->prims_ready) {
+        uv_cond_destroy(&s->step_cv);
+        uv_mutex_destroy(&s->step_mu);
+    }
     const rl_allocator_t *a = &s->rl->alloc;
     size_t n = s->rl->table.nslots;
     rl__free(a, s->slots, n * sizeof *s->slots, 8);
@@ -266,7 +323,7 @@ static void free_sync(rl_sync_t *s)
     rl__free(a, s, sizeof *s, 64);
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, rl_sync_t **out)
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
@@ -294,6 +351,17 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, rl_sync_t **out)
     snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
              (unsigned long long)seed[1]);
     atomic_init(&s->stopping, 0);
+    s->manual = manual;
+    if (uv_mutex_init(&s->step_mu) != 0) {
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    if (uv_cond_init(&s->step_cv) != 0) {
+        uv_mutex_destroy(&s->step_mu);
+        free_sync(s);
+        return RL_ENOMEM;
+    }
+    s->prims_ready = 1;
     for (int i = 0; i < 7; i++)
         atomic_init(&s->counters[i], 0);
     if (uv_loop_init(&s->loop) != 0) {

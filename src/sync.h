@@ -18,6 +18,7 @@ typedef struct rl_sync rl_sync_t;
 
 #define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
+#define RL_REPORT_LINGER 3     /* silent rounds a busy key still reports */
 
 /* Counters of the sync thread, read by rl_sync_stats (tests, observability). */
 typedef struct rl_sync_counters {
@@ -30,8 +31,18 @@ typedef struct rl_sync_counters {
     uint64_t connected;     /* 1 while connected with the script loaded */
 } rl_sync_counters_t;
 
-/* Start the thread; the instance is fully built. Errors: RL_ENOMEM. */
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, rl_sync_t **out);
+/* Start the thread; the instance is fully built. Errors: RL_ENOMEM.
+ * manual: no round timer; rounds run only through rl__sync_step (the
+ * accuracy simulator's virtual-clock mode). */
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out);
+
+/*
+ * Manual mode: run one round now and return once its replies are applied
+ * (or its deadline passed). virtual_now_ms, when non-zero, is the time the
+ * Redis script uses instead of TIME, so a simulation is deterministic.
+ * Returns 0, or -1 if the round could not reach Redis.
+ */
+int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms);
 
 /* Report the last usage, hand back this node's shares, stop and join the
  * thread, free everything, all within about deadline_ms. */

@@ -17,7 +17,8 @@ typedef struct rl_syncslot {
     uint64_t pend_o; /* offered since the last report */
     uint32_t quiet;  /* rounds since the last report */
     uint16_t reported; /* reported at least once (must leave on close) */
-    uint16_t queued;   /* listed in this round's reports */
+    uint8_t queued;    /* listed in this round's reports */
+    uint8_t linger;    /* idle rounds still to report after a busy one */
 } rl_syncslot_t;
 
 /* One limit as a round sees it (snapshot taken at the round's start). */
@@ -54,6 +55,16 @@ struct rl_sync {
     uint32_t *order;       /* scratch: slot indices of this round's reports */
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */
+    /* Manual rounds (sync.h: rl__sync_step). */
+    int manual;
+    uint64_t virtual_now_ms;  /* under step_mu: asked for by the stepper */
+    uint64_t round_virtual_ms; /* sync thread: the current round's (0: TIME) */
+    int prims_ready;          /* step_mu and step_cv initialised */
+    uv_mutex_t step_mu;
+    uv_cond_t step_cv;
+    uint64_t step_asked;      /* under step_mu */
+    uint64_t step_done;       /* under step_mu */
+    int step_failed;          /* under step_mu */
     /* Shared with other threads. */
     _Atomic int stopping;
     _Atomic uint64_t counters[7]; /* rl_sync_counters_t, in field order */

@@ -12,9 +12,8 @@
 #include "share.h"
 #include "shareword.h"
 
-#define EWMA_ALPHA_Q16 32768u /* demand smoothing: half old, half new */
 #define MAX_KEYS_PER_CALL 256u
-#define ARGS_FIXED 10u
+#define ARGS_FIXED 11u
 #define ARGS_PER_KEY 4u
 
 /* One script call in flight: which slots its reply answers. */
@@ -70,6 +69,13 @@ static const rl_gcra_t *current_gcra(rl_slot_t *slot, const rl_synclimit_t *l, r
     return tmp;
 }
 
+/* Visit slot i next round whatever checkers do. relaxed: only this thread
+ * harvests the bitmap. */
+static void mark_again(rl_table_t *t, size_t i)
+{
+    atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
+}
+
 /* Fold a slot's new counts into its state; 1 if it should report now. */
 static int harvest_slot(rl_sync_t *s, size_t i)
 {
@@ -94,8 +100,17 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     ss->cum_a += a;
     ss->cum_o += a + d;
     ss->pend_o += a + d;
-    if (ss->pend_o == 0)
-        return 0;
+    if (ss->pend_o == 0) {
+        /* A key that was busy and went silent keeps reporting (no new
+         * counts) for a few rounds, so its demand in Redis decays by the
+         * EWMA instead of staying frozen until its entry expires: another
+         * node taking over its traffic gets the limit within rounds. */
+        if (ss->linger == 0)
+            return 0;
+        ss->linger--;
+        mark_again(t, i);
+        return 1;
+    }
     /* Report every round while the key uses half of what its share could
      * admit since its last report; otherwise every RL_REPORT_QUIET_MAX
      * rounds. Sync traffic then scales with the keys near their limits. */
@@ -105,12 +120,15 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     uint64_t could = span_fp / g->t_fp + g->burst;
     int near = ss->pend_o * 2 >= could || atomic_load_explicit(&slot->share,
                                                                memory_order_relaxed) == 0;
-    if (near || ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
+    if (near) {
+        ss->linger = RL_REPORT_LINGER;
+        mark_again(t, i);
+        return 1;
+    }
+    if (ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
         return 1;
     ss->quiet++;
-    /* Come back next round even without new counts. relaxed: only this
-     * thread reads the bitmap for harvesting. */
-    atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
+    mark_again(t, i); /* come back next round even without new counts */
     return 0;
 }
 
@@ -237,12 +255,13 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     ARG("%" PRIu64, l->p.rate_count);
     ARG("%" PRIu64, l->p.period_ms);
     ARG("%" PRIu64, l->p.normal.burst);
-    ARG("%u", EWMA_ALPHA_Q16);
+    ARG("%u", s->rl->demand_alpha_q16);
     ARG("%u", RL_SHARE_ONE / 20);
     ARG("%u", 65536u);
     ARG("%u", RL_SHARE_ONE / 10);
     ARG("%" PRIu64, ttl);
     ARG("%d", s->leaving ? 1 : 0);
+    ARG("%" PRIu64, s->round_virtual_ms);
     for (uint32_t j = 0; j < n; j++) {
         rl_syncslot_t *ss = &s->slots[idx[j]];
         /* A key that reports every round lives 3 rounds unrefreshed; a quiet

@@ -232,6 +232,9 @@ START_TEST(config_ranges)
     EXPECT_RANGE(c.max_limits = 0);
     EXPECT_RANGE(c.max_limits = RL_MAX_LIMITS + 1);
     EXPECT_RANGE(c.reserved0 = 1);
+    EXPECT_RANGE(c.reserved1 = 1);
+    EXPECT_RANGE(c.demand_alpha_pct = 0);
+    EXPECT_RANGE(c.demand_alpha_pct = 101);
     EXPECT_RANGE(c.key_secret = "short"; c.key_secret_len = 5);
     EXPECT_RANGE(c.key_secret_len = 16);
     EXPECT_RANGE(c.allocator.alloc = cnt_alloc); /* free missing */

@@ -187,7 +187,7 @@ END_TEST
 static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
                           long cum_a, long cum_o)
 {
-    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 "
+    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 "
                            "%ld %ld %ld 300",
                         rl__lua_report, key, inc, epoch, cum_a, cum_o);
 }
@@ -336,6 +336,91 @@ START_TEST(unreachable_redis_keeps_deciding)
 }
 END_TEST
 
+/* ------------------------------------------------ virtual clock, manual rounds */
+
+static rl_t *open_manual(const char *node, uint32_t expected, rl_test_clock_t *clk)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = node;
+    c.sync_interval_ms = 100;
+    c.expected_nodes = expected;
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
+    c.key_prefix = "v";
+    c.clock = rl_test_clock_fn;
+    c.clock_ud = clk;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
+    return rl;
+}
+
+/* One 100 ms round of virtual time: `offered` checks spread over it on each
+ * node, then every node syncs. Returns admitted per node. */
+static void virtual_round(rl_t **nodes, const int *ids, int n, rl_test_clock_t *clk,
+                          const int *offered, int *admitted)
+{
+    for (int i = 0; i < n; i++)
+        admitted[i] = 0;
+    for (int step = 0; step < 100; step++) { /* 1 ms steps */
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < offered[i] / 100; k++)
+                admitted[i] += rl_check(nodes[i], ids[i], "key", 3, 1, NULL) == RL_ALLOW;
+        rl_test_clock_advance(clk, 1000000);
+    }
+    uint64_t vms = atomic_load(&clk->precise_ns) / 1000000;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(rl__sync_step(nodes[i]->sync, vms), 0);
+}
+
+START_TEST(virtual_skew_then_shift)
+{
+    /* 4 nodes, 1000/s (100 per 100 ms round). Phase 1: all load (2x the
+     * limit) on node 0; phase 2: it moves to node 3. Deterministic: virtual
+     * time everywhere, Redis included. */
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(1000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *nodes[4];
+    int ids[4];
+    char name[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "v%d", i);
+        nodes[i] = open_manual(name, 4, &clk);
+        ids[i] = rl_test_add(nodes[i], "name=vs rate=1000/s burst=100");
+    }
+    int offered[4] = {200, 0, 0, 0}, admitted[4];
+    int first_good = -1;
+    for (int round = 0; round < 12; round++) {
+        virtual_round(nodes, ids, 4, &clk, offered, admitted);
+        if (round >= 2) /* never above the limit per round + one burst */
+            ck_assert_int_le(admitted[0], 100 + 100);
+        if (first_good < 0 && admitted[0] >= 90)
+            first_good = round;
+    }
+    ck_assert_msg(first_good >= 0 && first_good <= 5, "node 0 reached 90%% in round %d",
+                  first_good);
+    ck_assert_int_ge(admitted[0], 90);
+    offered[0] = 0;
+    offered[3] = 200;
+    int shift_good = -1, total_after = 0;
+    for (int round = 0; round < 8; round++) {
+        virtual_round(nodes, ids, 4, &clk, offered, admitted);
+        total_after += admitted[3];
+        if (shift_good < 0 && admitted[3] >= 90)
+            shift_good = round;
+    }
+    ck_assert_msg(shift_good >= 0 && shift_good <= 3, "node 3 reached 90%% in round %d",
+                  shift_good);
+    /* 8 rounds of 100 tokens, the bucket's burst, and the floors: never more. */
+    ck_assert_int_le(total_after, 8 * 100 + 100);
+    for (int i = 0; i < 4; i++)
+        rl_close(nodes[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sync");
@@ -348,6 +433,7 @@ static Suite *suite(void)
     tcase_add_test(tc, script_flush_recovers);
     tcase_add_test(tc, forked_child_of_synced_instance);
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
+    tcase_add_test(tc, virtual_skew_then_shift);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,7 +6,8 @@
 -- ARGV     1 incarnation   2 rate count   3 period ms   4 burst
 --          5 ewma alpha (Q16)   6 floor reserve (Q24)   7 correction gain (Q16)
 --          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
---          then per key i, at 10 + 4*(i-1): epoch, cumulative admitted,
+--          11 virtual now in ms (0: use TIME; simulations only)
+--          then per key i, at 11 + 4*(i-1): epoch, cumulative admitted,
 --          cumulative offered, stale ms (how long this node's entry lives
 --          without a new report).
 -- Returns  per key: {rate share (Q24), burst tokens}; {} when leaving.
@@ -26,8 +27,11 @@ local max_cut = tonumber(ARGV[8])
 local ttl = tonumber(ARGV[9])
 local leaving = ARGV[10] == '1'
 
-local t = redis.call('TIME')
-local wall = tonumber(t[1]) * 1000 + share_floor(tonumber(t[2]) / 1000)
+local wall = tonumber(ARGV[11])
+if wall == 0 then
+  local t = redis.call('TIME')
+  wall = tonumber(t[1]) * 1000 + share_floor(tonumber(t[2]) / 1000)
+end
 
 -- Offered load over dt ms as a fraction of the limit's rate, in Q24.
 local function rate_q(count, dt)
@@ -68,7 +72,7 @@ end
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 10 + 4 * (i - 1)
+  local base = 11 + 4 * (i - 1)
   local epoch = tonumber(ARGV[base + 1])
   local cum_a = tonumber(ARGV[base + 2])
   local cum_o = tonumber(ARGV[base + 3])
@@ -81,7 +85,8 @@ for i = 1, #KEYS do
   local da, doff = 0, 0
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
-    me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - 1}
+    -- A first report covers about one report period (stale / 3).
+    me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
     if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
     nodes[inc] = me
   elseif epoch == me.e then
