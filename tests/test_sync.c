@@ -391,6 +391,7 @@ START_TEST(virtual_skew_then_shift)
         nodes[i] = open_manual(name, 4, &clk);
         ids[i] = rl_test_add(nodes[i], "name=vs rate=1000/s burst=100");
     }
+    wait_connected(nodes, 4);
     int offered[4] = {200, 0, 0, 0}, admitted[4];
     int first_good = -1;
     for (int round = 0; round < 12; round++) {
@@ -421,6 +422,44 @@ START_TEST(virtual_skew_then_shift)
 }
 END_TEST
 
+START_TEST(reports_scale_with_near_limit_keys)
+{
+    /* 2000 keys far below their limit and 50 over it, on one node with manual
+     * rounds: after warm-up a round reports the 50 busy keys plus about a
+     * tenth of the quiet ones (each reports every 10th round), not 2050. */
+    enum { QUIET = 2000, BUSY = 50, ROUNDS = 30 };
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(2000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *n = open_manual("many", 1, &clk);
+    int id = rl_test_add(n, "name=many rate=100/s burst=100");
+    wait_connected(&n, 1);
+    char key[32];
+    uint64_t reports_before = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int k = 0; k < QUIET; k++) { /* 1 per round: 10/s of a 100/s limit */
+            snprintf(key, sizeof key, "quiet-%d", k);
+            rl_check(n, id, key, strlen(key), 1, NULL);
+        }
+        for (int k = 0; k < BUSY; k++) { /* 30 per round: 300/s of 100/s */
+            snprintf(key, sizeof key, "busy-%d", k);
+            for (int j = 0; j < 30; j++)
+                rl_check(n, id, key, strlen(key), 1, NULL);
+        }
+        rl_test_clock_advance(&clk, 100000000);
+        ck_assert_int_eq(rl__sync_step(n->sync, atomic_load(&clk.precise_ns) / 1000000), 0);
+        if (round == ROUNDS - 11)
+            reports_before = counters(n).reports;
+    }
+    double per_round = (double)(counters(n).reports - reports_before) / 10.0;
+    ck_assert_msg(per_round >= BUSY && per_round <= BUSY + QUIET / 10 + 50,
+                  "%.1f key reports per round for %d busy and %d quiet keys", per_round, BUSY,
+                  QUIET);
+    rl_close(n);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sync");
@@ -434,6 +473,7 @@ static Suite *suite(void)
     tcase_add_test(tc, forked_child_of_synced_instance);
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
     tcase_add_test(tc, virtual_skew_then_shift);
+    tcase_add_test(tc, reports_scale_with_near_limit_keys);
     suite_add_tcase(s, tc);
     return s;
 }
