@@ -470,11 +470,19 @@ static Suite *suite(void)
     tcase_add_test(tc, script_reply_shares);
     tcase_add_test(tc, global_limit_follows_skewed_demand);
     tcase_add_test(tc, script_flush_recovers);
-    tcase_add_test(tc, forked_child_of_synced_instance);
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
     tcase_add_test(tc, virtual_skew_then_shift);
     tcase_add_test(tc, reports_scale_with_near_limit_keys);
     suite_add_tcase(s, tc);
+    /* A forked child cannot tear down the parent's loop and connection (they
+     * are not its to close), so it exits holding them: valgrind calls that a
+     * leak. The case is skipped under scripts/test.sh --valgrind. */
+    TCase *fk = tcase_create("fork");
+    tcase_set_tags(fk, "novalgrind");
+    tcase_add_unchecked_fixture(fk, start_redis, stop_redis);
+    tcase_set_timeout(fk, 60);
+    tcase_add_test(fk, forked_child_of_synced_instance);
+    suite_add_tcase(s, fk);
     return s;
 }
 
