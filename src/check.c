@@ -25,6 +25,7 @@ typedef struct target {
     rl_probe_t probe;
     uint64_t now;
     rl_gcra_t local; /* a synced key's decoded share */
+    int detail;      /* the caller reads the decision: compute its figures */
 } target_t;
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
@@ -55,7 +56,8 @@ static int check_key(const void *key, size_t len)
 }
 
 /* Resolve the limit and the key's probe; read the clock the limit uses. */
-static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost, target_t *t)
+static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost,
+                       int detail, target_t *t)
 {
     int rc = check_key(key, len);
     if (rc != 0)
@@ -63,7 +65,8 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
     t->ls = rl__limit_get(&rl->limits, id);
     if (t->ls == NULL)
         return RL_ENOTFOUND;
-    rl__params_read(t->ls, &t->p);
+    t->detail = detail;
+    rl__params_read_n(t->ls, &t->p, 0, detail);
     if (cost > t->p.normal.burst)
         return RL_ECOST;
     rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
@@ -72,9 +75,10 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
     return 0;
 }
 
-/* One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died. */
+/* One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died.
+ * The decision's figures (divisions) only when the caller reads them. */
 static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, uint64_t now,
-                       uint32_t cost, outcome_t *o)
+                       uint32_t cost, int detail, outcome_t *o)
 {
     for (;;) {
         if (tat == RL_TAT_DEAD)
@@ -82,9 +86,11 @@ static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, ui
         rl_verdict_t v = rl__gcra_charge(g, tat, now, cost);
         if (!v.allowed) {
             o->allowed = 0;
-            o->remaining = rl__gcra_remaining(g, tat, now);
-            o->reset_ms = rl__gcra_reset_ms(tat, now);
-            o->retry_ms = rl__gcra_retry_ms(g, tat, now, cost);
+            if (detail) {
+                o->remaining = rl__gcra_remaining(g, tat, now);
+                o->reset_ms = rl__gcra_reset_ms(tat, now);
+                o->retry_ms = rl__gcra_retry_ms(g, tat, now, cost);
+            }
             return 0;
         }
         /* relaxed: the bucket word publishes no other memory; the CAS alone
@@ -92,9 +98,11 @@ static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, ui
         if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat, memory_order_relaxed,
                                                   memory_order_relaxed)) {
             o->allowed = 1;
-            o->remaining = rl__gcra_remaining(g, v.new_tat, now);
-            o->reset_ms = rl__gcra_reset_ms(v.new_tat, now);
-            o->retry_ms = 0;
+            if (detail) {
+                o->remaining = rl__gcra_remaining(g, v.new_tat, now);
+                o->reset_ms = rl__gcra_reset_ms(v.new_tat, now);
+                o->retry_ms = 0;
+            }
             return 0;
         }
     }
@@ -122,7 +130,7 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
         _Atomic uint64_t *w = &t->ls->overflow_tat;
         /* relaxed: the CAS in charge_word validates it. */
         charge_word(w, atomic_load_explicit(w, memory_order_relaxed), &t->p.normal, t->now,
-                    cost, o);
+                    cost, t->detail, o);
         if (o->allowed) {
             o->bucket = w;
             o->g = &t->p.normal;
@@ -131,15 +139,19 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
     }
 }
 
+/* Count what the slot's own counters do not: decisions without a slot, and
+ * the rare flags. */
 static void count(target_t *t, const outcome_t *o)
 {
+    if (o->slot != NULL && !(o->flags & RL_FLAG_SHADOW))
+        return;
     unsigned stripe = o->stripe;
-    if (o->flags & RL_FLAG_NOSLOT) {
-        rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
-        rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
-    }
     if (o->flags & RL_FLAG_SHADOW)
         rl__stat_add(t->ls, stripe, RL_STAT_SHADOW);
+    if (o->slot != NULL)
+        return;
+    rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
+    rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
     rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
 }
 
@@ -170,11 +182,11 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
             break;
         }
         o->g = slot_gcra(t, ref.slot);
-        if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, o) == 0) {
+        if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, t->detail, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
-            if (t->p.synced)
-                rl__table_count(&rl->table, ref.slot, o->allowed);
+            /* A shadow would-deny is answered (and counted) as an allow. */
+            rl__table_count(&rl->table, ref.slot, o->allowed || t->p.shadow);
             break;
         }
         /* The slot was retired under us: look the key up again. */
@@ -242,7 +254,7 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
     int rc = rl__fork_check(rl);
     target_t t;
     if (rc == 0)
-        rc = target_init(rl, id, key, key_len, cost, &t);
+        rc = target_init(rl, id, key, key_len, cost, out != NULL || cost == 0, &t);
     if (rc != 0) {
         fail_decision(out);
         return rc;
@@ -292,12 +304,12 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
     int rc = rl__fork_check(rl);
     target_t t;
     if (rc == 0)
-        rc = target_init(rl, id, key, key_len, 0, &t);
+        rc = target_init(rl, id, key, key_len, 0, 0, &t);
     if (rc != 0)
         return rc;
     rl_slotref_t ref;
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
-        refund_word(&ref.slot->tat, &ref.slot->tat_high, slot_gcra(&t, ref.slot), t.now, cost);
+        refund_word(&ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), t.now, cost);
     return 0;
 }
 
@@ -355,7 +367,8 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
     size_t denier = n;
     for (size_t i = 0; i < n; i++) {
         const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
-        rc = target_init(rl, r->limit, r->key, r->key_len, r->cost, &t[i]);
+        rc = target_init(rl, r->limit, r->key, r->key_len, r->cost,
+                         out != NULL || r->cost == 0, &t[i]);
         if (rc != 0) { /* removed or updated since validation */
             denier = i;
             break;
@@ -374,7 +387,7 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
         for (size_t j = denier; j-- > 0;) {
             const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
             if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
-                refund_word(o[j].bucket, o[j].slot ? &o[j].slot->tat_high : NULL, o[j].g,
+                refund_word(o[j].bucket, o[j].slot ? &o[j].slot->aux : NULL, o[j].g,
                             t[j].now, r->cost);
                 /* relaxed: reads back the state after the refund to report. */
                 uint64_t tat = atomic_load_explicit(o[j].bucket, memory_order_relaxed);

@@ -56,6 +56,45 @@ static inline uint64_t rl__load_le64(const unsigned char *p)
     return v;
 }
 
+static inline uint64_t rl__load_le32(const unsigned char *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+/*
+ * The last rest (1..15) bytes of a key, at p, as two little-endian words
+ * zero-padded to 16 bytes, read without a byte copy into a stack buffer (a
+ * store-forwarding stall on every check): overlapping loads that never leave
+ * [key, key + len), shifted so the bytes before p fall off.
+ */
+static inline void rl__load_tail(const void *key, size_t len, const unsigned char *p, size_t rest,
+                                 uint64_t *lo, uint64_t *hi)
+{
+    if (rest > 8) {
+        *lo = rl__load_le64(p);
+        *hi = rl__load_le64(p + rest - 8) >> (8 * (16 - rest));
+    } else if (rest == 8) {
+        *lo = rl__load_le64(p);
+        *hi = 0;
+    } else if (len >= 8) { /* rest 1..7, with 8 key bytes ending at p + rest */
+        *lo = rl__load_le64(p + rest - 8) >> (8 * (8 - rest));
+        *hi = 0;
+    } else if (rest >= 4) { /* a 4..7-byte key: two overlapping 32-bit loads */
+        *lo = rl__load_le32(p) | (rl__load_le32(p + rest - 4) << (8 * (rest - 4)));
+        *hi = 0;
+    } else { /* a 1..3-byte key */
+        *lo = (uint64_t)p[0] | ((uint64_t)p[rest / 2] << (8 * (rest / 2))) |
+              ((uint64_t)p[rest - 1] << (8 * (rest - 1)));
+        *hi = 0;
+    }
+    (void)key;
+}
+
 /* NH of key[0..len), len in 1..RL_MAX_KEY_LEN. */
 static inline rl_keyid_t rl__keyhash(const rl_keyhash_t *kh, const void *key, size_t len)
 {
@@ -67,9 +106,9 @@ static inline rl_keyid_t rl__keyhash(const rl_keyhash_t *kh, const void *key, si
         acc += (unsigned __int128)(rl__load_le64(p) + k[0]) * (rl__load_le64(p + 8) + k[1]);
     size_t rest = len % 16;
     if (rest != 0) {
-        unsigned char tail[16] = {0};
-        __builtin_memcpy(tail, p, rest);
-        acc += (unsigned __int128)(rl__load_le64(tail) + k[0]) * (rl__load_le64(tail + 8) + k[1]);
+        uint64_t lo, hi;
+        rl__load_tail(key, len, p, rest, &lo, &hi);
+        acc += (unsigned __int128)(lo + k[0]) * (hi + k[1]);
         k += 2;
     }
     /* The length block makes keys that differ only by trailing zero bytes,

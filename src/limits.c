@@ -76,8 +76,7 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
 /* Writer side of the double buffer; caller holds ls->lock. */
 static void params_publish(rl_limit_slot_t *s, const rl_limit_params_t *p)
 {
-    uint64_t w[RL_PARAM_WORDS] = {0};
-    memcpy(w, p, sizeof *p);
+    const uint64_t *w = (const uint64_t *)(const void *)p;
     /* relaxed: only writers (serialised by the lock) store cur. */
     uint32_t next = (atomic_load_explicit(&s->cur, memory_order_relaxed) + 1) & 1;
     rl_param_copy_t *c = &s->copy[next];

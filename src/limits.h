@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "ratelimit.h"
 #include "bucket.h"
@@ -34,22 +35,34 @@ typedef struct rl_stat_stripe {
     _Atomic uint64_t c[8];
 } __attribute__((aligned(64))) rl_stat_stripe_t;
 
-/* What the hot path needs of a limit, as one consistent snapshot. */
+/* What the hot path needs of a limit, as one consistent snapshot. Every
+ * field is a 64-bit integer: the reader stores the published words straight
+ * into the struct (no copy through a buffer, whose wider reloads stall store
+ * forwarding), and same-size integer lvalues may alias. The order matters:
+ * a check reads only a prefix (rl__params_read_hot). */
 typedef struct rl_limit_params {
+    /* every check */
     rl_gcra_t normal;
-    rl_gcra_t degraded;
+    int64_t clock_source;
+    uint64_t synced; /* keys report to the global tier (instance has Redis) */
+    int64_t shadow;
+    uint64_t max_keys;
+    int64_t on_failure;
+    /* checks of synced limits */
     rl_gcra_t presync; /* a synced key's share before its first sync */
+    /* checks whose caller reads the decision */
     uint64_t rate_count;
     uint64_t period_ms;
-    int32_t mode;
-    int32_t on_failure;
-    int32_t shadow;
-    int32_t clock_source;
-    uint32_t max_keys;
-    uint32_t synced; /* keys report to the global tier (instance has Redis) */
+    /* the control path */
+    int64_t mode;
+    rl_gcra_t degraded;
 } rl_limit_params_t;
 
-#define RL_PARAM_WORDS ((sizeof(rl_limit_params_t) + 7) / 8)
+#define RL_PARAM_HOT_WORDS (offsetof(rl_limit_params_t, presync) / 8)
+#define RL_PARAM_SYNCED_WORDS (offsetof(rl_limit_params_t, rate_count) / 8)
+#define RL_PARAM_DETAIL_WORDS (offsetof(rl_limit_params_t, mode) / 8)
+
+#define RL_PARAM_WORDS (sizeof(rl_limit_params_t) / 8)
 
 typedef struct rl_param_copy {
     _Atomic uint32_t seq; /* odd while being written */
@@ -78,10 +91,18 @@ typedef struct rl_limits {
     _Atomic uint32_t count;
 } rl_limits_t;
 
-/* Read a consistent copy of a limit's parameters. */
-static inline void rl__params_read(rl_limit_slot_t *ls, rl_limit_params_t *out)
+_Static_assert(sizeof(rl_limit_params_t) % 8 == 0, "params are whole words");
+
+/*
+ * Read a consistent copy of a limit's parameters: the words a check needs
+ * (the hot prefix; the presync bucket if synced; the decision figures if
+ * `detail`), or all of them (rl__params_read). The rest of *out is left
+ * unset.
+ */
+static inline void rl__params_read_n(rl_limit_slot_t *ls, rl_limit_params_t *out, int all,
+                                     int detail)
 {
-    uint64_t w[RL_PARAM_WORDS];
+    uint64_t *w = (uint64_t *)(void *)out;
     for (;;) {
         /* acquire: pairs with the writer's release store of cur, so the copy
          * it points to is fully written when we start reading. */
@@ -91,16 +112,26 @@ static inline void rl__params_read(rl_limit_slot_t *ls, rl_limit_params_t *out)
         uint32_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
         if (s1 & 1)
             continue;
-        for (size_t i = 0; i < RL_PARAM_WORDS; i++)
+        size_t n = RL_PARAM_HOT_WORDS;
+        for (size_t i = 0; i < n; i++)
             /* acquire: a word from a newer write (release) carries that
              * write's odd seq to the re-read below, which then fails. No
              * fence: TSan models acquire loads, and on x86 both are free. */
+            w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        n = all ? RL_PARAM_WORDS : detail ? RL_PARAM_DETAIL_WORDS
+                                          : out->synced ? RL_PARAM_SYNCED_WORDS : n;
+        for (size_t i = RL_PARAM_HOT_WORDS; i < n; i++)
+            /* acquire: as above. */
             w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
         /* relaxed: ordered after the word loads by their acquire. */
         if (atomic_load_explicit(&p->seq, memory_order_relaxed) == s1)
             break;
     }
-    __builtin_memcpy(out, w, sizeof *out);
+}
+
+static inline void rl__params_read(rl_limit_slot_t *ls, rl_limit_params_t *out)
+{
+    rl__params_read_n(ls, out, 1, 1);
 }
 
 /* The live limit slot for an id, or NULL (unknown, removed). */
@@ -124,11 +155,19 @@ static inline uint32_t rl__limit_ref(int id)
     return (u & RL_LIMIT_IDX_MASK) | (((u >> RL_LIMIT_IDX_BITS) & 0xf) << RL_LIMIT_IDX_BITS);
 }
 
-/* Count an event on a limit's stripe (relaxed: counters, not publication). */
+/* Count events on a limit's stripe (relaxed: counters, not publication).
+ * The stripes are the totals of the limit: rare events (no slot, shadow,
+ * degraded) go here directly; per-slot decision counts are folded in. */
+static inline void rl__stat_add_n(rl_limit_slot_t *ls, unsigned stripe, int which, uint64_t n)
+{
+    if (n != 0)
+        atomic_fetch_add_explicit(&ls->stats[stripe % RL_STAT_STRIPES].c[which], n,
+                                  memory_order_relaxed);
+}
+
 static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)
 {
-    atomic_fetch_add_explicit(&ls->stats[stripe % RL_STAT_STRIPES].c[which], 1,
-                              memory_order_relaxed);
+    rl__stat_add_n(ls, stripe, which, 1);
 }
 
 int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,

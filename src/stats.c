@@ -18,10 +18,26 @@ void rl_limit_stats_init_sized(rl_limit_stats_t *s, size_t size)
     s->size = size;
 }
 
-static void limit_counts(rl_limit_slot_t *ls, rl_limit_stats_t *o)
+/* Decisions still in the slots of the limit at index idx (not yet folded
+ * into its totals). Walks the table: O(max_keys). */
+static void slot_counts(rl_t *rl, uint32_t lref, uint64_t *admitted, uint64_t *denied)
+{
+    for (size_t i = 0; i < rl->table.nslots; i++) {
+        rl_slot_t *s = &rl->table.slots[i];
+        /* relaxed: statistics; a slot retired meanwhile was folded. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_relaxed);
+        if (RL_CTRL_STATE(c) == RL_SLOT_LIVE && RL_CTRL_LREF(c) == lref) {
+            *admitted += atomic_load_explicit(&s->admitted, memory_order_relaxed);
+            *denied += atomic_load_explicit(&s->denied, memory_order_relaxed);
+        }
+    }
+}
+
+static void limit_counts(rl_t *rl, rl_limit_slot_t *ls, int id, rl_limit_stats_t *o)
 {
     o->admitted = rl__limit_stat_sum(ls, RL_STAT_ADMITTED);
     o->denied = rl__limit_stat_sum(ls, RL_STAT_DENIED);
+    slot_counts(rl, rl__limit_ref(id), &o->admitted, &o->denied);
     o->shadow_denied = rl__limit_stat_sum(ls, RL_STAT_SHADOW);
     o->noslot = rl__limit_stat_sum(ls, RL_STAT_NOSLOT);
     o->degraded = rl__limit_stat_sum(ls, RL_STAT_DEGRADED);
@@ -43,10 +59,11 @@ int rl_stats(rl_t *rl, rl_stats_t *s)
     for (uint32_t i = 0; i < rl->limits.cap; i++) {
         rl_limit_slot_t *ls = &rl->limits.slots[i];
         /* relaxed: a removed limit's counters are simply no longer summed. */
-        if (atomic_load_explicit(&ls->id, memory_order_relaxed) == 0)
+        uint32_t id = atomic_load_explicit(&ls->id, memory_order_relaxed);
+        if (id == 0)
             continue;
         rl_limit_stats_t l;
-        limit_counts(ls, &l);
+        limit_counts(rl, ls, (int)id, &l);
         o.admitted += l.admitted;
         o.denied += l.denied;
         o.shadow_denied += l.shadow_denied;
@@ -78,7 +95,7 @@ int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     if (ls == NULL)
         return RL_ENOTFOUND;
     rl_limit_stats_t o;
-    limit_counts(ls, &o);
+    limit_counts(rl, ls, id, &o);
     o.size = s->size;
     memcpy(s, &o, s->size < sizeof o ? s->size : sizeof o);
     return 0;

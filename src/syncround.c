@@ -97,6 +97,9 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     /* relaxed: values only; the bitmap swap (acq_rel) ordered them. */
     uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_relaxed);
     uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_relaxed);
+    rl_limit_slot_t *ls = &s->rl->limits.slots[RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK];
+    rl__stat_add_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
+    rl__stat_add_n(ls, (unsigned)i, RL_STAT_DENIED, d);
     ss->cum_a += a;
     ss->cum_o += a + d;
     ss->pend_o += a + d;

@@ -111,9 +111,20 @@ static void retire_owned(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t old)
 {
     /* relaxed: written by refunds before their tat CAS, which our
      * acq_rel swap of tat follows in modification order. */
-    uint64_t high = atomic_load_explicit(&s->tat_high, memory_order_relaxed);
+    uint64_t high = atomic_load_explicit(&s->aux, memory_order_relaxed);
     /* relaxed: published by the release store of ctrl below. */
-    atomic_store_explicit(&s->floor, old > high ? old : high, memory_order_relaxed);
+    atomic_store_explicit(&s->aux, old > high ? old : high, memory_order_relaxed);
+    /* Fold the slot's uncounted decisions into its limit's totals. relaxed:
+     * counters. (A checker preempted between its charge and its count, for
+     * longer than the key was idle, may still add one to the next occupant.) */
+    uint64_t a = atomic_exchange_explicit(&s->admitted, 0, memory_order_relaxed);
+    uint64_t d = atomic_exchange_explicit(&s->denied, 0, memory_order_relaxed);
+    rl_limit_slot_t *ls = slot_limit(t, c);
+    if (ls != NULL) {
+        unsigned stripe = (unsigned)(s - t->slots);
+        rl__stat_add_n(ls, stripe, RL_STAT_ADMITTED, a);
+        rl__stat_add_n(ls, stripe, RL_STAT_DENIED, d);
+    }
     release_counts(t, c);
     /* release: the floor is visible to whoever sees TOMB and reuses the slot.
      * Only the owner of the DEAD swap writes a LIVE slot's ctrl. */
@@ -189,7 +200,7 @@ static int slot_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t v, uint64
 }
 
 /* Reserve one key of the table's and the limit's capacity. */
-static int reserve(rl_table_t *t, rl_limit_slot_t *lim, uint32_t max_keys)
+static int reserve(rl_table_t *t, rl_limit_slot_t *lim, uint64_t max_keys)
 {
     /* relaxed: counters only (see release_counts). */
     if (atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed) >= t->max_keys) {
@@ -248,7 +259,7 @@ static void dedupe(rl_table_t *t, const rl_probe_t *p, size_t mine, uint64_t my_
 }
 
 int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
-                      uint32_t max_keys, uint64_t now_fp, rl_slotref_t *ref)
+                      uint64_t max_keys, uint64_t now_fp, rl_slotref_t *ref)
 {
     for (int attempt = 0; attempt < 4; attempt++) {
         size_t free_d = RL_PROBE_MAX;
@@ -269,7 +280,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
             }
             if (st == RL_SLOT_TOMB) {
                 /* relaxed: ordered by the acquire load of ctrl above. */
-                uint64_t floor = atomic_load_explicit(&s->floor, memory_order_relaxed);
+                uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
                 if (free_d == RL_PROBE_MAX && floor + t->idle_guard_fp < now_fp) {
                     free_d = d;
                     free_c = c;
@@ -319,7 +330,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         /* relaxed: read only by the sync thread and retirers, after they
          * validated ctrl LIVE, which the seq_cst store below publishes. */
         atomic_store_explicit(&s->share, 0, memory_order_relaxed);
-        atomic_store_explicit(&s->tat_high, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
         atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
         atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
         uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);

@@ -13,7 +13,7 @@
  * retiring: retiring swaps it to RL_TAT_DEAD, so a charge that loses that
  * race fails its CAS and looks the key up again. A reused slot starts its
  * TAT above every value the previous occupant held (the retirer leaves that
- * floor in `floor`, and a TOMB is reused only once the clock is past it), so a
+ * floor in `aux`, and a TOMB is reused only once the clock is past it), so a
  * checker stalled between reading a TAT and its CAS can never succeed on a
  * later occupant: there is no ABA, whatever the generation counter wraps to.
  *
@@ -62,10 +62,15 @@ typedef struct rl_slot {
     /* The global tier's local share of this key (shareword.h); 0: none yet.
      * Written by the sync thread, zeroed by a claimer. */
     _Atomic uint64_t share;
-    _Atomic uint32_t admitted; /* unsynced counts, harvested by the sync thread */
-    _Atomic uint32_t denied;
-    _Atomic uint64_t tat_high; /* highest TAT a refund lowered (see retire) */
-    _Atomic uint64_t floor;    /* TOMB: a reused bucket starts above this */
+    /* Decisions not yet folded into the limit's totals: by the sync thread
+     * (synced limits, every round), by a retire, or read in place by
+     * rl_stats. Counted on the line the charge already owns, so checks of
+     * different keys on different threads share no written line. */
+    _Atomic uint64_t admitted;
+    _Atomic uint64_t denied;
+    /* LIVE: the highest TAT a refund lowered; TOMB: the floor a reused
+     * bucket must start above (the retire makes one from the other). */
+    _Atomic uint64_t aux;
 } __attribute__((aligned(64))) rl_slot_t;
 
 _Static_assert(sizeof(rl_slot_t) == 64, "a slot is one cache line");
@@ -86,7 +91,7 @@ typedef struct rl_table {
 } rl_table_t;
 
 /*
- * Count a decision on a synced slot for the sync thread. A checker that
+ * Count a decision on a slot. With a global tier, a checker that
  * moves a counter from 0 marks the slot dirty; the sync thread clears a
  * bitmap word (acq_rel) before it swaps the counters to 0. Whatever the
  * interleaving, a non-zero counter has its bit set or is about to be read.
@@ -95,7 +100,8 @@ static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed)
 {
     /* relaxed: the RMW's old value is all the protocol needs. */
     if (atomic_fetch_add_explicit(allowed ? &s->admitted : &s->denied, 1,
-                                  memory_order_relaxed) == 0) {
+                                  memory_order_relaxed) == 0 &&
+        t->dirty != NULL) {
         size_t i = (size_t)(s - t->slots);
         /* release: a sync thread whose bitmap swap (acquire) sees this bit
          * also sees the add, so its swap of the counter includes it. */
@@ -138,7 +144,7 @@ int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref);
 
 /* Find or insert; 1 found/inserted, 0 no room (window or caps full). */
 int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
-                      uint32_t max_keys, uint64_t now_fp, rl_slotref_t *ref);
+                      uint64_t max_keys, uint64_t now_fp, rl_slotref_t *ref);
 
 /* Retire every slot of a removed limit (index `lref` low bits). Control path. */
 void rl__table_purge_limit(rl_table_t *t, uint32_t lref);
