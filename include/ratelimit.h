@@ -187,7 +187,21 @@ typedef struct rl_config {
     uint32_t demand_alpha_pct;    /* weight of the newest round in a node's
                                      smoothed demand, 1..100; default 75 */
     uint32_t reserved1;           /* must be zero */
+    /* Health (see RL_HEALTH_*): failed sync rounds in a row that make the
+     * instance degraded (1..100, default 1), successful rounds in a row that
+     * make it healthy again (1..100, default 2), the reconnect backoff cap
+     * (10..60000 ms, default 800; attempts wait a random time up to
+     * min(cap, 50 ms x 2^attempt): full jitter), and how long a `local`
+     * limit takes to move from its last good share to degraded_rate
+     * (0..3600000 ms, default 1000). */
+    uint32_t degrade_after_failures;
+    uint32_t recover_after_rounds;
+    uint32_t reconnect_max_ms;
+    uint32_t degrade_ramp_ms;
 } rl_config_t;
+
+/* rl_stats_t.health */
+enum { RL_HEALTH_HEALTHY = 0, RL_HEALTH_DEGRADED = 1, RL_HEALTH_RECOVERING = 2 };
 
 /* A limit's rate: `count` tokens per `period_ms` milliseconds, stored exactly. */
 typedef struct rl_rate {
@@ -260,6 +274,22 @@ typedef struct rl_stats {
     uint64_t table_bytes;   /* bytes allocated for the key table */
     uint32_t limits;        /* limits defined now */
     uint32_t reserved0;
+    /* --- appended fields: the global tier and its health --- */
+    int32_t health;              /* RL_HEALTH_*; healthy when local-only */
+    uint32_t reserved1;
+    uint64_t health_since_ms;    /* how long the instance has been in it */
+    uint64_t ms_healthy;         /* time spent in each state, past stays */
+    uint64_t ms_degraded;
+    uint64_t ms_recovering;
+    uint64_t health_transitions;
+    uint64_t degraded_open;      /* degraded decisions, by on_failure policy */
+    uint64_t degraded_closed;
+    uint64_t degraded_local;
+    uint64_t sync_rounds;        /* sync rounds started / failed */
+    uint64_t sync_rounds_failed;
+    uint64_t sync_reports;       /* key reports sent */
+    uint64_t sync_errors;        /* error replies, timeouts, failed connects */
+    uint64_t sync_connected;     /* 1 while connected with scripts loaded */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */

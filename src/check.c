@@ -24,8 +24,9 @@ typedef struct target {
     rl_limit_params_t p;
     rl_probe_t probe;
     uint64_t now;
-    rl_gcra_t local; /* a synced key's decoded share */
+    rl_gcra_t local; /* a synced key's decoded share (or degraded ramp) */
     int detail;      /* the caller reads the decision: compute its figures */
+    uint64_t health; /* the instance's health word, for synced limits */
 } target_t;
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
@@ -66,7 +67,9 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
     if (t->ls == NULL)
         return RL_ENOTFOUND;
     t->detail = detail;
-    rl__params_read_n(t->ls, &t->p, 0, detail);
+    /* relaxed: one self-contained word (health.h); it orders nothing else. */
+    t->health = rl->sync ? atomic_load_explicit(&rl->health.word, memory_order_relaxed) : 0;
+    rl__params_read_n(t->ls, &t->p, RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED, detail);
     if (cost > t->p.normal.burst)
         return RL_ECOST;
     rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
@@ -143,13 +146,19 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
  * the rare flags. */
 static void count(target_t *t, const outcome_t *o)
 {
-    if (o->slot != NULL && !(o->flags & RL_FLAG_SHADOW))
+    if (o->slot != NULL && !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED)))
         return;
     unsigned stripe = o->stripe;
     if (o->flags & RL_FLAG_SHADOW)
         rl__stat_add(t->ls, stripe, RL_STAT_SHADOW);
-    if (o->slot != NULL)
+    if (o->slot != NULL) { /* degraded: by policy */
+        rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
+        rl__stat_add(t->ls, stripe,
+                     t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
+                     : t->p.on_failure == RL_FAIL_CLOSED ? RL_STAT_DEG_CLOSED
+                                                         : RL_STAT_DEG_LOCAL);
         return;
+    }
     rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
     rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
     rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
@@ -169,6 +178,76 @@ static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s)
     return &t->local;
 }
 
+/* Move a from `from` towards `to` by frac/65536. */
+static uint64_t ramp_u64(uint64_t from, uint64_t to, uint64_t frac)
+{
+    if (to >= from)
+        return from + (uint64_t)(((unsigned __int128)(to - from) * frac) >> 16);
+    return from - (uint64_t)(((unsigned __int128)(from - to) * frac) >> 16);
+}
+
+/*
+ * A `local` limit while Redis is out: its key's last good share moves to the
+ * limit's degraded_rate (default rate / expected_nodes) over degrade_ramp_ms
+ * as the outage ages, so a node neither keeps a large share it may no longer
+ * hold nor drops to the pessimistic one in a step.
+ */
+static const rl_gcra_t *degraded_gcra(rl_t *rl, target_t *t, const rl_gcra_t *last)
+{
+    uint64_t since = RL_HEALTH_SINCE(t->health);
+    uint64_t age = t->now > since ? t->now - since : 0;
+    uint64_t frac = rl->degrade_ramp_fp == 0 || age >= rl->degrade_ramp_fp
+                        ? 65536
+                        : (uint64_t)(((unsigned __int128)age << 16) / rl->degrade_ramp_fp);
+    const rl_gcra_t *to = &t->p.degraded;
+    rl_gcra_t g;
+    g.t_fp = ramp_u64(last->t_fp, to->t_fp, frac);
+    g.burst = ramp_u64(last->burst, to->burst, frac);
+    if (g.burst == 0)
+        g.burst = 1;
+    g.tau_fp = g.burst <= RL_TAU_FP_MAX / g.t_fp ? g.burst * g.t_fp
+                                                 : (RL_TAU_FP_MAX / g.t_fp) * g.t_fp;
+    t->local = g;
+    return &t->local;
+}
+
+/* A synced limit's check while the instance is degraded: its on_failure. */
+static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t cost,
+                            outcome_t *o)
+{
+    o->flags |= RL_FLAG_DEGRADED;
+    o->slot = ref->slot;
+    o->bucket = NULL;
+    switch (t->p.on_failure) {
+    case RL_FAIL_OPEN:
+        o->allowed = 1;
+        o->remaining = t->p.normal.burst;
+        o->reset_ms = o->retry_ms = 0;
+        break;
+    case RL_FAIL_CLOSED: {
+        /* relaxed: a self-contained value. */
+        uint64_t next = atomic_load_explicit(&rl->health.next_try_fp, memory_order_relaxed);
+        o->allowed = 0;
+        o->remaining = 0;
+        o->retry_ms = next > t->now ? (next - t->now + RL_FP_PER_MS - 1) / RL_FP_PER_MS : 0;
+        if (o->retry_ms == 0)
+            o->retry_ms = rl->sync_interval_ms; /* the next round's probe */
+        o->reset_ms = o->retry_ms;
+        break;
+    }
+    default:
+        o->g = degraded_gcra(rl, t, o->g);
+        if (charge_word(&ref->slot->tat, ref->tat, o->g, t->now, cost, t->detail, o) != 0) {
+            o->slot = NULL; /* retired under us: the caller looks again */
+            return;
+        }
+        o->bucket = o->allowed ? &ref->slot->tat : NULL;
+    }
+    /* Counted like any decision, so the usage is reported after recovery
+     * and Redis's totals match what the nodes admitted. */
+    rl__table_count(&rl->table, ref->slot, o->allowed);
+}
+
 /* Charge cost > 0 to the target's key. */
 static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 {
@@ -182,6 +261,12 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
             break;
         }
         o->g = slot_gcra(t, ref.slot);
+        if (t->p.synced && RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED) {
+            charge_degraded(rl, t, &ref, cost, o);
+            if (o->slot != NULL)
+                break;
+            continue;
+        }
         if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, t->detail, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;

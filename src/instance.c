@@ -24,6 +24,10 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.key_ttl_ms = 60000;
     d.max_limits = 256;
     d.demand_alpha_pct = 75;
+    d.degrade_after_failures = 1;
+    d.recover_after_rounds = 2;
+    d.reconnect_max_ms = 800;
+    d.degrade_ramp_ms = 1000;
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
     cfg->size = size;
@@ -57,6 +61,12 @@ static int validate_config(const rl_config_t *c)
     if (c->reserved0 != 0 || c->reserved1 != 0)
         return RL_ERANGE;
     if (c->demand_alpha_pct < 1 || c->demand_alpha_pct > 100)
+        return RL_ERANGE;
+    if (c->degrade_after_failures < 1 || c->degrade_after_failures > 100 ||
+        c->recover_after_rounds < 1 || c->recover_after_rounds > 100)
+        return RL_ERANGE;
+    if (c->reconnect_max_ms < 10 || c->reconnect_max_ms > 60000 ||
+        c->degrade_ramp_ms > 3600000)
         return RL_ERANGE;
     if ((c->allocator.alloc == NULL) != (c->allocator.free == NULL))
         return RL_ERANGE;
@@ -161,6 +171,10 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
     rl->max_keys = c.max_keys;
     rl->key_ttl_ms = c.key_ttl_ms;
     rl->demand_alpha_q16 = c.demand_alpha_pct * 65536u / 100u;
+    rl->degrade_after_failures = c.degrade_after_failures;
+    rl->recover_after_rounds = c.recover_after_rounds;
+    rl->reconnect_max_ms = c.reconnect_max_ms;
+    rl->degrade_ramp_fp = (uint64_t)c.degrade_ramp_ms * RL_FP_PER_MS;
     rl->log = c.log;
     rl->log_ud = c.log_ud;
 

@@ -10,6 +10,7 @@
 #include "keyhash.h"
 #include "limits.h"
 #include "table.h"
+#include "health.h"
 
 struct rl {
     rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
@@ -21,6 +22,7 @@ struct rl {
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
     struct rl_sync *sync; /* the global tier; NULL when local-only */
+    rl_health_t health;   /* written by the sync thread, read by checks */
     /* Copied configuration. */
     char *redis_url;
     char *node_id;
@@ -32,6 +34,10 @@ struct rl {
     uint64_t max_keys;
     uint64_t key_ttl_ms;
     uint32_t demand_alpha_q16;
+    uint32_t degrade_after_failures;
+    uint32_t recover_after_rounds;
+    uint32_t reconnect_max_ms;
+    uint64_t degrade_ramp_fp;
     rl_log_fn log;
     void *log_ud;
 };

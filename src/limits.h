@@ -29,7 +29,17 @@
 /* Stats counters are striped per limit so checks of different keys on
  * different threads do not bounce one cache line. */
 #define RL_STAT_STRIPES 16
-enum { RL_STAT_ADMITTED, RL_STAT_DENIED, RL_STAT_SHADOW, RL_STAT_NOSLOT, RL_STAT_DEGRADED, RL_STAT_N };
+enum {
+    RL_STAT_ADMITTED,
+    RL_STAT_DENIED,
+    RL_STAT_SHADOW,
+    RL_STAT_NOSLOT,
+    RL_STAT_DEGRADED, /* decided by on_failure, for any reason */
+    RL_STAT_DEG_OPEN, /* ... while the instance was degraded, by policy */
+    RL_STAT_DEG_CLOSED,
+    RL_STAT_DEG_LOCAL,
+    RL_STAT_N
+};
 
 typedef struct rl_stat_stripe {
     _Atomic uint64_t c[8];

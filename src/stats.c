@@ -1,6 +1,7 @@
 #include <string.h>
 #include "instance.h"
 #include "structsize.h"
+#include "sync.h"
 
 void rl_stats_init_sized(rl_stats_t *s, size_t size)
 {
@@ -45,6 +46,34 @@ static void limit_counts(rl_t *rl, rl_limit_slot_t *ls, int id, rl_limit_stats_t
     o->keys_live = atomic_load_explicit(&ls->nkeys, memory_order_relaxed);
 }
 
+static void health_stats(rl_t *rl, rl_stats_t *o)
+{
+    /* relaxed: statistics, and a self-contained state word. */
+    uint64_t w = atomic_load_explicit(&rl->health.word, memory_order_relaxed);
+    uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+    uint64_t since = RL_HEALTH_SINCE(w);
+    uint64_t stay = rl->sync != NULL && now > since ? (now - since) / RL_FP_PER_MS : 0;
+    o->health = RL_HEALTH_STATE(w);
+    o->health_since_ms = stay;
+    uint64_t in[3];
+    for (int i = 0; i < 3; i++)
+        in[i] = atomic_load_explicit(&rl->health.ms_in[i], memory_order_relaxed);
+    in[o->health] += stay; /* the current stay counts too */
+    o->ms_healthy = in[RL_HEALTH_HEALTHY];
+    o->ms_degraded = in[RL_HEALTH_DEGRADED];
+    o->ms_recovering = in[RL_HEALTH_RECOVERING];
+    o->health_transitions = atomic_load_explicit(&rl->health.transitions, memory_order_relaxed);
+    if (rl->sync != NULL) {
+        rl_sync_counters_t c;
+        rl__sync_counters(rl->sync, &c);
+        o->sync_rounds = c.rounds;
+        o->sync_rounds_failed = c.rounds_failed;
+        o->sync_reports = c.reports;
+        o->sync_errors = c.errors;
+        o->sync_connected = c.connected;
+    }
+}
+
 int rl_stats(rl_t *rl, rl_stats_t *s)
 {
     if (rl == NULL || s == NULL)
@@ -69,7 +98,11 @@ int rl_stats(rl_t *rl, rl_stats_t *s)
         o.shadow_denied += l.shadow_denied;
         o.noslot += l.noslot;
         o.degraded += l.degraded;
+        o.degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
+        o.degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
+        o.degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
     }
+    health_stats(rl, &o);
     /* relaxed: statistics. */
     o.keys_live = atomic_load_explicit(&rl->table.live, memory_order_relaxed);
     o.reclaimed = atomic_load_explicit(&rl->table.reclaimed, memory_order_relaxed);

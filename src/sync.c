@@ -44,6 +44,76 @@ static void set_connected(rl_sync_t *s, int on)
 
 static void start_connect(rl_sync_t *s);
 
+static const char *const health_names[] = {"healthy", "degraded", "recovering"};
+
+/* Move to a health state: publish it with the time it was entered, account
+ * the time spent in the old one, and log (at most one line a second). */
+static void set_health(rl_sync_t *s, int state, const char *why)
+{
+    rl_health_t *h = &s->rl->health;
+    /* relaxed: this thread is the only writer; readers need the value only. */
+    uint64_t w = atomic_load_explicit(&h->word, memory_order_relaxed);
+    int old = RL_HEALTH_STATE(w);
+    if (old == state)
+        return;
+    uint64_t now = rl__clock_now_fp(&s->rl->clock, RL_CLOCK_PRECISE);
+    uint64_t since = RL_HEALTH_SINCE(w);
+    uint64_t stay_ms = now > since ? (now - since) / RL_FP_PER_MS : 0;
+    /* relaxed: statistics and a self-contained value (see health.h). */
+    atomic_fetch_add_explicit(&h->ms_in[old], stay_ms, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
+    atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
+    uint64_t now_ms = uv_now(&s->loop);
+    if (now_ms >= s->last_log_ms + 1000) {
+        rl__sync_log(s, state == RL_HEALTH_DEGRADED ? RL_LOG_WARN : RL_LOG_INFO,
+                     "sync: %s -> %s after %llu ms (%s)%s", health_names[old],
+                     health_names[state], (unsigned long long)stay_ms, why,
+                     s->logs_dropped ? "; earlier transitions not logged" : "");
+        s->last_log_ms = now_ms;
+        s->logs_dropped = 0;
+    } else {
+        s->logs_dropped++;
+    }
+}
+
+static void on_retry(uv_timer_t *timer)
+{
+    rl_sync_t *s = timer->data;
+    if (s->ac == NULL)
+        start_connect(s);
+}
+
+/* Reconnect after a random delay up to min(cap, 50 ms x 2^attempt): full
+ * jitter, so nodes that lost Redis together do not come back together. */
+static void schedule_reconnect(rl_sync_t *s)
+{
+    /* relaxed: stop requests are handled by on_wake; this only avoids work. */
+    if (atomic_load_explicit(&s->stopping, memory_order_relaxed) || uv_is_active(
+                                                                        (uv_handle_t *)&s->retry_timer))
+        return;
+    uint64_t ceiling = s->attempt >= 20 ? s->rl->reconnect_max_ms
+                                        : (uint64_t)50 << s->attempt;
+    if (ceiling > s->rl->reconnect_max_ms)
+        ceiling = s->rl->reconnect_max_ms;
+    uint64_t delay = next_random(s) % (ceiling + 1);
+    s->attempt++;
+    uint64_t now = rl__clock_now_fp(&s->rl->clock, RL_CLOCK_PRECISE);
+    /* relaxed: a value read by closed limits for their Retry-After. */
+    atomic_store_explicit(&s->rl->health.next_try_fp, now + delay * RL_FP_PER_MS,
+                          memory_order_relaxed);
+    uv_timer_start(&s->retry_timer, on_retry, delay, 0);
+}
+
+void rl__sync_drop_connection(rl_sync_t *s)
+{
+    if (s->ac != NULL) {
+        redisAsyncContext *ac = s->ac;
+        s->ac = NULL;
+        redisAsyncFree(ac); /* pending callbacks get NULL replies; on_disconnect runs */
+    }
+    schedule_reconnect(s);
+}
+
 static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
@@ -54,12 +124,13 @@ static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
         memcpy(s->sha, reply->str, 40);
         s->sha[40] = '\0';
         s->script_ready = 1;
+        s->attempt = 0;
         set_connected(s, 1);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
-    } else {
-        rl__sync_count(s, C_ERRORS, 1);
+    } else if (reply != NULL) {
+        rl__sync_error(s, rl__sync_classify(reply));
         rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
-                     reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no reply");
+                     reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
     }
 }
 
@@ -69,7 +140,7 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
     rl_sync_t *s = priv;
     redisReply *reply = r;
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_error(s, rl__sync_classify(reply));
         rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
     }
 }
@@ -87,10 +158,13 @@ static void on_connect(const redisAsyncContext *ac, int status)
     uv_timer_stop(&s->connect_timer);
     s->connecting = 0;
     if (status != REDIS_OK) {
-        rl__sync_count(s, C_ERRORS, 1);
-        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
-                     s->url.port, ac->errstr);
+        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
+        if (s->attempt <= 1)
+            rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
+                         s->url.port, ac->errstr);
         s->ac = NULL; /* hiredis frees a context whose connect failed */
+        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
+        schedule_reconnect(s);
         return;
     }
     /* Pipelined: AUTH and SELECT run before the script load and the first
@@ -118,36 +192,41 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     set_connected(s, 0);
     uv_timer_stop(&s->connect_timer);
     /* relaxed: a flag this thread reads; set by rl_close's thread. */
-    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed))
-        rl__sync_log(s, RL_LOG_WARN, "sync: disconnected from %s:%d", s->url.host, s->url.port);
+    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+        set_health(s, RL_HEALTH_DEGRADED, "connection lost");
+        schedule_reconnect(s);
+    }
 }
 
 static void on_connect_deadline(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
     if (s->ac != NULL && s->connecting) {
-        rl__sync_count(s, C_ERRORS, 1);
-        rl__sync_log(s, RL_LOG_WARN, "sync: connect to %s:%d timed out", s->url.host,
-                     s->url.port);
-        redisAsyncFree(s->ac); /* calls on_disconnect */
-        s->ac = NULL;
+        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
         s->connecting = 0;
+        set_health(s, RL_HEALTH_DEGRADED, "connect timed out");
+        rl__sync_drop_connection(s);
     }
 }
 
 static void start_connect(rl_sync_t *s)
 {
     redisAsyncContext *ac = redisAsyncConnect(s->url.host, s->url.port);
-    if (ac == NULL)
+    if (ac == NULL) {
+        schedule_reconnect(s);
         return;
+    }
     if (ac->err) {
-        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
         redisAsyncFree(ac);
+        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
+        schedule_reconnect(s);
         return;
     }
     ac->data = s;
     if (redisLibuvAttach(ac, &s->loop) != REDIS_OK) {
         redisAsyncFree(ac);
+        schedule_reconnect(s);
         return;
     }
     redisAsyncSetConnectCallback(ac, on_connect);
@@ -162,6 +241,7 @@ static void finish_loop(rl_sync_t *s)
     uv_timer_stop(&s->round_timer);
     uv_timer_stop(&s->deadline_timer);
     uv_timer_stop(&s->connect_timer);
+    uv_timer_stop(&s->retry_timer);
     if (s->ac != NULL) {
         redisAsyncContext *ac = s->ac;
         s->ac = NULL;
@@ -170,10 +250,34 @@ static void finish_loop(rl_sync_t *s)
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
     uv_close((uv_handle_t *)&s->connect_timer, NULL);
+    uv_close((uv_handle_t *)&s->retry_timer, NULL);
     uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
 static void schedule_round(rl_sync_t *s);
+
+/* A round's outcome drives the health state machine (health.h). */
+static void judge_round(rl_sync_t *s)
+{
+    /* relaxed: this thread is the only writer. */
+    int state = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
+    if (s->round_failed) {
+        s->oks_in_row = 0;
+        s->fails_in_row++;
+        if (state == RL_HEALTH_RECOVERING || s->fails_in_row >= s->rl->degrade_after_failures)
+            set_health(s, RL_HEALTH_DEGRADED, "sync round failed");
+        return;
+    }
+    s->fails_in_row = 0;
+    s->oks_in_row++;
+    if (state == RL_HEALTH_DEGRADED) {
+        s->oks_in_row = 1;
+        set_health(s, RL_HEALTH_RECOVERING, "sync round succeeded");
+        state = RL_HEALTH_RECOVERING;
+    }
+    if (state == RL_HEALTH_RECOVERING && s->oks_in_row >= s->rl->recover_after_rounds)
+        set_health(s, RL_HEALTH_HEALTHY, "sync rounds succeed");
+}
 
 void rl__sync_round_done(rl_sync_t *s)
 {
@@ -182,6 +286,14 @@ void rl__sync_round_done(rl_sync_t *s)
         rl__sync_count(s, C_ROUNDS_FAILED, 1);
     else
         rl__sync_count(s, C_ROUNDS_OK, 1);
+    if (!s->leaving)
+        judge_round(s);
+    if (!s->round_failed)
+        s->timeouts_in_row = 0;
+    if (s->drop_after_round && !s->leaving) {
+        s->drop_after_round = 0;
+        rl__sync_drop_connection(s);
+    }
     if (s->manual) {
         uv_mutex_lock(&s->step_mu);
         s->step_failed = s->round_failed;
@@ -200,16 +312,23 @@ static void on_round_deadline(uv_timer_t *timer)
         return;
     /* Replies that come later are still applied (reports are idempotent),
      * but this round counts as failed. */
+    rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
     s->round_failed = 1;
     s->in_flight = 0;
     rl__sync_round_done(s);
+    /* A server that stopped answering (frozen, blackholed) would pile our
+     * requests up on a dead connection: after 3 silent rounds, start over. */
+    if (++s->timeouts_in_row >= 3 && !s->leaving) {
+        s->timeouts_in_row = 0;
+        rl__sync_drop_connection(s);
+    }
 }
 
 static void on_round(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
     if (s->ac == NULL)
-        start_connect(s);
+        schedule_reconnect(s); /* no-op while one is pending */
     else if (!s->script_ready && !s->connecting && !s->loading)
         load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
     if (s->in_flight > 0) {
@@ -362,7 +481,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
         return RL_ENOMEM;
     }
     s->prims_ready = 1;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < C_N; i++)
         atomic_init(&s->counters[i], 0);
     if (uv_loop_init(&s->loop) != 0) {
         free_sync(s);
@@ -371,8 +490,17 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     uv_timer_init(&s->loop, &s->round_timer);
     uv_timer_init(&s->loop, &s->deadline_timer);
     uv_timer_init(&s->loop, &s->connect_timer);
+    uv_timer_init(&s->loop, &s->retry_timer);
     uv_async_init(&s->loop, &s->wake, on_wake);
-    s->round_timer.data = s->deadline_timer.data = s->connect_timer.data = s->wake.data = s;
+    s->round_timer.data = s->deadline_timer.data = s->connect_timer.data = s;
+    s->retry_timer.data = s->wake.data = s;
+    /* relaxed: published to the thread by its creation. Healthy until a
+     * round fails: before its first sync each key runs at its pre-sync
+     * share, not at its on_failure policy. */
+    atomic_store_explicit(&rl->health.word,
+                          RL_HEALTH_MAKE(RL_HEALTH_HEALTHY,
+                                         rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
+                          memory_order_relaxed);
     /* Every signal blocked in the thread: the host's handlers run on its own
      * threads, never on ours (the mask is inherited at creation). */
     sigset_t all, old;
@@ -384,6 +512,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
         uv_close((uv_handle_t *)&s->round_timer, NULL);
         uv_close((uv_handle_t *)&s->deadline_timer, NULL);
         uv_close((uv_handle_t *)&s->connect_timer, NULL);
+        uv_close((uv_handle_t *)&s->retry_timer, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
@@ -414,8 +543,8 @@ void rl__sync_forget(rl_sync_t *s)
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
 {
-    uint64_t v[7];
-    for (int i = 0; i < 7; i++)
+    uint64_t v[C_N];
+    for (int i = 0; i < C_N; i++)
         /* relaxed: statistics. */
         v[i] = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
     out->rounds = v[C_ROUNDS];
@@ -425,4 +554,6 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     out->calls = v[C_CALLS];
     out->errors = v[C_ERRORS];
     out->connected = v[C_CONNECTED];
+    for (int i = 0; i < RL_SYNC_ERR_N; i++)
+        out->by_class[i] = v[C_ERR_FIRST + i];
 }

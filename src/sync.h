@@ -20,6 +20,20 @@ typedef struct rl_sync rl_sync_t;
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
 #define RL_REPORT_LINGER 3     /* silent rounds a busy key still reports */
 
+/* Why a round failed, counted per class. */
+typedef enum rl_sync_error_class {
+    RL_SYNC_ERR_CONNECT,  /* refused, unreachable, or the connect deadline */
+    RL_SYNC_ERR_TIMEOUT,  /* a round's replies missed its deadline */
+    RL_SYNC_ERR_NOSCRIPT, /* script cache flushed: reloaded */
+    RL_SYNC_ERR_READONLY, /* a replica now (failover): reconnect */
+    RL_SYNC_ERR_LOADING,  /* the server is loading its dataset */
+    RL_SYNC_ERR_BUSY,     /* a script or DEBUG SLEEP holds the server */
+    RL_SYNC_ERR_OOM,      /* maxmemory reached */
+    RL_SYNC_ERR_AUTH,     /* NOAUTH, WRONGPASS, NOPERM */
+    RL_SYNC_ERR_OTHER,    /* any other error reply, or a malformed one */
+    RL_SYNC_ERR_N
+} rl_sync_error_class_t;
+
 /* Counters of the sync thread, read by rl_sync_stats (tests, observability). */
 typedef struct rl_sync_counters {
     uint64_t rounds;        /* rounds started */
@@ -29,6 +43,7 @@ typedef struct rl_sync_counters {
     uint64_t calls;         /* script calls sent */
     uint64_t errors;        /* error replies and failed connections */
     uint64_t connected;     /* 1 while connected with the script loaded */
+    uint64_t by_class[RL_SYNC_ERR_N];
 } rl_sync_counters_t;
 
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.

@@ -8,6 +8,19 @@
 #include "sync.h"
 #include "instance.h"
 
+enum {
+    C_ROUNDS,
+    C_ROUNDS_OK,
+    C_ROUNDS_FAILED,
+    C_REPORTS,
+    C_CALLS,
+    C_ERRORS,
+    C_CONNECTED,
+    /* errors by class (rl_sync_error_class_t order) */
+    C_ERR_FIRST,
+    C_N = C_ERR_FIRST + RL_SYNC_ERR_N
+};
+
 /* What the sync thread remembers of one slot's occupant (sync thread only). */
 typedef struct rl_syncslot {
     uint64_t ctrl;   /* the occupant this state belongs to; 0: none */
@@ -37,6 +50,7 @@ struct rl_sync {
     uv_timer_t round_timer;
     uv_timer_t deadline_timer;
     uv_timer_t connect_timer;
+    uv_timer_t retry_timer;   /* the next reconnect attempt (backoff) */
     uv_async_t wake;
     redisAsyncContext *ac;
     int connecting;
@@ -46,10 +60,19 @@ struct rl_sync {
     char incarnation[300];
     uint64_t rng;          /* jitter; sync thread only */
     uint64_t next_epoch;
+    /* Health (sync thread only; published through rl->health). */
+    uint32_t fails_in_row;
+    uint32_t oks_in_row;
+    uint32_t timeouts_in_row;
+    uint32_t attempt;         /* reconnect attempts since the last success */
+    uint64_t last_log_ms;     /* transition logs: at most one a second */
+    uint64_t logs_dropped;
     /* Round state (sync thread only). */
     uint64_t round_id;
     uint32_t in_flight;    /* script calls of the current round unanswered */
     int round_failed;
+    int drop_after_round;  /* READONLY seen: reconnect once the round ends */
+    uint64_t ping_round;   /* the round the outstanding PING belongs to */
     int leaving;           /* the final round: hand shares back */
     rl_syncslot_t *slots;  /* one per table slot */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
@@ -67,10 +90,8 @@ struct rl_sync {
     int step_failed;          /* under step_mu */
     /* Shared with other threads. */
     _Atomic int stopping;
-    _Atomic uint64_t counters[7]; /* rl_sync_counters_t, in field order */
+    _Atomic uint64_t counters[C_N]; /* rl_sync_counters_t, in field order */
 };
-
-enum { C_ROUNDS, C_ROUNDS_OK, C_ROUNDS_FAILED, C_REPORTS, C_CALLS, C_ERRORS, C_CONNECTED };
 
 static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 {
@@ -78,11 +99,20 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
     atomic_fetch_add_explicit(&s->counters[which], n, memory_order_relaxed);
 }
 
+/* Count an error of a class (and in the errors total). */
+static inline void rl__sync_error(rl_sync_t *s, int cls)
+{
+    rl__sync_count(s, C_ERRORS, 1);
+    rl__sync_count(s, C_ERR_FIRST + cls, 1);
+}
+
 /* syncround.c */
+int rl__sync_classify(const redisReply *reply);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
 
 /* sync.c */
+void rl__sync_drop_connection(rl_sync_t *s);
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

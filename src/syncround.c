@@ -178,6 +178,57 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
     rl__bucket_rescale(&slot->tat, &before, &after, now);
 }
 
+int rl__sync_classify(const redisReply *reply)
+{
+    static const struct {
+        const char *prefix;
+        int cls;
+    } classes[] = {
+        {"NOSCRIPT", RL_SYNC_ERR_NOSCRIPT}, {"READONLY", RL_SYNC_ERR_READONLY},
+        {"LOADING", RL_SYNC_ERR_LOADING},   {"BUSY", RL_SYNC_ERR_BUSY},
+        {"OOM", RL_SYNC_ERR_OOM},           {"NOAUTH", RL_SYNC_ERR_AUTH},
+        {"WRONGPASS", RL_SYNC_ERR_AUTH},    {"NOPERM", RL_SYNC_ERR_AUTH},
+        {"ERR AUTH", RL_SYNC_ERR_AUTH},     {"MASTERDOWN", RL_SYNC_ERR_LOADING},
+    };
+    if (reply == NULL || reply->type != REDIS_REPLY_ERROR || reply->str == NULL)
+        return RL_SYNC_ERR_OTHER;
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
+        if (strncmp(reply->str, classes[i].prefix, strlen(classes[i].prefix)) == 0)
+            return classes[i].cls;
+    return RL_SYNC_ERR_OTHER;
+}
+
+/* An error reply: count it, and act on the classes that need more than a
+ * failed round (reload the script; reconnect to the new primary). */
+static void on_error_reply(rl_sync_t *s, const redisReply *reply)
+{
+    int cls = rl__sync_classify(reply);
+    rl__sync_error(s, cls);
+    if (cls == RL_SYNC_ERR_NOSCRIPT)
+        s->script_ready = 0; /* reloaded before the next round */
+    else if (cls == RL_SYNC_ERR_READONLY)
+        s->drop_after_round = 1; /* failover: this server is a replica now */
+    if (cls != RL_SYNC_ERR_NOSCRIPT)
+        rl__sync_log(s, RL_LOG_WARN, "sync: script error: %.200s", reply->str);
+}
+
+static void ping_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_sync_t *s = priv;
+    redisReply *reply = r;
+    uint64_t round = s->ping_round;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        on_error_reply(s, reply);
+    int failed = reply == NULL || reply->type == REDIS_REPLY_ERROR;
+    if (round != s->round_id)
+        return; /* a late answer to a round already judged */
+    if (failed)
+        s->round_failed = 1;
+    if (s->in_flight > 0 && --s->in_flight == 0)
+        rl__sync_round_done(s);
+}
+
 static void call_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
@@ -187,12 +238,8 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
     uint64_t age_ms = (uv_hrtime() - call->sent_ns) / 1000000u;
     int current = call->round_id == s->round_id;
     if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-        rl__sync_count(s, C_ERRORS, 1);
-        if (reply != NULL) {
-            rl__sync_log(s, RL_LOG_WARN, "sync: script error: %.200s", reply->str);
-            if (strncmp(reply->str, "NOSCRIPT", 8) == 0)
-                s->script_ready = 0; /* reloaded before the next round */
-        }
+        if (reply != NULL)
+            on_error_reply(s, reply);
         if (current)
             s->round_failed = 1;
     } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == call->n &&
@@ -207,7 +254,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
                             (uint64_t)e->element[1]->integer);
         }
     } else {
-        rl__sync_count(s, C_ERRORS, 1);
+        rl__sync_error(s, RL_SYNC_ERR_OTHER);
         if (current)
             s->round_failed = 1;
     }
@@ -369,8 +416,19 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
-    if (n > 0 && s->ac != NULL && s->script_ready) {
+    int ready = s->ac != NULL && s->script_ready;
+    if (!ready)
+        s->round_failed = 1; /* nothing reached Redis: the round failed */
+    if (n > 0 && ready) {
         send_reports(s, n);
+    } else if (n == 0 && ready) {
+        /* Nothing to report: probe, so a frozen or blackholed server is
+         * still noticed within a round. */
+        s->ping_round = s->round_id;
+        if (redisAsyncCommand(s->ac, ping_reply, s, "PING") == REDIS_OK)
+            s->in_flight++;
+        else
+            s->round_failed = 1;
     } else if (n > 0) {
         /* Not connected: the counts stay accumulated (cumulative counters)
          * and the keys come back next round. */

@@ -64,13 +64,17 @@ local function load_nodes(key)
   return nodes, order, meta
 end
 
+-- A node that left (or went stale) loses its liveness and demand, but keeps
+-- its counters' high-water marks (e, a, o) for as long as the key lives: a
+-- report of it that Redis executes late (a frozen server replaying a dropped
+-- connection's queue, a node's last round racing its close) is then no
+-- larger than what is stored and counts nothing twice.
 local function drop(key, who)
-  redis.call('HDEL', key, who .. '|e', who .. '|a', who .. '|o', who .. '|d',
-             who .. '|r', who .. '|t', who .. '|x')
+  redis.call('HDEL', key, who .. '|d', who .. '|r', who .. '|t', who .. '|x')
 end
 
-local out = {}
-for i = 1, #KEYS do
+-- One key's report: fold it in, then this node's share of the key.
+local function report_key(i)
   local key = KEYS[i]
   local base = 11 + 4 * (i - 1)
   local epoch = tonumber(ARGV[base + 1])
@@ -83,12 +87,22 @@ for i = 1, #KEYS do
 
   -- Fold this report in: deltas since what Redis already has.
   local da, doff = 0, 0
+  local gone = me ~= nil and me.x == nil
+  if gone and epoch <= me.e and cum_a <= me.a and cum_o <= me.o then
+    -- A late report of a node that has left: nothing new, nothing to revive.
+    return {0, 0}
+  end
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
     -- A first report covers about one report period (stale / 3).
     me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
     if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
     nodes[inc] = me
+  elseif gone then
+    -- epoch == me.e with new counts: a node that went stale is back.
+    if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
+    if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
+    me.d, me.r, me.t = 0, 0, now - math.max(1, share_floor(stale / 3))
   elseif epoch == me.e then
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
     if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
@@ -102,12 +116,14 @@ for i = 1, #KEYS do
   end
   local total = (meta['a'] or 0) + da
 
+  -- The counters' high-water marks are stored whatever happens next.
+  redis.call('HSET', key, inc .. '|e', me.e, inc .. '|a', me.a, inc .. '|o', me.o)
   if leaving then
     drop(key, inc)
     nodes[inc] = nil
   else
-    redis.call('HSET', key, inc .. '|e', me.e, inc .. '|a', me.a, inc .. '|o', me.o,
-               inc .. '|d', me.d, inc .. '|r', me.r, inc .. '|t', me.t, inc .. '|x', me.x)
+    redis.call('HSET', key, inc .. '|d', me.d, inc .. '|r', me.r, inc .. '|t', me.t,
+               inc .. '|x', me.x)
   end
   redis.call('HSET', key, 'a', total, 't', now)
 
@@ -115,8 +131,8 @@ for i = 1, #KEYS do
   local demand, over, mine = {}, 0, nil
   for _, who in ipairs(order) do
     local n = nodes[who]
-    if n then
-      if (n.x or 0) < now then
+    if n and n.x ~= nil then
+      if n.x < now then
         drop(key, who)
       else
         demand[#demand + 1] = n.d or 0
@@ -126,12 +142,16 @@ for i = 1, #KEYS do
     end
   end
   redis.call('PEXPIRE', key, ttl)
-  if mine then
-    over = math.max(0, over - SHARE_ONE)
-    local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
-    out[#out + 1] = {q[mine], tokens[mine]}
-  else
-    out[#out + 1] = {0, 0}
+  if not mine then
+    return {0, 0}
   end
+  over = math.max(0, over - SHARE_ONE)
+  local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
+  return {q[mine], tokens[mine]}
+end
+
+local out = {}
+for i = 1, #KEYS do
+  out[i] = report_key(i)
 end
 return out

@@ -1,0 +1,300 @@
+/* The policy layer against real Redis faults: while Redis is out, each
+ * limit does what its on_failure says; detection and recovery are measured
+ * in rounds; afterwards Redis's totals equal what the nodes admitted. */
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "redis_harness.h"
+#include "instance.h"
+#include "sync.h"
+
+static rl_test_redis_t srv;
+static char url[64];
+
+static void start_redis(void)
+{
+    char err[256];
+    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
+        fprintf(stderr, "test_policy: %s\n", err);
+        exit(1);
+    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+}
+
+static void stop_redis(void) { rl_test_redis_stop(&srv); }
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void redis_do(const char *cmd)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    ck_assert(r != NULL && r->err == 0);
+    redisReply *rep = redisCommand(r, cmd);
+    ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", cmd,
+                  rep ? rep->str : "no reply");
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+static long long redis_total(const char *limit)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisReply *keys = redisCommand(r, "KEYS {p:v1:%s:*", limit);
+    long long sum = 0;
+    for (size_t i = 0; i < keys->elements; i++) {
+        redisReply *a = redisCommand(r, "HGET %s a", keys->element[i]->str);
+        if (a->type == REDIS_REPLY_STRING)
+            sum += atoll(a->str);
+        freeReplyObject(a);
+    }
+    freeReplyObject(keys);
+    redisFree(r);
+    return sum;
+}
+
+static rl_t *open_node(const char *node)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = node;
+    c.sync_interval_ms = 50;
+    c.expected_nodes = 2;
+    c.key_secret = "policy-secret-0123456789";
+    c.key_secret_len = 24;
+    c.key_prefix = "p";
+    c.reconnect_max_ms = 200;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    return rl;
+}
+
+static int health_of(rl_t *rl)
+{
+    rl_stats_t s;
+    rl_stats_init(&s);
+    rl_stats(rl, &s);
+    return s.health;
+}
+
+/* Wait until every node is in `state`; returns the ms it took, or -1. */
+static long wait_health(rl_t **nodes, int n, int state, unsigned max_ms)
+{
+    uint64_t t0 = now_ns();
+    while (now_ns() - t0 < (uint64_t)max_ms * 1000000u) {
+        int all = 1;
+        for (int i = 0; i < n; i++)
+            all &= health_of(nodes[i]) == state;
+        if (all)
+            return (long)((now_ns() - t0) / 1000000u);
+        sleep_ms(5);
+    }
+    return -1;
+}
+
+/* Load: 2 threads per node, each checking the three limits' one key. */
+typedef struct load {
+    rl_t *rl;
+    int ids[3];
+    _Atomic int *phase; /* 0 before, 1 during the fault, 2 after, 3 stop */
+    _Atomic uint64_t admitted[3][3]; /* [limit][phase] */
+    _Atomic uint64_t checks[3][3];
+    _Atomic uint64_t flagged[3][3];
+} load_t;
+
+static void *drive(void *arg)
+{
+    load_t *l = arg;
+    int ph;
+    while ((ph = atomic_load(l->phase)) < 3) {
+        for (int k = 0; k < 3; k++) {
+            rl_decision_t d;
+            rl_decision_init(&d);
+            int rc = rl_check(l->rl, l->ids[k], "tenant", 6, 1, &d);
+            ck_assert(rc == RL_ALLOW || rc == RL_DENY);
+            atomic_fetch_add(&l->checks[k][ph], 1);
+            if (rc == RL_ALLOW)
+                atomic_fetch_add(&l->admitted[k][ph], 1);
+            if (d.flags & RL_FLAG_DEGRADED)
+                atomic_fetch_add(&l->flagged[k][ph], 1);
+        }
+        sleep_ms(1);
+    }
+    return NULL;
+}
+
+enum { L_OPEN, L_CLOSED, L_LOCAL };
+
+typedef struct fleet {
+    rl_t *nodes[2];
+    load_t load[2];
+    pthread_t th[4];
+    _Atomic int phase;
+} fleet_t;
+
+static void fleet_start(fleet_t *f)
+{
+    atomic_init(&f->phase, 0);
+    for (int i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "pn%d", i);
+        f->nodes[i] = open_node(name);
+        memset(&f->load[i], 0, sizeof f->load[i]);
+        f->load[i].rl = f->nodes[i];
+        f->load[i].phase = &f->phase;
+        f->load[i].ids[L_OPEN] = rl_test_add(f->nodes[i], "name=open rate=200/s burst=20 on_failure=open");
+        f->load[i].ids[L_CLOSED] = rl_test_add(f->nodes[i], "name=closed rate=200/s burst=20 on_failure=closed");
+        f->load[i].ids[L_LOCAL] = rl_test_add(f->nodes[i], "name=local rate=200/s burst=20 on_failure=local degraded_rate=40/s");
+    }
+    ck_assert_int_ge(wait_health(f->nodes, 2, RL_HEALTH_HEALTHY, 3000), 0);
+    sleep_ms(300); /* a few rounds of shares */
+    for (int i = 0; i < 4; i++)
+        pthread_create(&f->th[i], NULL, drive, &f->load[i / 2]);
+}
+
+static void fleet_stop(fleet_t *f)
+{
+    atomic_store(&f->phase, 3);
+    for (int i = 0; i < 4; i++)
+        pthread_join(f->th[i], NULL);
+}
+
+/* A fault with a detection window: start it, wait until both nodes are
+ * degraded, measure the policies for `hold_ms`, end it, wait for healthy. */
+static void run_fault(const char *what, void (*begin)(void), void (*end)(void))
+{
+    fleet_t f;
+    fleet_start(&f);
+    sleep_ms(300);
+    begin();
+    long detect = wait_health(f.nodes, 2, RL_HEALTH_DEGRADED, 2000);
+    ck_assert_msg(detect >= 0, "%s: not detected within 2 s", what);
+    /* detection within one round (50 ms) plus its deadline (45 ms), +-1 round */
+    ck_assert_msg(detect <= 50 + 45 + 100, "%s: detected after %ld ms", what, detect);
+    atomic_store(&f.phase, 1);
+    sleep_ms(800);
+    atomic_store(&f.phase, 2);
+    end();
+    long recover = wait_health(f.nodes, 2, RL_HEALTH_HEALTHY, 3000);
+    ck_assert_msg(recover >= 0, "%s: not healthy again within 3 s", what);
+    sleep_ms(200);
+    fleet_stop(&f);
+    uint64_t adm[3][3] = {{0}}, chk[3][3] = {{0}}, flg[3][3] = {{0}};
+    for (int n = 0; n < 2; n++)
+        for (int k = 0; k < 3; k++)
+            for (int ph = 0; ph < 3; ph++) {
+                adm[k][ph] += atomic_load(&f.load[n].admitted[k][ph]);
+                chk[k][ph] += atomic_load(&f.load[n].checks[k][ph]);
+                flg[k][ph] += atomic_load(&f.load[n].flagged[k][ph]);
+            }
+    /* open: admits everything during the fault, flagged */
+    ck_assert_uint_eq(adm[L_OPEN][1], chk[L_OPEN][1]);
+    ck_assert_uint_eq(flg[L_OPEN][1], chk[L_OPEN][1]);
+    /* closed: denies everything during the fault */
+    ck_assert_uint_eq(adm[L_CLOSED][1], 0);
+    ck_assert_uint_gt(chk[L_CLOSED][1], 0);
+    /* local: within the pessimistic bound: 2 nodes x (40/s x 0.8 s + burst)
+     * plus what the ramp from the last share (100/s each) allows in its 1 s */
+    ck_assert_uint_le(adm[L_LOCAL][1], 2 * (100 * 0.8 + 20) + 20);
+    ck_assert_uint_gt(adm[L_LOCAL][1], 0);
+    for (int i = 0; i < 2; i++)
+        rl_close(f.nodes[i]);
+    /* Afterwards Redis's totals equal what the nodes admitted. */
+    ck_assert_int_eq(redis_total("open"),
+                     (long long)(adm[L_OPEN][0] + adm[L_OPEN][1] + adm[L_OPEN][2]));
+    ck_assert_int_eq(redis_total("local"),
+                     (long long)(adm[L_LOCAL][0] + adm[L_LOCAL][1] + adm[L_LOCAL][2]));
+}
+
+static void flush(void) { redis_do("FLUSHALL"); }
+
+static void sigstop_begin(void) { kill(srv.pid, SIGSTOP); }
+static void sigstop_end(void) { kill(srv.pid, SIGCONT); }
+
+START_TEST(fault_sigstop)
+{
+    flush();
+    run_fault("SIGSTOP", sigstop_begin, sigstop_end);
+}
+END_TEST
+
+static void oom_begin(void)
+{
+    redis_do("CONFIG SET maxmemory-policy noeviction");
+    redis_do("CONFIG SET maxmemory 1");
+}
+static void oom_end(void) { redis_do("CONFIG SET maxmemory 0"); }
+
+START_TEST(fault_oom)
+{
+    flush();
+    run_fault("OOM", oom_begin, oom_end);
+}
+END_TEST
+
+static void pause_begin(void) { redis_do("CLIENT PAUSE 1200 ALL"); }
+static void pause_end(void) { redis_do("CLIENT UNPAUSE"); }
+
+START_TEST(fault_client_pause)
+{
+    flush();
+    run_fault("CLIENT PAUSE", pause_begin, pause_end);
+}
+END_TEST
+
+static void auth_begin(void)
+{
+    redis_do("CONFIG SET requirepass sekrit");
+    /* existing connections stay authenticated: drop them */
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    freeReplyObject(redisCommand(r, "AUTH sekrit"));
+    freeReplyObject(redisCommand(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    redisFree(r);
+}
+static void auth_end(void)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    freeReplyObject(redisCommand(r, "AUTH sekrit"));
+    freeReplyObject(redisCommand(r, "CONFIG SET requirepass %s", ""));
+    redisFree(r);
+}
+
+START_TEST(fault_wrong_password)
+{
+    flush();
+    run_fault("wrong password", auth_begin, auth_end);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("faults");
+    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, fault_sigstop);
+    tcase_add_test(tc, fault_oom);
+    tcase_add_test(tc, fault_client_pause);
+    tcase_add_test(tc, fault_wrong_password);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return rl_test_run(suite()); }
