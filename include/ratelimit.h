@@ -190,8 +190,9 @@ typedef struct rl_config {
     /* Health (see RL_HEALTH_*): failed sync rounds in a row that make the
      * instance degraded (1..100, default 1), successful rounds in a row that
      * make it healthy again (1..100, default 2), the reconnect backoff cap
-     * (10..60000 ms, default 800; attempts wait a random time up to
-     * min(cap, 50 ms x 2^attempt): full jitter), and how long a `local`
+     * (10..60000 ms, default 950; attempt n waits a random time up to
+     * 50 ms x 2^n; at the cap one random phase, then the cap: see
+     * src/backoff.h for why), and how long a `local`
      * limit takes to move from its last good share to degraded_rate
      * (0..3600000 ms, default 1000). */
     uint32_t degrade_after_failures;

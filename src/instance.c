@@ -26,7 +26,7 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.demand_alpha_pct = 75;
     d.degrade_after_failures = 1;
     d.recover_after_rounds = 2;
-    d.reconnect_max_ms = 800;
+    d.reconnect_max_ms = 950;
     d.degrade_ramp_ms = 1000;
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);

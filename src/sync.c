@@ -12,6 +12,7 @@
 #include "syncint.h"
 #include "alloc.h"
 #include "scripts.h"
+#include "backoff.h"
 
 #define CONNECT_DEADLINE_MS 1000
 
@@ -27,14 +28,8 @@ void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
     s->rl->log(s->rl->log_ud, level, line);
 }
 
-/* xorshift64*: jitter only, seeded per instance. */
-static uint64_t next_random(rl_sync_t *s)
-{
-    s->rng ^= s->rng >> 12;
-    s->rng ^= s->rng << 25;
-    s->rng ^= s->rng >> 27;
-    return s->rng * UINT64_C(2685821657736338717);
-}
+/* Jitter only, seeded per instance. */
+static uint64_t next_random(rl_sync_t *s) { return rl__xorshift(&s->rng); }
 
 static void set_connected(rl_sync_t *s, int on)
 {
@@ -91,11 +86,7 @@ static void schedule_reconnect(rl_sync_t *s)
     if (atomic_load_explicit(&s->stopping, memory_order_relaxed) || uv_is_active(
                                                                         (uv_handle_t *)&s->retry_timer))
         return;
-    uint64_t ceiling = s->attempt >= 20 ? s->rl->reconnect_max_ms
-                                        : (uint64_t)50 << s->attempt;
-    if (ceiling > s->rl->reconnect_max_ms)
-        ceiling = s->rl->reconnect_max_ms;
-    uint64_t delay = next_random(s) % (ceiling + 1);
+    uint64_t delay = rl__backoff_ms(&s->rng, s->attempt, s->rl->reconnect_max_ms);
     s->attempt++;
     uint64_t now = rl__clock_now_fp(&s->rl->clock, RL_CLOCK_PRECISE);
     /* relaxed: a value read by closed limits for their Retry-After. */
