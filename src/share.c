@@ -155,15 +155,13 @@ static uint64_t burst_rem(uint64_t br, uint32_t r, uint64_t total)
     return br * r % total; /* br * r < 2^48 */
 }
 
-/* The left-th largest remainder (left >= 1 and left < n: the fractional
- * parts sum to left, each below 1). tmp[n] is scratch. */
-static uint64_t rem_threshold(const uint32_t *rate_q, size_t n, uint64_t br,
-                              uint64_t total, uint64_t left, uint32_t *tmp)
+/* The k-th largest of a[n] (1 <= k <= n), sorting a in place. Ties are
+ * broken by index afterwards, so only the value matters: any correct sort
+ * gives the same answer. */
+static uint32_t kth_largest(uint32_t *a, size_t n, uint64_t k)
 {
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = (uint32_t)burst_rem(br, rate_q[i], total);
-    sort_u32(tmp, n);
-    return tmp[n - left];
+    sort_u32(a, n);
+    return a[n - k];
 }
 
 static size_t count_above(const uint32_t *a, size_t n, uint64_t t)
@@ -174,7 +172,8 @@ static size_t count_above(const uint32_t *a, size_t n, uint64_t t)
     return c;
 }
 
-/* Largest-remainder split of burst in proportion to rate_q (step 6). */
+/* Largest-remainder split of burst in proportion to rate_q into out (also
+ * the scratch for finding the cut-off remainder). */
 static void burst_by_share(const uint32_t *rate_q, size_t n, uint32_t burst,
                            uint64_t total, uint32_t *out)
 {
@@ -182,11 +181,14 @@ static void burst_by_share(const uint32_t *rate_q, size_t n, uint32_t burst,
     uint64_t given = 0;
     for (size_t i = 0; i < n; i++)
         given += burst_quota(bq, br, rate_q[i], total);
+    /* left < n: the fractional parts sum to left, each below 1. */
     uint64_t left = burst - given;
     uint64_t t = total; /* above every remainder: nobody gets an extra token */
     uint64_t at_t = 0;
     if (left > 0) {
-        t = rem_threshold(rate_q, n, br, total, left, out);
+        for (size_t i = 0; i < n; i++)
+            out[i] = (uint32_t)burst_rem(br, rate_q[i], total);
+        t = kth_largest(out, n, left);
         at_t = left - count_above(out, n, t);
     }
     /* Every remainder above t wins; ties at t go to the lowest indices. */
@@ -201,15 +203,83 @@ static void burst_by_share(const uint32_t *rate_q, size_t n, uint32_t burst,
     }
 }
 
-static void split_burst(const uint32_t *rate_q, size_t n, uint32_t burst, uint32_t *out)
+/* 1 <= burst < n: one token each to the burst nodes with the largest
+ * rate_q, ties to the lowest indices. */
+static void burst_to_largest(const uint32_t *rate_q, size_t n, uint32_t burst, uint32_t *out)
 {
+    for (size_t i = 0; i < n; i++)
+        out[i] = rate_q[i];
+    uint64_t t = kth_largest(out, n, burst);
+    uint64_t at_t = burst - count_above(out, n, t);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (rate_q[i] > t || (rate_q[i] == t && at_t > 0)) {
+            out[i] = 1;
+            if (rate_q[i] == t)
+                at_t--;
+        }
+    }
+}
+
+/* Step 7: a node without a token cannot admit, so its rate goes to the
+ * holders in proportion to theirs. held > 0 whenever freed > 0: holders
+ * have the largest rates, so if all theirs were 0 every rate would be, and
+ * the equal split of nothing changes nothing. */
+static void hand_over_rate(uint32_t *rate_q, size_t n, const uint32_t *tokens)
+{
+    uint64_t freed = 0, held = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] > 0)
+            held += rate_q[i];
+        else
+            freed += rate_q[i];
+    }
+    if (freed == 0)
+        return;
+    uint64_t given = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] > 0)
+            given += freed * rate_q[i] / held; /* < 2^48 */
+    uint64_t left = freed - given; /* < the number of holders */
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] == 0) {
+            rate_q[i] = 0;
+            continue;
+        }
+        rate_q[i] += (uint32_t)(freed * rate_q[i] / held);
+        if (left > 0) {
+            rate_q[i]++;
+            left--;
+        }
+    }
+}
+
+/* Steps 6 and 7. */
+static void split_burst(uint32_t *rate_q, size_t n, uint32_t burst, uint32_t *out)
+{
+    if (burst == 0) {
+        /* Nobody holds a token and nobody could take the rate: step 5's
+         * rates stand (the library always leases at least one token). */
+        burst_equal(n, 0, out);
+        return;
+    }
+    if (burst < n) {
+        burst_to_largest(rate_q, n, burst, out);
+        hand_over_rate(rate_q, n, out);
+        return;
+    }
+    /* One token each first: a bucket with none admits nothing at any rate,
+     * and a new or idle node's floor is there so that it can admit. */
+    uint32_t rest = burst - (uint32_t)n;
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += rate_q[i];
     if (total == 0)
-        burst_equal(n, burst, out);
+        burst_equal(n, rest, out);
     else
-        burst_by_share(rate_q, n, burst, total, out);
+        burst_by_share(rate_q, n, rest, total, out);
+    for (size_t i = 0; i < n; i++)
+        out[i]++;
 }
 
 int rl__share_compute(const rl_share_params_t *p, const uint32_t *demand, size_t n,

@@ -41,18 +41,41 @@
  *      the next round.
  *   5. rate_q[i] = f + fill[i] + slack[i]. sum(rate_q) = f*n + A
  *      = SCALE - cut whenever cut <= SCALE - f*n, and <= SCALE always.
- *   6. Burst. The B tokens are split in proportion to rate_q by the
- *      largest-remainder method: node i gets floor(B * rate_q[i] / Q) with
- *      Q = sum(rate_q), and the tokens left over go one each to the largest
- *      remainders (B * rate_q[i]) mod Q, ties to the lower index. So
- *      sum(burst_tokens) == B exactly, and a limit whose burst is smaller
- *      than the node count gives its tokens to the nodes with the largest
- *      shares (1/s with burst 1 over 10 nodes: the one with the demand).
- *      The cut-off remainder is found by sorting the remainders (in the
- *      burst output array, before it is filled).
- *      If Q == 0 (reserve 0 and a full cut) the tokens are split equally,
- *      remainder to the lowest indices. B * rate_q[i] can pass 2^53, so it
- *      is computed as (B / Q) * rate_q[i] + ((B % Q) * rate_q[i]) / Q.
+ *      Step 7 may move rate between nodes but keeps this sum.
+ *   6. Burst. A node's bucket admits nothing without a token, whatever its
+ *      rate, so tokens go first where they let nodes admit at all.
+ *      If B >= n, every node gets 1 token (the floors of step 1 exist so a
+ *      new or idle node can admit before its demand is known, and without
+ *      a token it could not), and the other B - n are split in proportion
+ *      to rate_q by the largest-remainder method: node i gets
+ *      1 + floor(R * rate_q[i] / Q) with R = B - n and Q = sum(rate_q), and
+ *      the tokens left over go one each to the largest remainders
+ *      (R * rate_q[i]) mod Q, ties to the lower index. The cut-off
+ *      remainder is found by sorting the remainders (in the burst output
+ *      array, before it is filled). If Q == 0 (reserve 0 and a full cut)
+ *      the R tokens are split equally, remainder to the lowest indices.
+ *      R * rate_q[i] can pass 2^53, so it is computed as
+ *      (R / Q) * rate_q[i] + ((R % Q) * rate_q[i]) / Q.
+ *      If 1 <= B < n, one token each goes to the B nodes with the largest
+ *      rate_q, ties to the lower index (the B-th largest rate_q is found by
+ *      sorting a copy in the burst output array); the others get 0.
+ *      If B == 0 nobody gets a token (the library never asks for that: a
+ *      limit's burst is at least 1).
+ *      Either way sum(burst_tokens) == B exactly.
+ *   7. Handover. Only when 1 <= B < n, some nodes end with 0 tokens: each
+ *      such node's rate_q becomes 0, and the freed rate F (the sum of
+ *      theirs) goes to the token holders in proportion to their rate_q:
+ *      holder i gets rate_q[i] + floor(F * rate_q[i] / H), H = the holders'
+ *      sum of rate_q, and the F - sum(floor(...)) units left over (fewer
+ *      than the holders) go one each to the holders in ascending index
+ *      order. So sum(rate_q) is exactly what step 5 gave (<= SCALE), and
+ *      no rate is left with a node that cannot use it: 1/s with burst 1
+ *      over 10 nodes puts the token and the whole SCALE - cut on one node
+ *      (the one with the largest share, the lowest index among equals).
+ *      F * rate_q[i] <= 2^48. H == 0 only if every rate_q is 0 (the holders
+ *      have the largest), when F == 0 too and nothing moves: the equal
+ *      split of F the rule asks for then is 0 each. With B == 0 there is no
+ *      holder to take the rate, so step 5's rates stand.
  *
  * Inputs out of range are clamped, identically in C and Lua: reserve_q and
  * max_cut_q to SCALE, gain_q16 to RL_SHARE_GAIN_MAX (so over_q * gain_q16
@@ -78,7 +101,7 @@
 
 /* One key's parameters for one round. */
 typedef struct rl_share_params {
-    uint32_t burst;     /* whole tokens to lease, normally 1..1e9 (0: none) */
+    uint32_t burst;     /* whole tokens to lease, normally 1..1e9 (0: none, rates kept) */
     uint32_t reserve_q; /* floor pool, 1/SCALE of the rate */
     uint32_t over_q;    /* last window's consumed/allowed - 1, 1/SCALE; 0 if at or under */
     uint32_t gain_q16;  /* correction gain, 1/65536 */

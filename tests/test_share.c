@@ -129,7 +129,9 @@ static uint64_t ref_fill(const uint32_t *demand, size_t n, uint64_t avail, uint3
     return r;
 }
 
-static void ref_burst(const uint32_t *rate, size_t n, uint32_t burst, uint32_t *out,
+/* Largest-remainder split of burst by weight (equal weights if they sum
+ * to 0), in plain 64-bit arithmetic: burst * w < 2^56. */
+static void ref_split(const uint32_t *rate, size_t n, uint32_t burst, uint32_t *out,
                       size_t *order)
 {
     uint64_t q = sum32(rate, n);
@@ -151,11 +153,63 @@ static void ref_burst(const uint32_t *rate, size_t n, uint32_t burst, uint32_t *
     free(rems);
 }
 
-static void ref_compute(const rl_share_params_t *p, const uint32_t *demand, size_t n,
-                        uint32_t *rate, uint32_t *burst)
+/* Steps 6 and 7 as a plain statement: a token each and the rest by share
+ * when there are enough; otherwise one each to the largest rates in (rate
+ * descending, index ascending) order, and the others' rate moved to those
+ * holders pro rata, the leftover units one each to the first holders. */
+static void ref_burst(uint32_t *rate, size_t n, uint32_t burst, uint32_t *out, size_t *order)
 {
-    size_t *order = calloc(n ? n : 1, sizeof *order);
-    ck_assert_ptr_nonnull(order);
+    if (burst >= n) {
+        ref_split(rate, n, burst - (uint32_t)n, out, order);
+        for (size_t i = 0; i < n; i++)
+            out[i]++;
+        return;
+    }
+    uint64_t *key = calloc(n, sizeof *key);
+    ck_assert_ptr_nonnull(key);
+    for (size_t i = 0; i < n; i++) {
+        key[i] = rate[i];
+        order[i] = i;
+        out[i] = 0;
+    }
+    ref_rems = key;
+    qsort(order, n, sizeof *order, by_rem_desc);
+    free(key);
+    uint64_t held = 0, freed = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k < burst) {
+            out[order[k]] = 1;
+            held += rate[order[k]];
+        } else {
+            freed += rate[order[k]];
+        }
+    }
+    if (burst == 0 || freed == 0)
+        return; /* no holder to take it, or nothing to move */
+    ck_assert_uint_gt(held, 0);
+    uint64_t *share = calloc(n, sizeof *share);
+    ck_assert_ptr_nonnull(share);
+    uint64_t given = 0;
+    for (size_t i = 0; i < n; i++) {
+        share[i] = out[i] ? freed * rate[i] / held : 0;
+        given += share[i];
+    }
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!out[i]) {
+            rate[i] = 0;
+            continue;
+        }
+        rate[i] += (uint32_t)(share[i] + (k < freed - given));
+        k++;
+    }
+    free(share);
+}
+
+/* Steps 1-5. */
+static void ref_rates(const rl_share_params_t *p, const uint32_t *demand, size_t n,
+                      uint32_t *rate, size_t *order)
+{
     uint32_t reserve = p->reserve_q < ONE ? p->reserve_q : ONE;
     uint32_t f = reserve / (uint32_t)n;
     uint64_t room = ONE - (uint64_t)f * n;
@@ -164,14 +218,28 @@ static void ref_compute(const rl_share_params_t *p, const uint32_t *demand, size
     uint64_t slack = ref_fill(demand, n, avail, rate, order);
     for (size_t i = 0; i < n; i++)
         rate[i] += f + (uint32_t)(slack / n) + (i < slack % n);
+}
+
+static void ref_compute(const rl_share_params_t *p, const uint32_t *demand, size_t n,
+                        uint32_t *rate, uint32_t *burst)
+{
+    size_t *order = calloc(n ? n : 1, sizeof *order);
+    ck_assert_ptr_nonnull(order);
+    ref_rates(p, demand, n, rate, order);
     ref_burst(rate, n, p->burst, burst, order);
     free(order);
 }
 
-/* What every output must satisfy, whatever the inputs. */
+/* What every output must satisfy, whatever the inputs. pre is the rate
+ * before the handover (step 5), from the reference. */
 static void check_invariants(const rl_share_params_t *p, const uint32_t *demand, size_t n,
                              const uint32_t *rate, const uint32_t *burst)
 {
+    uint32_t *pre = calloc(n, sizeof *pre);
+    size_t *order = calloc(n, sizeof *order);
+    ck_assert(pre != NULL && order != NULL);
+    ref_rates(p, demand, n, pre, order);
+    free(order);
     uint32_t reserve = p->reserve_q < ONE ? p->reserve_q : ONE;
     uint64_t f = reserve / n;
     uint64_t room = ONE - f * n;
@@ -181,24 +249,65 @@ static void check_invariants(const rl_share_params_t *p, const uint32_t *demand,
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += demand[i] < ONE ? demand[i] : ONE;
+    uint64_t q = sum32(pre, n);
+    ck_assert_uint_eq(q, want);
+    /* The handover moves rate, it never adds or loses any. */
+    ck_assert_uint_eq(sum32(rate, n), q);
     ck_assert_uint_le(sum32(rate, n), ONE);
-    ck_assert_uint_eq(sum32(rate, n), want);
     ck_assert_uint_eq(sum32(burst, n), p->burst);
-    uint64_t q = sum32(rate, n);
+    uint64_t held = 0;
+    size_t holders = 0;
+    uint32_t min_held = UINT32_MAX, max_freed = 0;
     for (size_t i = 0; i < n; i++) {
-        EXPECT(rate[i] >= f, "rate[%zu]=%u below the floor %llu", i, rate[i],
+        EXPECT(pre[i] >= f, "pre[%zu]=%u below the floor %llu", i, pre[i],
                (unsigned long long)f);
-        /* Largest remainder never strays a whole token from the quota. */
-        if (q > 0) {
-            uint64_t lo = (uint64_t)p->burst * rate[i] / q;
-            EXPECT(burst[i] == lo || burst[i] == lo + 1, "burst[%zu]=%u quota %llu",
-                   i, burst[i], (unsigned long long)lo);
-        }
         /* Without slack nobody gets more than its floor plus its demand. */
         uint32_t cd = demand[i] < ONE ? demand[i] : ONE;
-        EXPECT(total < avail || rate[i] - f <= cd, "rate[%zu]=%u: floor %llu + demand %u",
-               i, rate[i], (unsigned long long)f, cd);
+        EXPECT(total < avail || pre[i] - f <= cd, "pre[%zu]=%u: floor %llu + demand %u", i,
+               pre[i], (unsigned long long)f, cd);
+        if (burst[i] > 0) {
+            holders++;
+            held += pre[i];
+            min_held = pre[i] < min_held ? pre[i] : min_held;
+        } else {
+            max_freed = pre[i] > max_freed ? pre[i] : max_freed;
+            /* A bucket without a token cannot use a rate. */
+            EXPECT(rate[i] == 0 || p->burst == 0, "rate[%zu]=%u without a token", i,
+                   rate[i]);
+        }
     }
+    if (p->burst == 0) {
+        /* No holder to hand the rate to: step 5 stands. */
+        assert_array(rate, pre, n, "rate with burst 0");
+    } else if (p->burst >= n) {
+        for (size_t i = 0; i < n; i++) {
+            EXPECT(burst[i] >= 1, "burst[%zu]=0 with burst %u >= %zu nodes", i, p->burst, n);
+            EXPECT(rate[i] == pre[i], "rate[%zu]=%u moved from %u", i, rate[i], pre[i]);
+            /* Past the first token, largest remainder never strays a whole
+             * token from the quota of the rest. */
+            if (q > 0) {
+                uint64_t lo = (uint64_t)(p->burst - n) * pre[i] / q;
+                EXPECT(burst[i] - 1 == lo || burst[i] - 1 == lo + 1,
+                       "burst[%zu]=%u quota 1 + %llu", i, burst[i], (unsigned long long)lo);
+            }
+        }
+    } else {
+        /* One token each to B nodes, none of them with less rate than any
+         * node left out; the freed rate goes to them pro rata, +1 at most. */
+        ck_assert_uint_eq(holders, p->burst);
+        ck_assert_uint_ge(min_held, max_freed);
+        uint64_t freed = q - held;
+        for (size_t i = 0; i < n; i++) {
+            EXPECT(burst[i] <= 1, "burst[%zu]=%u with burst %u < %zu nodes", i, burst[i],
+                   p->burst, n);
+            if (burst[i] == 0)
+                continue;
+            uint64_t lo = held > 0 ? freed * pre[i] / held : 0;
+            EXPECT(rate[i] >= pre[i] && (rate[i] - pre[i] == lo || rate[i] - pre[i] == lo + 1),
+                   "rate[%zu]=%u from %u + %llu", i, rate[i], pre[i], (unsigned long long)lo);
+        }
+    }
+    free(pre);
 }
 
 /* ------------------------------------------------------ hand-computed */
@@ -236,7 +345,8 @@ START_TEST(test_floors_and_slack)
     rl_share_params_t p = params(100, RL_SHARE_RESERVE_DEFAULT, 0);
     uint32_t d[4] = {0, 1000000, 3000000, 0}, r[4], b[4];
     uint32_t want[4] = {3194304, 4194304, 6194304, 3194304};
-    /* Quotas 19.04, 25, 36.92, 19.04: 99 whole, the last to node 2. */
+    /* A token each, then the other 96 by share: quotas 18.28, 24, 35.44,
+     * 18.28, 95 whole, the last to node 2 (.44 > .28); 1 + those. */
     uint32_t want_b[4] = {19, 25, 37, 19};
     compute(&p, d, 4, r, b);
     assert_array(r, want, 4, "rate");
@@ -247,16 +357,24 @@ END_TEST
 
 START_TEST(test_zero_demand_equal)
 {
-    /* A = 15938356 = 10 * 1593835 + 6: nodes 0..5 get one unit more. */
-    rl_share_params_t p = params(1, RL_SHARE_RESERVE_DEFAULT, 0);
+    /* A = 15938356 = 10 * 1593835 + 6: nodes 0..5 get one unit more, so
+     * step 5 gives 83886 + 1593835 + (i < 6). */
+    rl_share_params_t p = params(10, RL_SHARE_RESERVE_DEFAULT, 0);
     uint32_t d[10] = {0}, r[10], b[10];
     compute(&p, d, 10, r, b);
-    for (size_t i = 0; i < 10; i++)
+    for (size_t i = 0; i < 10; i++) {
         ck_assert_uint_eq(r[i], 83886 + 1593835 + (i < 6));
+        ck_assert_uint_eq(b[i], 1); /* B == n: the first token each, no rest */
+    }
     ck_assert_uint_eq(sum32(r, 10), ONE);
-    /* The single token: largest share, lowest index. */
-    ck_assert_uint_eq(b[0], 1);
-    ck_assert_uint_eq(sum32(b, 10), 1);
+    /* One token: it goes to the largest share, lowest index (node 0), and
+     * node 0 takes the other nine shares with it: 16777216 in all. */
+    p.burst = 1;
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(b[i], i == 0);
+        ck_assert_uint_eq(r[i], i == 0 ? ONE : 0);
+    }
 }
 END_TEST
 
@@ -305,31 +423,153 @@ END_TEST
 
 START_TEST(test_burst_one_over_ten_nodes)
 {
-    /* 1/s, burst 1, ten nodes, only node 7 has demand: it holds the token. */
+    /* 1/s, burst 1, ten nodes, only node 7 has demand: it holds the token,
+     * and with it the nine floors of 83886 (83886 + 15938356 + 9 * 83886 =
+     * 16777216): a node without a token could not have used them. */
     rl_share_params_t p = params(1, RL_SHARE_RESERVE_DEFAULT, 0);
     uint32_t d[10] = {0}, r[10], b[10];
     d[7] = PCT(100);
     compute(&p, d, 10, r, b);
     for (size_t i = 0; i < 10; i++) {
         ck_assert_uint_eq(b[i], i == 7);
-        ck_assert_uint_eq(r[i], i == 7 ? 83886 + 15938356 : 83886);
+        ck_assert_uint_eq(r[i], i == 7 ? ONE : 0);
     }
-    /* Burst 3 over ten nodes, three with demand: one token each. */
+    /* Burst 3 over ten nodes, three with demand: one token each. Step 5:
+     * f = 83886, demands 3355443 (node 2), 5033164 (5), 1677721 (7) sum to
+     * 10066328, slack 15938356 - 10066328 = 5872028 = 10 * 587202 + 8, so
+     * nodes 0..7 get 587203, 8 and 9 587202:
+     *   node 2  4026532, node 5  5704253, node 7  2348810,
+     *   nodes 0, 1, 3, 4, 6  671089, nodes 8, 9  671088.
+     * Freed 5 * 671089 + 2 * 671088 = 4697621; held 12079595. Pro rata:
+     *   node 2  4697621 * 4026532 / 12079595 = 1565873.8
+     *   node 5  4697621 * 5704253 / 12079595 = 2218320.9
+     *   node 7  4697621 * 2348810 / 12079595 =  913426.3
+     * 4697619 given, 2 left: one each to nodes 2 and 5 (ascending index,
+     * not by remainder). */
     p.burst = 3;
     d[7] = PCT(10);
     d[2] = PCT(20);
     d[5] = PCT(30);
     compute(&p, d, 10, r, b);
+    uint32_t want[10] = {0, 0, 4026532 + 1565873 + 1, 0, 0, 5704253 + 2218320 + 1,
+                         0, 2348810 + 913426, 0, 0};
+    ck_assert_uint_eq(want[2], 5592406);
+    ck_assert_uint_eq(want[5], 7922574);
+    ck_assert_uint_eq(want[7], 3262236);
+    assert_array(r, want, 10, "rate");
     for (size_t i = 0; i < 10; i++)
         ck_assert_uint_eq(b[i], i == 2 || i == 5 || i == 7);
+    check_invariants(&p, d, 10, r, b);
+}
+END_TEST
+
+START_TEST(test_burst_one_even_demand)
+{
+    /* 1/s, burst 1, ten nodes with even demand: without the handover nine
+     * tenths of the rate would sit with nodes that cannot admit. Every
+     * demand is 1677721 (PCT(10)), 16777210 in all > A = 15938356: level
+     * 1593835, 6 left to nodes 0..5; step 5 gives 1677722 (0..5) and
+     * 1677721 (6..9). Node 0 (largest, lowest index) holds the token and
+     * takes all 16777216. */
+    rl_share_params_t p = params(1, RL_SHARE_RESERVE_DEFAULT, 0);
+    uint32_t d[10], r[10], b[10];
+    for (size_t i = 0; i < 10; i++)
+        d[i] = PCT(10);
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(b[i], i == 0);
+        ck_assert_uint_eq(r[i], i == 0 ? ONE : 0);
+    }
+    check_invariants(&p, d, 10, r, b);
+    /* With a correction of 838861 (5% over) the distributable rate is
+     * 16777216 - 838861 = 15938355, and the holder gets exactly that. */
+    p.over_q = PCT(5) + 1;
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(b[i], i == 0);
+        ck_assert_uint_eq(r[i], i == 0 ? 15938355 : 0);
+    }
+    check_invariants(&p, d, 10, r, b);
+    /* Equal demand on nodes 3..9 only, burst 2: nodes 3 and 4 hold
+     * (largest, ties to the lower index) and split the rest evenly. f =
+     * 83886, A = 15938356 over seven demands of 1677721 (11744047): slack
+     * 4194309 = 10 * 419430 + 9, so step 5 gives 503317 (nodes 0..2),
+     * 2181038 (3..8), 2181037 (9). Freed 3 * 503317 + 4 * 2181038 +
+     * 2181037 = 12415140, held 2 * 2181038 = 4362076: 6207570 each, none
+     * left, so 2181038 + 6207570 = 8388608 each: Σ = 16777216. */
+    for (size_t i = 0; i < 3; i++)
+        d[i] = 0;
+    p.over_q = 0;
+    p.burst = 2;
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(b[i], i == 3 || i == 4);
+        ck_assert_uint_eq(r[i], i == 3 || i == 4 ? 8388608 : 0);
+    }
+    check_invariants(&p, d, 10, r, b);
+}
+END_TEST
+
+START_TEST(test_burst_first_token_each)
+{
+    /* Node 0 wants everything; step 5 gives it 83886 + 15938356 = 16022242
+     * and the nine idle nodes their floor, 83886. By share alone node 0
+     * would take all 10, 11 or 20 tokens (9 idle quotas of 0.05 never win
+     * a remainder); now every node gets one first, so the idle ones can
+     * admit before their demand is known. Rates do not move (B >= n). */
+    rl_share_params_t p = params(10, RL_SHARE_RESERVE_DEFAULT, 0);
+    uint32_t d[10] = {ONE}, r[10], b[10];
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(b[i], 1); /* 10 - 10 = 0 to split */
+        ck_assert_uint_eq(r[i], i == 0 ? 16022242 : 83886);
+    }
+    /* 11: the one left has quotas 0.955 (node 0) and 0.005: node 0. */
+    p.burst = 11;
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(b[i], i == 0 ? 2 : 1);
+    /* 20: the 10 left have quotas 10 * 16022242 / 2^24 = 9.55 and 0.05:
+     * 9 whole, the 10th to node 0's .55, so 1 + 10 = 11. */
+    p.burst = 20;
+    compute(&p, d, 10, r, b);
+    for (size_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(b[i], i == 0 ? 11 : 1);
+    check_invariants(&p, d, 10, r, b);
+}
+END_TEST
+
+START_TEST(test_burst_sweep_around_n)
+{
+    /* Every burst from 0 to n + 3 over the same random demands: the
+     * invariants (Σ burst == B, Σ rate kept, a token each when B >= n, no
+     * rate without a token, pro rata handover) and the reference agree. */
+    enum { N = 23 };
+    uint32_t d[N], r[N], b[N], rr[N], rb[N];
+    rng_state = 5;
+    for (int k = 0; k < 50; k++) {
+        for (size_t i = 0; i < N; i++)
+            d[i] = k % 5 == 0 ? 0 : rng_below(ONE / 4);
+        for (uint32_t burst = 0; burst <= N + 3; burst++) {
+            rl_share_params_t p = params(burst, k % 3 ? RL_SHARE_RESERVE_DEFAULT : 0,
+                                         k % 2 ? PCT(3) : 0);
+            compute(&p, d, N, r, b);
+            check_invariants(&p, d, N, r, b);
+            ref_compute(&p, d, N, rr, rb);
+            assert_array(r, rr, N, "rate vs reference");
+            assert_array(b, rb, N, "burst vs reference");
+        }
+    }
 }
 END_TEST
 
 START_TEST(test_thousand_nodes_by_hand)
 {
-    /* f = 838; A = 15939216 = 1000 * 15939 + 216. Burst 1e9: quotas
-     * 1000046.73 (216 nodes) and 999987.13 (784): 256 tokens left, 216 to
-     * the .73s, 40 to the lowest-index .13s. */
+    /* f = 838; A = 15939216 = 1000 * 15939 + 216, so rates 16778 (216
+     * nodes) and 16777 (784). Burst 1e9: a token each, then 999999000 by
+     * share: quotas 999999000 * 16778 / 2^24 = 1000045.73 and
+     * 999999000 * 16777 / 2^24 = 999986.13, 256 tokens left, 216 to the
+     * .73s, 40 to the lowest-index .13s; plus the first token. */
     enum { N = 1000 };
     static uint32_t d[N], r[N], b[N];
     for (size_t i = 0; i < N; i++)
@@ -368,7 +608,8 @@ START_TEST(test_correction_bounds)
     p.gain_q16 = 32768;
     p.over_q = 1001;
     ck_assert_uint_eq(rl__share_cut(&p), 500);
-    /* A full cut with no reserve leaves nothing: bursts split equally. */
+    /* A full cut with no reserve leaves nothing: a token each, and the
+     * one left goes to the lowest index (equal split). */
     p.gain_q16 = RL_SHARE_GAIN_MAX;
     p.max_cut_q = UINT32_MAX;
     p.over_q = ONE;
@@ -537,10 +778,20 @@ START_TEST(test_ten_thousand_nodes)
     compute(&p, d, N, r, b);
     check_invariants(&p, d, N, r, b);
     /* f = 83; A = 15947216 over 5000 busy nodes: 3189 each, 2216 left for
-     * the lowest-index busy ones (odd i < 4432). */
+     * the lowest-index busy ones (odd i < 4432), so step 5 gives 3273 and
+     * 3272 to the busy nodes and 83 to the idle. Burst 5000 < n: the 5000
+     * busy nodes hold the tokens. Freed 5000 * 83 = 415000, held
+     * 16777216 - 415000 = 16362216: 415000 * 3273 / 16362216 = 83.01 and
+     * 415000 * 3272 / 16362216 = 82.99, so 2216 * 83 + 2784 * 82 = 412216
+     * given and 2784 left, one each to the busy nodes i < 2 * 2784:
+     *   odd i < 4432          3273 + 83 + 1 = 3357
+     *   odd 4432 <= i < 5568  3272 + 82 + 1 = 3355
+     *   odd i >= 5568         3272 + 82     = 3354
+     * (2216 * 3357 + 568 * 3355 + 2216 * 3354 = 16777216). */
     for (size_t i = 0; i < N; i++) {
-        uint32_t want = i % 2 ? 83 + 3189 + (i < 2 * 2216) : 83;
+        uint32_t want = i % 2 == 0 ? 0 : i < 4432 ? 3357 : i < 5568 ? 3355 : 3354;
         ck_assert_uint_eq(r[i], want);
+        ck_assert_uint_eq(b[i], i % 2);
     }
     /* Reserve / n rounds to zero with more nodes than reserve units. */
     p.reserve_q = 9999;
@@ -767,6 +1018,9 @@ static Suite *suite(void)
     tcase_add_test(t, test_no_nodes_and_bad_args);
     tcase_add_test(t, test_demand_capped);
     tcase_add_test(t, test_burst_one_over_ten_nodes);
+    tcase_add_test(t, test_burst_one_even_demand);
+    tcase_add_test(t, test_burst_first_token_each);
+    tcase_add_test(t, test_burst_sweep_around_n);
     tcase_add_test(t, test_thousand_nodes_by_hand);
     tcase_add_test(t, test_correction_bounds);
     tcase_add_test(t, test_correction_monotone_and_bounded);

@@ -244,7 +244,9 @@ static rl_share_params_t random_params(void)
     return p;
 }
 
-static void compare_random(lua_conn_t *lc, size_t n, size_t round)
+/* near_n: a burst within 3 of the node count, where the rule switches
+ * between a token each and tokens to the largest shares plus a handover. */
+static void compare_random(lua_conn_t *lc, size_t n, size_t round, int near_n)
 {
     uint32_t *d = calloc(n + 1, sizeof *d);
     ck_assert_ptr_nonnull(d);
@@ -252,6 +254,10 @@ static void compare_random(lua_conn_t *lc, size_t n, size_t round)
     for (size_t i = 0; i < n; i++)
         d[i] = random_demand(mix == 5 ? (int)rng_below(5) : mix);
     rl_share_params_t p = random_params();
+    if (near_n) {
+        uint64_t b = n + rng_below(7);
+        p.burst = b >= 3 ? (uint32_t)(b - 3) : 0;
+    }
     compare_one(lc, &p, d, n, round);
     free(d);
 }
@@ -309,6 +315,19 @@ START_TEST(test_lua_hand_cases)
         compare_one(&lc, &p, d10, 10, round++);
         compare_one(&lc, &p, big, 10000, round++);
     }
+    /* Around B == n, where tokens go first one each or to the largest
+     * shares with a handover of the rest's rate. */
+    static const uint32_t near[] = {1, 2, 3, 9, 10, 11, 12};
+    for (size_t k = 0; k < sizeof near / sizeof near[0]; k++) {
+        p.burst = near[k];
+        compare_one(&lc, &p, d3, 3, round++);
+        compare_one(&lc, &p, d4, 4, round++);
+        compare_one(&lc, &p, d10, 10, round++);
+        p.burst = 9990 + near[k];
+        compare_one(&lc, &p, big, 10000, round++);
+        p.burst = 4996 + near[k];
+        compare_one(&lc, &p, big, 10000, round++);
+    }
     /* Saturated correction, full cut with no reserve, clamped inputs. */
     p.over_q = UINT32_MAX;
     p.gain_q16 = UINT32_MAX;
@@ -330,7 +349,7 @@ START_TEST(test_lua_random_small)
         return;
     rng_state = 20240601;
     for (size_t k = 0; k < 3000; k++)
-        compare_random(&lc, rng_below(201), k);
+        compare_random(&lc, rng_below(201), k, 0);
     lua_close(&lc);
 }
 END_TEST
@@ -343,7 +362,21 @@ START_TEST(test_lua_random_big)
     rng_state = 777;
     static const size_t sizes[] = {1000, 2500, 5000, 10000};
     for (size_t k = 0; k < 4; k++)
-        compare_random(&lc, sizes[k], k);
+        compare_random(&lc, sizes[k], k, 0);
+    for (size_t k = 0; k < 4; k++)
+        compare_random(&lc, sizes[k], 4 + k, 1);
+    lua_close(&lc);
+}
+END_TEST
+
+START_TEST(test_lua_random_near_n)
+{
+    lua_conn_t lc;
+    if (!lua_open(&lc, driver))
+        return;
+    rng_state = 31337;
+    for (size_t k = 0; k < 2000; k++)
+        compare_random(&lc, 1 + rng_below(200), k, 1);
     lua_close(&lc);
 }
 END_TEST
@@ -398,6 +431,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_lua_hand_cases);
     tcase_add_test(t, test_lua_random_small);
     tcase_add_test(t, test_lua_random_big);
+    tcase_add_test(t, test_lua_random_near_n);
     tcase_add_test(t, test_lua_ewma);
     suite_add_tcase(s, t);
     return s;

@@ -119,15 +119,12 @@ local function share_burst_equal(n, burst, out)
   end
 end
 
--- The left-th largest remainder (br * r) mod total. tmp is scratch.
--- (Here and below: br * r < 2^48, the quotient inlined for speed.)
-local function share_rem_threshold(rate, n, br, total, left, tmp)
-  for i = 1, n do
-    local x = br * rate[i]
-    tmp[i] = x - share_floor(x / total) * total
-  end
-  table.sort(tmp)
-  return tmp[n - left + 1]
+-- The k-th largest of a[1..n] (1 <= k <= n), sorting a in place. table.sort
+-- is not share.c's heapsort, but ties are broken by index afterwards, so
+-- only the value matters.
+local function share_kth_largest(a, n, k)
+  table.sort(a)
+  return a[n - k + 1]
 end
 
 local function share_count_above(a, n, t)
@@ -138,9 +135,11 @@ local function share_count_above(a, n, t)
   return c
 end
 
--- Largest-remainder split of burst in proportion to rate. burst * r can
--- pass 2^53: with burst = bq * total + br, floor(burst * r / total) is
+-- Largest-remainder split of burst in proportion to rate into out (also the
+-- scratch for the cut-off remainder). burst * r can pass 2^53: with
+-- burst = bq * total + br, floor(burst * r / total) is
 -- bq * r + floor(br * r / total) and the remainder is (br * r) mod total.
+-- (br * r < 2^48, the quotient inlined for speed.)
 local function share_burst_by_share(rate, n, burst, total, out)
   local bq = share_idiv(burst, total)
   local br = burst - bq * total
@@ -148,11 +147,16 @@ local function share_burst_by_share(rate, n, burst, total, out)
   for i = 1, n do
     given = given + bq * rate[i] + share_floor(br * rate[i] / total)
   end
+  -- left < n: the fractional parts sum to left, each below 1.
   local left = burst - given
   local t = total
   local at_t = 0
   if left > 0 then
-    t = share_rem_threshold(rate, n, br, total, left, out)
+    for i = 1, n do
+      local x = br * rate[i]
+      out[i] = x - share_floor(x / total) * total
+    end
+    t = share_kth_largest(out, n, left)
     at_t = left - share_count_above(out, n, t)
   end
   -- Every remainder above t wins; ties at t go to the lowest indices.
@@ -168,14 +172,73 @@ local function share_burst_by_share(rate, n, burst, total, out)
   end
 end
 
+-- 1 <= burst < n: one token each to the burst nodes with the largest rate,
+-- ties to the lowest indices.
+local function share_burst_to_largest(rate, n, burst, out)
+  for i = 1, n do out[i] = rate[i] end
+  local t = share_kth_largest(out, n, burst)
+  local at_t = burst - share_count_above(out, n, t)
+  for i = 1, n do
+    out[i] = 0
+    if rate[i] > t or (rate[i] == t and at_t > 0) then
+      out[i] = 1
+      if rate[i] == t then at_t = at_t - 1 end
+    end
+  end
+end
+
+-- Step 7: a node without a token cannot admit, so its rate goes to the
+-- holders in proportion to theirs. held > 0 whenever freed > 0: holders
+-- have the largest rates, so if all theirs were 0 every rate would be, and
+-- the equal split of nothing changes nothing.
+local function share_hand_over_rate(rate, n, tokens)
+  local freed, held = 0, 0
+  for i = 1, n do
+    if tokens[i] > 0 then held = held + rate[i] else freed = freed + rate[i] end
+  end
+  if freed == 0 then return end
+  local given = 0
+  for i = 1, n do
+    if tokens[i] > 0 then given = given + share_idiv(freed * rate[i], held) end
+  end
+  local left = freed - given
+  for i = 1, n do
+    if tokens[i] == 0 then
+      rate[i] = 0
+    else
+      rate[i] = rate[i] + share_idiv(freed * rate[i], held)
+      if left > 0 then
+        rate[i] = rate[i] + 1
+        left = left - 1
+      end
+    end
+  end
+end
+
+-- Steps 6 and 7.
 local function share_split_burst(rate, n, burst, out)
+  if burst == 0 then
+    -- Nobody holds a token and nobody could take the rate: step 5's rates
+    -- stand (the library always leases at least one token).
+    share_burst_equal(n, 0, out)
+    return
+  end
+  if burst < n then
+    share_burst_to_largest(rate, n, burst, out)
+    share_hand_over_rate(rate, n, out)
+    return
+  end
+  -- One token each first: a bucket with none admits nothing at any rate,
+  -- and a new or idle node's floor is there so that it can admit.
+  local rest = burst - n
   local total = 0
   for i = 1, n do total = total + rate[i] end
   if total == 0 then
-    share_burst_equal(n, burst, out)
+    share_burst_equal(n, rest, out)
   else
-    share_burst_by_share(rate, n, burst, total, out)
+    share_burst_by_share(rate, n, rest, total, out)
   end
+  for i = 1, n do out[i] = out[i] + 1 end
 end
 
 -- Split one key's limit among #demand nodes. Returns two arrays (1-based,
