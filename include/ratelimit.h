@@ -75,7 +75,8 @@ extern "C" {
     XX(EFORKED, -11, "instance inherited across fork(): unusable in the child")   \
     XX(ENOTSUP, -12, "not supported by this build or instance")                   \
     XX(ENAME, -13, "limit name empty, too long, or with a byte outside [A-Za-z0-9_.:-]") \
-    XX(EMODE, -14, "unknown mode or on_failure value")
+    XX(EMODE, -14, "unknown mode or on_failure value")                            \
+    XX(EAUTH, -15, "Redis refused the credentials in redis_url")
 
 enum {
 #define RL__ERRNO_ENUM(name, value, msg) RL_##name = (value),
@@ -331,9 +332,12 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *              only one of allocator.alloc/free set, reserved0 non-zero)
  *   RL_ERANGE  also: a malformed redis_url, node_id or key_prefix
  *   RL_ENOMEM  an allocation failed (nothing is leaked)
- * With a redis_url, a sync thread is started (every signal blocked in it);
- * rl_open does not wait for Redis: until the first sync each key runs at
- * rate / expected_nodes. All nodes of a fleet must use the same key_secret
+ *   RL_EAUTH   Redis answered, and refused redis_url's user or password
+ * With a redis_url, a sync thread is started (every signal blocked in it).
+ * rl_open waits for its first connection at most 1 s: a reachable Redis that
+ * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
+ * not: the instance opens degraded and keeps trying (with backoff). Until a
+ * key's first sync it runs at rate / expected_nodes. All nodes of a fleet must use the same key_secret
  * (and key_prefix) so they name keys alike.
  */
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);

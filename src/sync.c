@@ -39,6 +39,17 @@ static void set_connected(rl_sync_t *s, int on)
 
 static void start_connect(rl_sync_t *s);
 
+/* Tell rl_open how the first connection went (once). */
+static void first_outcome(rl_sync_t *s, int outcome)
+{
+    uv_mutex_lock(&s->step_mu);
+    if (s->first_outcome == FIRST_PENDING) {
+        s->first_outcome = outcome;
+        uv_cond_broadcast(&s->step_cv);
+    }
+    uv_mutex_unlock(&s->step_mu);
+}
+
 static const char *const health_names[] = {"healthy", "degraded", "recovering"};
 
 /* Move to a health state: publish it with the time it was entered, account
@@ -117,9 +128,12 @@ static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
         s->script_ready = 1;
         s->attempt = 0;
         set_connected(s, 1);
+        first_outcome(s, FIRST_OK);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
     } else if (reply != NULL) {
-        rl__sync_error(s, rl__sync_classify(reply));
+        int cls = rl__sync_classify(reply);
+        rl__sync_error(s, cls);
+        first_outcome(s, cls == RL_SYNC_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
         rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
                      reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
     }
@@ -131,8 +145,11 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
     rl_sync_t *s = priv;
     redisReply *reply = r;
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        rl__sync_error(s, rl__sync_classify(reply));
+        int cls = rl__sync_classify(reply);
+        rl__sync_error(s, cls);
         rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
+        if (cls == RL_SYNC_ERR_AUTH)
+            first_outcome(s, FIRST_AUTH);
     }
 }
 
@@ -154,6 +171,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
             rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
                          s->url.port, ac->errstr);
         s->ac = NULL; /* hiredis frees a context whose connect failed */
+        first_outcome(s, FIRST_FAILED);
         set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
         schedule_reconnect(s);
         return;
@@ -195,6 +213,7 @@ static void on_connect_deadline(uv_timer_t *timer)
     if (s->ac != NULL && s->connecting) {
         rl__sync_error(s, RL_SYNC_ERR_CONNECT);
         s->connecting = 0;
+        first_outcome(s, FIRST_FAILED);
         set_health(s, RL_HEALTH_DEGRADED, "connect timed out");
         rl__sync_drop_connection(s);
     }
@@ -418,6 +437,22 @@ int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms)
     return failed ? -1 : 0;
 }
 
+/* Wait for the first connection's outcome, at most its deadline and a
+ * little: rl_open must never block longer. */
+static int wait_first_outcome(rl_sync_t *s)
+{
+    uint64_t until = uv_hrtime() + (uint64_t)(CONNECT_DEADLINE_MS + 100) * 1000000u;
+    uv_mutex_lock(&s->step_mu);
+    while (s->first_outcome == FIRST_PENDING) {
+        uint64_t now = uv_hrtime();
+        if (now >= until || uv_cond_timedwait(&s->step_cv, &s->step_mu, until - now) != 0)
+            break;
+    }
+    int outcome = s->first_outcome;
+    uv_mutex_unlock(&s->step_mu);
+    return outcome;
+}
+
 static void free_sync(rl_sync_t *s)
 {
     if (s->prims_ready) {
@@ -511,6 +546,11 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
         return RL_ENOMEM;
     }
     *out = s;
+    if (!manual && wait_first_outcome(s) == FIRST_AUTH) {
+        rl__sync_stop(s, 0);
+        *out = NULL;
+        return RL_EAUTH;
+    }
     return 0;
 }
 

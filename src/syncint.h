@@ -83,6 +83,7 @@ struct rl_sync {
     uint64_t virtual_now_ms;  /* under step_mu: asked for by the stepper */
     uint64_t round_virtual_ms; /* sync thread: the current round's (0: TIME) */
     int prims_ready;          /* step_mu and step_cv initialised */
+    int first_outcome;        /* under step_mu: how the first connect went */
     uv_mutex_t step_mu;
     uv_cond_t step_cv;
     uint64_t step_asked;      /* under step_mu */
@@ -98,6 +99,8 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
     /* relaxed: statistics read by rl_sync_counters. */
     atomic_fetch_add_explicit(&s->counters[which], n, memory_order_relaxed);
 }
+
+enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
 
 /* Count an error of a class (and in the errors total). */
 static inline void rl__sync_error(rl_sync_t *s, int cls)

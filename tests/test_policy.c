@@ -283,6 +283,59 @@ START_TEST(fault_wrong_password)
 }
 END_TEST
 
+START_TEST(open_with_wrong_or_right_password)
+{
+    flush();
+    redis_do("CONFIG SET requirepass sekrit");
+    rl_config_t c;
+    rl_config_init(&c);
+    char u[96];
+    rl_t *rl = (rl_t *)1;
+    /* Reachable, refuses us: a clear error from rl_open. */
+    snprintf(u, sizeof u, "redis://:wrong@127.0.0.1:%d", srv.port);
+    c.redis_url = u;
+    ck_assert_int_eq(rl_open(&rl, &c), RL_EAUTH);
+    ck_assert_ptr_null(rl);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", srv.port); /* no password at all */
+    ck_assert_int_eq(rl_open(&rl, &c), RL_EAUTH);
+    /* The right one, as a password and as ACL user + password. */
+    snprintf(u, sizeof u, "redis://:sekrit@127.0.0.1:%d", srv.port);
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    ck_assert_int_eq(health_of(rl), RL_HEALTH_HEALTHY);
+    rl_close(rl);
+    snprintf(u, sizeof u, "redis://default:sekrit@127.0.0.1:%d", srv.port);
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    rl_close(rl);
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    freeReplyObject(redisCommand(r, "AUTH sekrit"));
+    freeReplyObject(redisCommand(r, "CONFIG SET requirepass %s", ""));
+    redisFree(r);
+}
+END_TEST
+
+START_TEST(nothing_listening)
+{
+    /* Unreachable: rl_open succeeds at once, degraded, and keeps deciding. */
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = "redis://127.0.0.1:1";
+    c.sync_interval_ms = 50;
+    rl_t *rl = NULL;
+    uint64_t t0 = now_ns();
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    ck_assert_uint_lt(now_ns() - t0, 1200000000u); /* never past the connect deadline */
+    ck_assert_int_ge(wait_health(&rl, 1, RL_HEALTH_DEGRADED, 1000), 0);
+    int closed = rl_test_add(rl, "name=c rate=10/s on_failure=closed");
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_check(rl, closed, "k", 1, 1, &d), RL_DENY);
+    ck_assert(d.flags & RL_FLAG_DEGRADED);
+    ck_assert_uint_gt(d.retry_after_ms, 0);
+    ck_assert_uint_le(d.retry_after_ms, 950);
+    rl_close(rl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("policy");
@@ -293,6 +346,8 @@ static Suite *suite(void)
     tcase_add_test(tc, fault_oom);
     tcase_add_test(tc, fault_client_pause);
     tcase_add_test(tc, fault_wrong_password);
+    tcase_add_test(tc, open_with_wrong_or_right_password);
+    tcase_add_test(tc, nothing_listening);
     suite_add_tcase(s, tc);
     return s;
 }
