@@ -144,6 +144,8 @@ static int wait_until_up(rl_test_redis_t *srv)
     return -1;
 }
 
+static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen);
+
 static int spawn_once(rl_test_redis_t *srv, char *err, size_t errlen)
 {
     srv->port = free_loopback_port();
@@ -151,6 +153,11 @@ static int spawn_once(rl_test_redis_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "no free loopback port: %s", strerror(errno));
         return -1;
     }
+    return spawn_on_port(srv, err, errlen);
+}
+
+static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen)
+{
     int log_fd = open(srv->log, O_WRONLY | O_TRUNC);
     if (log_fd < 0) {
         snprintf(err, errlen, "open %s: %s", srv->log, strerror(errno));
@@ -240,4 +247,38 @@ void rl_test_redis_stop(rl_test_redis_t *srv)
         unlink(srv->log);
         srv->log[0] = '\0';
     }
+}
+
+int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen)
+{
+    if (srv->pid > 0) {
+        kill(srv->pid, SIGKILL);
+        /* Reaped here if it is ours; a forked test's parent reaps it later. */
+        reap(srv->pid, now_ms() + STOP_DEADLINE_MS);
+        srv->pid = 0;
+    }
+    snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
+    int fd = mkstemp(srv->log);
+    if (fd < 0) {
+        snprintf(err, errlen, "mkstemp: %s", strerror(errno));
+        srv->log[0] = '\0';
+        return -1;
+    }
+    close(fd);
+    /* The dead server's port may need a moment before it binds again. */
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (spawn_on_port(srv, err, errlen) == 1) {
+            unlink(srv->log);
+            srv->log[0] = '\0';
+            return 0;
+        }
+        if (srv->pid > 0) {
+            kill(srv->pid, SIGKILL);
+            reap(srv->pid, now_ms() + STOP_DEADLINE_MS);
+            srv->pid = 0;
+        }
+        sleep_ms(20);
+    }
+    snprintf(err, errlen, "redis-server did not come back on port %d", srv->port);
+    return -1;
 }

@@ -29,6 +29,10 @@ typedef struct rl_test_redis {
  */
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen);
 
+/* Kill the server with SIGKILL and start a new, empty one on the same port
+ * (scripts and data gone). 0, or -1 with a message in err. */
+int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen);
+
 /* Stop the server by PID (TERM, then KILL) and reap it. Safe to repeat. */
 void rl_test_redis_stop(rl_test_redis_t *srv);
 

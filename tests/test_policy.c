@@ -336,6 +336,41 @@ START_TEST(nothing_listening)
 }
 END_TEST
 
+START_TEST(fault_sigkill_restart)
+{
+    /* Redis dies (SIGKILL) and comes back empty on the same port: nodes
+     * degrade, reconnect with backoff, reload their script, and re-report
+     * their cumulative counters, so Redis's totals again equal everything
+     * the nodes admitted, before the crash included. */
+    flush();
+    fleet_t f;
+    fleet_start(&f);
+    sleep_ms(300);
+    char err[256];
+    kill(srv.pid, SIGKILL);
+    ck_assert_int_ge(wait_health(f.nodes, 2, RL_HEALTH_DEGRADED, 2000), 0);
+    atomic_store(&f.phase, 1);
+    sleep_ms(500);
+    atomic_store(&f.phase, 2);
+    ck_assert_msg(rl_test_redis_crash_restart(&srv, err, sizeof err) == 0, "%s", err);
+    /* back within 2 rounds plus the backoff step (<= 950 ms), +-1 round */
+    long recover = wait_health(f.nodes, 2, RL_HEALTH_HEALTHY, 950 + 3 * 50 + 500);
+    ck_assert_msg(recover >= 0, "not healthy within the backoff cap after the restart");
+    sleep_ms(300);
+    fleet_stop(&f);
+    uint64_t adm[3] = {0};
+    for (int n = 0; n < 2; n++)
+        for (int k = 0; k < 3; k++)
+            for (int ph = 0; ph < 3; ph++)
+                adm[k] += atomic_load(&f.load[n].admitted[k][ph]);
+    for (int i = 0; i < 2; i++)
+        rl_close(f.nodes[i]);
+    ck_assert_int_eq(redis_total("open"), (long long)adm[L_OPEN]);
+    ck_assert_int_eq(redis_total("local"), (long long)adm[L_LOCAL]);
+    ck_assert_int_eq(redis_total("closed"), (long long)adm[L_CLOSED]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("policy");
@@ -349,6 +384,12 @@ static Suite *suite(void)
     tcase_add_test(tc, open_with_wrong_or_right_password);
     tcase_add_test(tc, nothing_listening);
     suite_add_tcase(s, tc);
+    /* Last, in its own case: it replaces the server the fixture started. */
+    TCase *rs = tcase_create("restart");
+    tcase_add_unchecked_fixture(rs, start_redis, stop_redis);
+    tcase_set_timeout(rs, 60);
+    tcase_add_test(rs, fault_sigkill_restart);
+    suite_add_tcase(s, rs);
     return s;
 }
 
