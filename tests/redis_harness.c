@@ -92,8 +92,11 @@ static void exec_server(int port, int log_fd, pid_t parent)
     dup2(log_fd, STDERR_FILENO);
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
+    /* DEBUG is enabled for the fault suite (DEBUG SLEEP); the server only
+     * listens on loopback and lives as long as the test. */
     execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--daemonize", "no", (char *)NULL);
+           "--save", "", "--appendonly", "no", "--daemonize", "no", "--enable-debug-command",
+           "yes", (char *)NULL);
     _exit(127);
 }
 
