@@ -357,6 +357,19 @@ START_TEST(fault_debug_sleep)
 }
 END_TEST
 
+/* Failover seen from a client: the server becomes a replica (of nothing
+ * reachable), so every report gets READONLY; nodes reconnect, stay degraded
+ * while it lasts, and recover when it is a primary again. */
+static void replica_begin(void) { redis_do("REPLICAOF 127.0.0.1 1"); }
+static void replica_end(void) { redis_do("REPLICAOF NO ONE"); }
+
+START_TEST(fault_readonly)
+{
+    flush();
+    run_fault("READONLY", replica_begin, replica_end);
+}
+END_TEST
+
 static rl_blackhole_t hole;
 static void hole_begin(void) { rl_blackhole_silence(&hole, 1); }
 static void hole_end(void) { rl_blackhole_silence(&hole, 0); }
@@ -429,6 +442,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fault_client_pause);
     tcase_add_test(tc, fault_wrong_password);
     tcase_add_test(tc, fault_debug_sleep);
+    tcase_add_test(tc, fault_readonly);
     tcase_add_test(tc, fault_blackhole);
     tcase_add_test(tc, open_with_wrong_or_right_password);
     tcase_add_test(tc, nothing_listening);
