@@ -157,6 +157,7 @@ static void load_script(rl_sync_t *s)
 {
     s->script_ready = 0;
     s->loading = 1;
+    s->loading_since_ms = uv_now(&s->loop);
     redisAsyncCommand(s->ac, on_script_loaded, s, "SCRIPT LOAD %s", rl__lua_report);
 }
 
@@ -337,9 +338,16 @@ static void on_round_deadline(uv_timer_t *timer)
 static void on_round(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
-    if (s->ac == NULL)
+    if (s->ac == NULL) {
         schedule_reconnect(s); /* no-op while one is pending */
-    else if (!s->script_ready && !s->connecting && !s->loading)
+    } else if (s->loading && uv_now(&s->loop) - s->loading_since_ms > CONNECT_DEADLINE_MS) {
+        /* Connected, but setup is never answered (a server dying or frozen
+         * as we connected): no round sends anything on such a connection,
+         * so nothing else would notice. Start over. */
+        rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
+        s->loading = 0;
+        rl__sync_drop_connection(s);
+    } else if (!s->script_ready && !s->connecting && !s->loading)
         load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
     if (s->in_flight > 0) {
         /* The last round's deadline has not fired yet: never stack rounds. */

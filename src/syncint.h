@@ -32,6 +32,9 @@ typedef struct rl_syncslot {
     uint16_t reported; /* reported at least once (must leave on close) */
     uint8_t queued;    /* listed in this round's reports */
     uint8_t linger;    /* idle rounds still to report after a busy one */
+    uint32_t period;   /* rounds between reports the last report announced
+                          (Redis drops the entry after 3 such periods) */
+    uint32_t announce; /* the period this round's report announces */
 } rl_syncslot_t;
 
 /* One limit as a round sees it (snapshot taken at the round's start). */
@@ -56,6 +59,7 @@ struct rl_sync {
     int connecting;
     int script_ready;
     int loading; /* SCRIPT LOAD sent, no reply yet */
+    uint64_t loading_since_ms; /* uv_now when it was sent */
     char sha[41];
     char incarnation[300];
     uint64_t rng;          /* jitter; sync thread only */

@@ -76,6 +76,19 @@ static void mark_again(rl_table_t *t, size_t i)
     atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
 }
 
+/* Back to the pre-sync share, keeping the key's tokens. */
+static void release_share(rl_sync_t *s, rl_slot_t *slot, const rl_synclimit_t *l)
+{
+    rl_gcra_t tmp;
+    rl_gcra_t before = *current_gcra(slot, l, &tmp);
+    /* relaxed: a self-contained word; this thread is its only writer. */
+    if (atomic_load_explicit(&slot->share, memory_order_relaxed) == 0)
+        return;
+    atomic_store_explicit(&slot->share, 0, memory_order_relaxed);
+    uint64_t now = rl__clock_now_fp(&s->rl->clock, l->p.clock_source);
+    rl__bucket_rescale(&slot->tat, &before, &l->p.presync, now);
+}
+
 /* Fold a slot's new counts into its state; 1 if it should report now. */
 static int harvest_slot(rl_sync_t *s, size_t i)
 {
@@ -108,11 +121,25 @@ static int harvest_slot(rl_sync_t *s, size_t i)
          * counts) for a few rounds, so its demand in Redis decays by the
          * EWMA instead of staying frozen until its entry expires: another
          * node taking over its traffic gets the limit within rounds. */
-        if (ss->linger == 0)
+        if (ss->linger > 0) {
+            ss->linger--;
+            ss->announce = 1;
+            mark_again(t, i);
+            return 1;
+        }
+        /* Silent: once 3 announced periods pass without a report, Redis
+         * drops the entry and the others may take its share; drop back to
+         * the pre-sync share here too, so an idle node does not keep a share
+         * it no longer holds. Its next check reports at once (no share). */
+        if (ss->period == 0)
+            return 0; /* never reported: holds no share */
+        if (++ss->quiet >= 3 * ss->period) {
+            release_share(s, slot, l);
+            ss->period = 0;
             return 0;
-        ss->linger--;
+        }
         mark_again(t, i);
-        return 1;
+        return 0;
     }
     /* Report every round while the key uses half of what its share could
      * admit since its last report; otherwise every RL_REPORT_QUIET_MAX
@@ -125,10 +152,16 @@ static int harvest_slot(rl_sync_t *s, size_t i)
                                                                memory_order_relaxed) == 0;
     if (near) {
         ss->linger = RL_REPORT_LINGER;
+        ss->announce = 1;
         mark_again(t, i);
         return 1;
     }
-    if (ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
+    /* Quiet: report every RL_REPORT_QUIET_MAX rounds, announcing that
+     * period. A key whose last report announced every round reports at once
+     * to announce the longer one, before Redis drops its entry (3 rounds)
+     * while this node still holds its share. */
+    ss->announce = RL_REPORT_QUIET_MAX;
+    if (ss->period < RL_REPORT_QUIET_MAX || ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
         return 1;
     ss->quiet++;
     mark_again(t, i); /* come back next round even without new counts */
@@ -317,7 +350,8 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
         /* A key that reports every round lives 3 rounds unrefreshed; a quiet
          * one 3 of its longer periods: a dead node frees its busy keys'
          * shares within 3 rounds. */
-        uint32_t period = ss->quiet + 1 >= RL_REPORT_QUIET_MAX ? RL_REPORT_QUIET_MAX : 1;
+        uint32_t period = ss->announce ? ss->announce : 1;
+        ss->period = period;
         ARG("%" PRIu64, ss->epoch);
         ARG("%" PRIu64, ss->cum_a);
         ARG("%" PRIu64, ss->cum_o);
@@ -328,6 +362,8 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
         ss->quiet = 0;
         ss->reported = 1;
         ss->queued = 0;
+        /* Visited every round until its next report or its release. */
+        mark_again(&s->rl->table, idx[j]);
     }
 #undef ARG
     call->s = s;
