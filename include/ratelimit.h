@@ -292,6 +292,7 @@ typedef struct rl_stats {
     uint64_t sync_reports;       /* key reports sent */
     uint64_t sync_errors;        /* error replies, timeouts, failed connects */
     uint64_t sync_connected;     /* 1 while connected with scripts loaded */
+    uint64_t health_since_round; /* sync rounds started when it entered it */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */

@@ -34,6 +34,7 @@ typedef struct rl_health {
      * number of transitions; written by the sync thread only. */
     _Atomic uint64_t ms_in[3];
     _Atomic uint64_t transitions;
+    _Atomic uint64_t since_round; /* sync rounds started at the transition */
 } rl_health_t;
 
 #endif

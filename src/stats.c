@@ -63,6 +63,7 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     o->ms_degraded = in[RL_HEALTH_DEGRADED];
     o->ms_recovering = in[RL_HEALTH_RECOVERING];
     o->health_transitions = atomic_load_explicit(&rl->health.transitions, memory_order_relaxed);
+    o->health_since_round = atomic_load_explicit(&rl->health.since_round, memory_order_relaxed);
     if (rl->sync != NULL) {
         rl_sync_counters_t c;
         rl__sync_counters(rl->sync, &c);

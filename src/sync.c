@@ -68,6 +68,9 @@ static void set_health(rl_sync_t *s, int state, const char *why)
     /* relaxed: statistics and a self-contained value (see health.h). */
     atomic_fetch_add_explicit(&h->ms_in[old], stay_ms, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
+    atomic_store_explicit(&h->since_round,
+                          atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed),
+                          memory_order_relaxed);
     atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
     if (now_ms >= s->last_log_ms + 1000) {
