@@ -60,13 +60,28 @@ typedef struct rl_verdict {
 
 static inline uint64_t rl__max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* a * b, saturating: a cost times an interval can pass 2^64 when the cost
+ * exceeds what a (local) bucket could ever hold; saturation turns that into
+ * "never admitted" / "full refund" instead of a wrapped, arbitrary amount. */
+static inline uint64_t rl__mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t rl__add_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* Decide a charge of `cost` tokens (cost <= burst) at `now_fp`. */
 static inline rl_verdict_t rl__gcra_charge(const rl_gcra_t *g, uint64_t tat,
                                            uint64_t now_fp, uint32_t cost)
 {
     rl_verdict_t v;
     uint64_t base = rl__max_u64(tat, now_fp);
-    uint64_t next = base + (uint64_t)cost * g->t_fp;
+    uint64_t next = rl__add_sat(base, rl__mul_sat(cost, g->t_fp));
     v.allowed = next - now_fp <= g->tau_fp;
     v.new_tat = v.allowed ? next : tat;
     return v;
@@ -76,7 +91,7 @@ static inline rl_verdict_t rl__gcra_charge(const rl_gcra_t *g, uint64_t tat,
 static inline uint64_t rl__gcra_refund(const rl_gcra_t *g, uint64_t tat,
                                        uint64_t now_fp, uint32_t cost)
 {
-    uint64_t back = (uint64_t)cost * g->t_fp;
+    uint64_t back = rl__mul_sat(cost, g->t_fp);
     if (tat <= now_fp)
         return tat;
     return tat - now_fp > back ? tat - back : now_fp;
@@ -101,7 +116,7 @@ static inline uint64_t rl__gcra_retry_ms(const rl_gcra_t *g, uint64_t tat,
                                          uint64_t now_fp, uint32_t cost)
 {
     uint64_t base = rl__max_u64(tat, now_fp);
-    uint64_t next = base + (uint64_t)cost * g->t_fp;
+    uint64_t next = rl__add_sat(base, rl__mul_sat(cost, g->t_fp));
     uint64_t when = next - g->tau_fp; /* admitted once now >= when */
     return when > now_fp ? (when - now_fp + RL_FP_PER_MS - 1) / RL_FP_PER_MS : 0;
 }

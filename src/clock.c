@@ -43,32 +43,38 @@ int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp)
 uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
 {
     int s = source == RL_CLOCK_COARSE;
+    /* acquire, and BEFORE the hook: a reading taken before a backward jump
+     * must not be lifted by the offset another thread raised for that jump
+     * (it would move time forward by the jump and refill every bucket), nor
+     * compared with a `last` newer than itself (a false jump). The hook's
+     * own loads cannot move above these. */
+    uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_acquire);
+    uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
     uint64_t raw = c->user(c->user_ud, source);
-    /* Signed distance from the origin, clamped to +-2^62 ns (146 years) so
-     * the sums below cannot overflow; before-origin readings are negative
-     * and handled like any backward step. */
-    int64_t rel = (int64_t)(raw - c->base_ns[s]);
-    const int64_t lim = INT64_C(1) << 62;
+    /* Signed distance from the origin, clamped to +-2^62 ns (146 years);
+     * before-origin readings are negative and handled like a backward step.
+     * 128-bit sums: no overflow whatever the hook returns. */
+    const __int128 lim = (__int128)1 << 62;
+    __int128 rel = (__int128)(int64_t)(raw - c->base_ns[s]);
     rel = rel > lim ? lim : rel < -lim ? -lim : rel;
-    /* relaxed: offset and last are self-contained values; no other memory is
-     * published through them. */
-    uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_relaxed);
-    uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_relaxed);
-    int64_t now = rel + (int64_t)off;
-    if (now + (int64_t)RL_CLOCK_LAST_GRAIN_NS < (int64_t)last) {
-        /* The hook went backwards: raise the offset so now == last. CAS-max:
-         * concurrent detectors must not add the jump twice. */
-        uint64_t want = (uint64_t)((int64_t)last - rel);
+    __int128 now = rel + (__int128)off;
+    if (now + (__int128)RL_CLOCK_LAST_GRAIN_NS < (__int128)last) {
+        /* The hook went backwards: raise the offset so now == last. CAS-max
+         * (relaxed: the value is self-contained): concurrent detectors must
+         * not add the jump twice. */
+        __int128 w = (__int128)last - rel;
+        uint64_t want = w > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)w;
         while (off < want &&
                !atomic_compare_exchange_weak_explicit(&c->guard[s].offset_ns, &off, want,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
+                                                      memory_order_release, memory_order_relaxed)) {
         }
-        now = rel + (int64_t)(off > want ? off : want);
+        now = rel + (__int128)(off > want ? off : want);
     }
-    uint64_t unow = now > 0 ? (uint64_t)now : 0;
+    uint64_t unow = now <= 0 ? 0 : now > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)now;
+    /* release: pairs with the acquire loads above. */
     while (unow >= last + RL_CLOCK_LAST_GRAIN_NS &&
            !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, unow,
-                                                  memory_order_relaxed, memory_order_relaxed)) {
+                                                  memory_order_release, memory_order_relaxed)) {
     }
     return unow;
 }

@@ -38,7 +38,7 @@ typedef struct rl_clock {
      * precise and coarse readers do not share a written line. */
     struct {
         _Atomic uint64_t offset_ns;
-        _Atomic uint64_t last_ns;
+        _Atomic uint64_t last_ns; /* <= 2^63: sums with it cannot overflow */
         char pad[64 - 2 * sizeof(uint64_t)];
     } guard[2] __attribute__((aligned(64)));
 } rl_clock_t;
