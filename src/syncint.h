@@ -80,6 +80,8 @@ struct rl_sync {
     int leaving;           /* the final round: hand shares back */
     rl_syncslot_t *slots;  /* one per table slot */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
+    uint64_t shares_q[256];     /* scratch: one reply's parsed shares */
+    uint64_t shares_tokens[256];
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */
     /* Manual rounds (sync.h: rl__sync_step). */
@@ -115,6 +117,14 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 
 /* syncround.c */
 int rl__sync_classify(const redisReply *reply);
+
+/*
+ * Interpret a report script's reply for n keys: per key, its rate share
+ * (Q24) and burst tokens, or q = UINT64_MAX for an element that is not a
+ * well-formed, in-range pair (skipped). -1 if the reply is not an array of n.
+ * Pure: fuzzed in tests/fuzz/fuzz_reply.c.
+ */
+int rl__sync_parse_shares(const redisReply *reply, uint32_t n, uint64_t *q, uint64_t *tokens);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
 

@@ -211,6 +211,30 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
     rl__bucket_rescale(&slot->tat, &before, &after, now);
 }
 
+int rl__sync_parse_shares(const redisReply *reply, uint32_t n, uint64_t *q, uint64_t *tokens)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != n)
+        return -1;
+    for (uint32_t j = 0; j < n; j++) {
+        const redisReply *e = reply->element[j];
+        q[j] = UINT64_MAX;
+        tokens[j] = 0;
+        if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+            e->element[0] == NULL || e->element[1] == NULL ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        long long a = e->element[0]->integer, b = e->element[1]->integer;
+        /* A share above the whole rate, or negative, is not one we sent for:
+         * skip it rather than trust it. */
+        if (a < 0 || a > RL_SHARE_ONE || b < 0 || (unsigned long long)b > RL_SHAREWORD_BURST_MAX)
+            continue;
+        q[j] = (uint64_t)a;
+        tokens[j] = (uint64_t)b;
+    }
+    return 0;
+}
+
 int rl__sync_classify(const redisReply *reply)
 {
     static const struct {
@@ -275,17 +299,14 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             on_error_reply(s, reply);
         if (current)
             s->round_failed = 1;
-    } else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == call->n &&
-               age_ms * 2 < s->rl->key_ttl_ms) {
-        for (uint32_t j = 0; j < call->n; j++) {
-            redisReply *e = reply->element[j];
-            if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
-                e->element[0]->type == REDIS_REPLY_INTEGER &&
-                e->element[1]->type == REDIS_REPLY_INTEGER && e->element[0]->integer >= 0 &&
-                e->element[1]->integer >= 0)
-                apply_share(s, call->slot[j], call->ctrl[j], (uint64_t)e->element[0]->integer,
-                            (uint64_t)e->element[1]->integer);
-        }
+    } else if (age_ms * 2 < s->rl->key_ttl_ms &&
+               rl__sync_parse_shares(reply, call->n, s->shares_q, s->shares_tokens) == 0) {
+        for (uint32_t j = 0; j < call->n; j++)
+            if (s->shares_q[j] != UINT64_MAX)
+                apply_share(s, call->slot[j], call->ctrl[j], s->shares_q[j],
+                            s->shares_tokens[j]);
+    } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
+        /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
         rl__sync_error(s, RL_SYNC_ERR_OTHER);
         if (current)

@@ -1,0 +1,43 @@
+/*
+ * libFuzzer target: arbitrary bytes from "Redis", through hiredis's own
+ * reader, into the code that interprets replies: the report script's reply
+ * (rl__sync_parse_shares) and error classification (rl__sync_classify).
+ * Neither may crash, read out of bounds or accept an out-of-range share.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <hiredis/hiredis.h>
+#include "share.h"
+#include "shareword.h"
+#include "syncint.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    redisReader *r = redisReaderCreate();
+    if (r == NULL)
+        return 0;
+    if (redisReaderFeed(r, (const char *)data, size) == REDIS_OK) {
+        void *reply = NULL;
+        while (redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
+            const redisReply *rep = reply;
+            int cls = rl__sync_classify(rep);
+            if (cls < 0 || cls >= RL_SYNC_ERR_N)
+                abort();
+            uint64_t q[256], t[256];
+            uint32_t n = rep->type == REDIS_REPLY_ARRAY && rep->elements <= 256
+                             ? (uint32_t)rep->elements
+                             : 1;
+            if (rl__sync_parse_shares(rep, n, q, t) == 0)
+                for (uint32_t j = 0; j < n; j++)
+                    if (q[j] != UINT64_MAX &&
+                        (q[j] > RL_SHARE_ONE || t[j] > RL_SHAREWORD_BURST_MAX))
+                        abort();
+            freeReplyObject(reply);
+            reply = NULL;
+        }
+    }
+    redisReaderFree(r);
+    return 0;
+}
