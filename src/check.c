@@ -152,6 +152,8 @@ static void count(target_t *t, const outcome_t *o)
     if (o->flags & RL_FLAG_SHADOW)
         rl__stat_add(t->ls, stripe, RL_STAT_SHADOW);
     if (o->slot != NULL) { /* degraded: by policy */
+        if (!(o->flags & RL_FLAG_DEGRADED))
+            return; /* a shadow would-deny only */
         rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
         rl__stat_add(t->ls, stripe,
                      t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
