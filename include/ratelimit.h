@@ -79,9 +79,9 @@ extern "C" {
     XX(EAUTH, -15, "Redis refused the credentials in redis_url")
 
 enum {
-#define RL__ERRNO_ENUM(name, value, msg) RL_##name = (value),
-    RL_ERRNO_MAP(RL__ERRNO_ENUM)
-#undef RL__ERRNO_ENUM
+#define RL_ERRNO_ENUM_(name, value, msg) RL_##name = (value),
+    RL_ERRNO_MAP(RL_ERRNO_ENUM_)
+#undef RL_ERRNO_ENUM_
 };
 
 /* An instance: opaque. */
@@ -131,8 +131,9 @@ enum {
  * Memory hooks, per instance. `alloc` returns memory aligned to `align` (a
  * power of two, at most 64) or NULL; `free` gets back the same pointer, size
  * and align. The library never uses process-global hooks, nor sets those of
- * libuv or hiredis. Called from the thread that calls rl_open, rl_limit_*,
- * rl_close, and (later) the sync thread; never from rl_check. The hooks and
+ * libuv or hiredis (whose own allocations use the process allocator).
+ * Called from the threads that call rl_open, rl_close and rl_metrics_text,
+ * and from the sync thread; never from rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -262,7 +263,7 @@ typedef struct rl_decision {
  * Instance-wide counters, read with rl_stats. Versioned by size: fields are
  * only appended.
  */
-typedef struct rl_stats {
+typedef struct rl_stats_s {
     size_t size;            /* set by rl_stats_init */
     uint64_t admitted;      /* checks answered RL_ALLOW (shadow included) */
     uint64_t denied;        /* checks answered RL_DENY */
@@ -296,7 +297,7 @@ typedef struct rl_stats {
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
-typedef struct rl_limit_stats {
+typedef struct rl_limit_stats_s {
     size_t size; /* set by rl_limit_stats_init */
     uint64_t admitted;
     uint64_t denied;
@@ -511,6 +512,38 @@ RL_EXTERN int rl_stats(rl_t *rl, rl_stats_t *s);
 
 /* Read one limit's counters. Errors: those of rl_stats, plus RL_ENOTFOUND. */
 RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
+
+/*
+ * Render the instance's counters in the Prometheus text exposition format
+ * (version 0.0.4; serve it as "text/plain; version=0.0.4"): every family with
+ * its # HELP and # TYPE lines, counters named *_total, label values escaped
+ * as the format requires. Families, all prefixed ratelimit_:
+ *   per limit, label limit="<name>": limit_admitted_total,
+ *     limit_denied_total, limit_shadow_denied_total, limit_noslot_total,
+ *     limit_degraded_total (counters), limit_keys (gauge);
+ *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
+ *     (gauges), keys_reclaimed_total;
+ *   with a redis_url only: health{state="healthy|degraded|recovering"}
+ *     (1 for the current state, else 0), health_state_seconds,
+ *     health_seconds_total{state}, health_transitions_total,
+ *     degraded_decisions_total{policy="open|closed|local"},
+ *     sync_rounds_total, sync_rounds_failed_total, sync_reports_total,
+ *     sync_errors_total, sync_connected (gauge).
+ * snprintf-style: returns the length the full text needs (excluding the NUL);
+ * writes at most len bytes, always NUL-terminated when len > 0; buf may be
+ * NULL when len is 0. The text can grow between two calls (limits added,
+ * counters gaining digits): size the buffer with some headroom and call
+ * again if the result is >= len.
+ * Thread-safe against every call but rl_close, checks and limit changes
+ * included: each counter is read as by rl_stats / rl_limit_stats; a limit
+ * removed during the call is left out. Holds the limit registry's lock only
+ * to copy names (never during a table walk); allocates a temporary snapshot
+ * through the instance's allocator, freed before return. Cost: one key-table
+ * walk per limit, O(limits x max_keys): a scrape, not a per-request call.
+ * Errors: RL_EINVAL (rl NULL, or buf NULL with len > 0), RL_ENOMEM,
+ * RL_EFORKED.
+ */
+RL_EXTERN int rl_metrics_text(rl_t *rl, char *buf, size_t len);
 
 /* ------------------------------------------------------------------- misc */
 

@@ -1,0 +1,685 @@
+"""ctypes binding for libratelimit (standard library only).
+
+    from ratelimit import RateLimiter
+
+    with RateLimiter() as rl:                      # local-only; or RateLimiter("redis://...")
+        api = rl.add_limit("name=api rate=100/s burst=20")
+        d = rl.check(api, "user-42")               # or rl.check("api", b"user-42", cost=1)
+        if not d.allowed:
+            print(d.retry_after_ms, d.headers())
+
+The shared library is found, in order: the `library` argument of
+RateLimiter (or load()), the RL_LIBRARY environment variable, then
+ctypes.util.find_library("ratelimit").
+
+The structs below mirror include/ratelimit.h field for field (ctypes lays
+them out with the platform's C rules, padding included); every struct is
+initialised through the exported *_init_sized function with ctypes.sizeof,
+because the header's *_init functions are static inline and have no symbol.
+test_ratelimit.py compares every field offset with a C compiler's.
+
+Thread-safety is the C library's: check(), refund(), check_multi() may run
+on any number of threads at once (ctypes releases the GIL during the call);
+close() must not race any other call on the same instance.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "RateLimiter", "Decision", "RateLimitError", "load", "version", "parse_limit",
+    "Config", "Limit", "Rate", "Decision_t", "Request", "Stats", "LimitStats", "Allocator",
+]
+
+# The ABI this module was written against: the library's major version must
+# match (releases with the same major are ABI-compatible).
+ABI_MAJOR = 0
+
+RL_MAX_KEY_LEN = 512
+RL_NAME_MAX = 64
+RL_MAX_LIMITS = 4096
+RL_MULTI_MAX = 64
+
+RL_DENY = 0
+RL_ALLOW = 1
+
+# Error codes (include/ratelimit.h, RL_ERRNO_MAP): never renumbered.
+RL_EINVAL = -1
+RL_ENOMEM = -2
+RL_ENOTFOUND = -3
+RL_ERANGE = -4
+RL_ESIZE = -5
+RL_EKEYLEN = -6
+RL_ESPEC = -7
+RL_EEXIST = -8
+RL_ELIMITS = -9
+RL_ECOST = -10
+RL_EFORKED = -11
+RL_ENOTSUP = -12
+RL_ENAME = -13
+RL_EMODE = -14
+RL_EAUTH = -15
+
+RL_MODE_GLOBAL, RL_MODE_LOCAL, RL_MODE_EXACT, RL_MODE_TIERED = 0, 1, 2, 3
+RL_FAIL_LOCAL, RL_FAIL_OPEN, RL_FAIL_CLOSED = 0, 1, 2
+RL_HEALTH_HEALTHY, RL_HEALTH_DEGRADED, RL_HEALTH_RECOVERING = 0, 1, 2
+RL_LOG_ERROR, RL_LOG_WARN, RL_LOG_INFO, RL_LOG_DEBUG = 0, 1, 2, 3
+
+RL_FLAG_DEGRADED = 0x01
+RL_FLAG_EXACT = 0x02
+RL_FLAG_HOT = 0x04
+RL_FLAG_SHADOW = 0x08
+RL_FLAG_NOSLOT = 0x10
+RL_FLAG_PEEK = 0x20
+
+# ------------------------------------------------------------------ structs
+
+_u32, _i32, _u64, _size = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_size_t
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
+CLOCK_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int32)
+ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                           ctypes.c_size_t)
+
+
+class Allocator(ctypes.Structure):
+    """rl_allocator_t"""
+    _fields_ = [("alloc", ALLOC_FN), ("free", FREE_FN), ("opaque", ctypes.c_void_p)]
+
+
+class Config(ctypes.Structure):
+    """rl_config_t"""
+    _fields_ = [
+        ("size", _size),
+        ("redis_url", ctypes.c_char_p),
+        ("node_id", ctypes.c_char_p),
+        ("sync_interval_ms", _u32),
+        ("max_keys", _u32),
+        ("expected_nodes", _u32),
+        ("key_ttl_ms", _u64),
+        ("log", LOG_FN),
+        ("log_ud", ctypes.c_void_p),
+        ("allocator", Allocator),
+        ("clock", CLOCK_FN),
+        ("clock_ud", ctypes.c_void_p),
+        # appended fields
+        ("max_limits", _u32),
+        ("reserved0", _u32),
+        ("clock_coarse_tick_ns", _u64),
+        ("key_secret", ctypes.c_char_p),  # const void *: c_char_p keeps the bytes alive
+        ("key_secret_len", _size),
+        ("key_prefix", ctypes.c_char_p),
+        ("demand_alpha_pct", _u32),
+        ("reserved1", _u32),
+        ("degrade_after_failures", _u32),
+        ("recover_after_rounds", _u32),
+        ("reconnect_max_ms", _u32),
+        ("degrade_ramp_ms", _u32),
+    ]
+
+
+class Rate(ctypes.Structure):
+    """rl_rate_t"""
+    _fields_ = [("count", _u64), ("period_ms", _u64)]
+
+
+class Limit(ctypes.Structure):
+    """rl_limit_t"""
+    _fields_ = [
+        ("size", _size),
+        ("name", ctypes.c_char * RL_NAME_MAX),
+        ("rate", Rate),
+        ("burst", _u64),
+        ("mode", _i32),
+        ("on_failure", _i32),
+        ("degraded_rate", Rate),
+        ("shadow", _i32),
+        ("max_keys", _u32),
+    ]
+
+
+class Request(ctypes.Structure):
+    """rl_request_t"""
+    _fields_ = [
+        ("size", _size),
+        ("limit", _i32),
+        ("key", ctypes.c_char_p),  # const void *: c_char_p keeps the bytes alive
+        ("key_len", _size),
+        ("cost", _u32),
+    ]
+
+
+class Decision_t(ctypes.Structure):
+    """rl_decision_t (the Python-side result is Decision)"""
+    _fields_ = [
+        ("size", _size),
+        ("allowed", _i32),
+        ("limit", _u64),
+        ("remaining", _u64),
+        ("reset_ms", _u64),
+        ("retry_after_ms", _u64),
+        ("flags", _u32),
+        # appended fields
+        ("window_ms", _u64),
+        ("burst", _u64),
+        ("policy", ctypes.c_char_p),
+    ]
+
+
+class Stats(ctypes.Structure):
+    """rl_stats_t"""
+    _fields_ = [
+        ("size", _size),
+        ("admitted", _u64),
+        ("denied", _u64),
+        ("shadow_denied", _u64),
+        ("noslot", _u64),
+        ("degraded", _u64),
+        ("keys_live", _u64),
+        ("keys_capacity", _u64),
+        ("reclaimed", _u64),
+        ("table_slots", _u64),
+        ("table_bytes", _u64),
+        ("limits", _u32),
+        ("reserved0", _u32),
+        # appended fields: the global tier and its health
+        ("health", _i32),
+        ("reserved1", _u32),
+        ("health_since_ms", _u64),
+        ("ms_healthy", _u64),
+        ("ms_degraded", _u64),
+        ("ms_recovering", _u64),
+        ("health_transitions", _u64),
+        ("degraded_open", _u64),
+        ("degraded_closed", _u64),
+        ("degraded_local", _u64),
+        ("sync_rounds", _u64),
+        ("sync_rounds_failed", _u64),
+        ("sync_reports", _u64),
+        ("sync_errors", _u64),
+        ("sync_connected", _u64),
+        ("health_since_round", _u64),
+    ]
+
+
+class LimitStats(ctypes.Structure):
+    """rl_limit_stats_t"""
+    _fields_ = [
+        ("size", _size),
+        ("admitted", _u64),
+        ("denied", _u64),
+        ("shadow_denied", _u64),
+        ("noslot", _u64),
+        ("degraded", _u64),
+        ("keys_live", _u64),
+    ]
+
+
+def _as_dict(s: ctypes.Structure) -> dict:
+    """A stats struct's counters, without the size and reserved fields."""
+    return {name: getattr(s, name) for name, _ in s._fields_
+            if name != "size" and not name.startswith("reserved")}
+
+
+# ------------------------------------------------------------------ library
+
+_P = ctypes.POINTER
+_c_rl = ctypes.c_void_p  # rl_t *: opaque
+
+# name: (restype, argtypes). rl_metrics_text is optional (newer builds).
+_PROTOTYPES = {
+    "rl_config_init_sized": (None, [_P(Config), _size]),
+    "rl_open": (ctypes.c_int, [_P(_c_rl), _P(Config)]),
+    "rl_close": (None, [_c_rl]),
+    "rl_limit_init_sized": (None, [_P(Limit), _size]),
+    "rl_limit_parse": (ctypes.c_int, [_P(Limit), ctypes.c_char_p, _P(ctypes.c_char), _size]),
+    "rl_limit_add": (ctypes.c_int, [_c_rl, _P(Limit)]),
+    "rl_limit_update": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Limit)]),
+    "rl_limit_remove": (ctypes.c_int, [_c_rl, ctypes.c_int]),
+    "rl_limit_find": (ctypes.c_int, [_c_rl, ctypes.c_char_p]),
+    "rl_limit_get": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Limit)]),
+    "rl_decision_init_sized": (None, [_P(Decision_t), _size]),
+    "rl_check": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u32,
+                                _P(Decision_t)]),
+    "rl_refund": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u32]),
+    "rl_request_init_sized": (None, [_P(Request), _size]),
+    "rl_check_multi": (ctypes.c_int, [_c_rl, _P(Request), _size, _size, _P(Decision_t),
+                                      _P(_size)]),
+    "rl_headers": (ctypes.c_int, [_P(Decision_t), _P(ctypes.c_char), _size]),
+    "rl_stats_init_sized": (None, [_P(Stats), _size]),
+    "rl_limit_stats_init_sized": (None, [_P(LimitStats), _size]),
+    "rl_stats": (ctypes.c_int, [_c_rl, _P(Stats)]),
+    "rl_limit_stats": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(LimitStats)]),
+    "rl_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "rl_err_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rl_version": (ctypes.c_char_p, []),
+    "rl_version_hex": (_u32, []),
+    "rl_metrics_text": (ctypes.c_int, [_c_rl, _P(ctypes.c_char), _size]),
+}
+_OPTIONAL = {"rl_metrics_text"}
+
+_libs: dict = {}
+_libs_lock = threading.Lock()
+
+
+class _Lib:
+    """The loaded library with its prototypes declared."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.dll = ctypes.CDLL(path)
+        for name, (res, args) in _PROTOTYPES.items():
+            try:
+                fn = getattr(self.dll, name)
+            except AttributeError:
+                if name in _OPTIONAL:
+                    setattr(self, name, None)
+                    continue
+                raise OSError(f"{path}: no symbol {name}: not libratelimit?") from None
+            fn.restype = res
+            fn.argtypes = args
+            setattr(self, name, fn)
+        hexv = self.rl_version_hex()
+        if hexv >> 16 != ABI_MAJOR:
+            raise OSError(f"{path}: libratelimit {self.rl_version().decode()} has ABI major "
+                          f"{hexv >> 16}; this binding speaks {ABI_MAJOR}")
+
+    def err_name(self, code: int) -> str:
+        return self.rl_err_name(code).decode()
+
+    def strerror(self, code: int) -> str:
+        return self.rl_strerror(code).decode()
+
+
+def _find_path(library: Optional[str]) -> str:
+    path = library or os.environ.get("RL_LIBRARY") or ctypes.util.find_library("ratelimit")
+    if not path:
+        raise OSError("libratelimit not found: pass library=..., set RL_LIBRARY, or install "
+                      "it where ctypes.util.find_library('ratelimit') looks")
+    return path
+
+
+def load(library: Optional[str] = None) -> _Lib:
+    """Load (once per path) and return the library."""
+    path = _find_path(library)
+    with _libs_lock:
+        lib = _libs.get(path)
+        if lib is None:
+            lib = _libs[path] = _Lib(path)
+        return lib
+
+
+def version(library: Optional[str] = None) -> str:
+    """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+    return load(library).rl_version().decode()
+
+
+class RateLimitError(Exception):
+    """A negative RL_E* code from the library.
+
+    code: the number (e.g. -7); name: rl_err_name (e.g. "RL_ESPEC");
+    message: rl_strerror; function: the C function that failed; detail: more
+    text when there is some (rl_limit_parse's message naming the bad word).
+    """
+
+    def __init__(self, code: int, function: str, detail: Optional[str] = None,
+                 lib: Optional[_Lib] = None):
+        self.code = code
+        self.function = function
+        self.detail = detail or None
+        if lib is None:
+            try:
+                lib = load()
+            except OSError:
+                lib = None
+        self.name = lib.err_name(code) if lib else f"RL_E({code})"
+        self.message = lib.strerror(code) if lib else "error"
+        text = f"{function}: {self.name}: {self.message}"
+        if self.detail:
+            text += f": {self.detail}"
+        super().__init__(text)
+
+
+def _check_rc(lib: _Lib, rc: int, function: str, detail: Optional[str] = None) -> int:
+    if rc < 0:
+        raise RateLimitError(rc, function, detail, lib)
+    return rc
+
+
+def _snprintf_text(lib: _Lib, fn, function: str, first) -> str:
+    """Call an snprintf-style function until its text fits (it may grow
+    between calls, e.g. metrics while limits are added)."""
+    size = 1024
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        n = _check_rc(lib, fn(first, buf, size), function)
+        if n < size:
+            return buf.raw[:n].decode("utf-8", "replace")
+        size = n + 1 + n // 8
+
+
+def _key_bytes(key: Union[bytes, bytearray, memoryview, str]) -> bytes:
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError(f"key must be bytes or str, not {type(key).__name__}")
+
+
+def _cost(lib: _Lib, cost: int, function: str) -> int:
+    if not isinstance(cost, int) or isinstance(cost, bool):
+        raise TypeError(f"cost must be an int, not {type(cost).__name__}")
+    if not 0 <= cost <= 0xFFFFFFFF:
+        raise RateLimitError(RL_ERANGE, function, f"cost {cost} is outside 0..2**32-1", lib)
+    return cost
+
+
+def parse_limit(spec: str, library: Optional[str] = None) -> Limit:
+    """rl_limit_parse: a spec string as an rl_limit_t (raises RateLimitError
+    whose detail names the offending word)."""
+    lib = load(library)
+    return _parse(lib, spec)
+
+
+def _parse(lib: _Lib, spec: Union[str, Limit]) -> Limit:
+    if isinstance(spec, Limit):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be str or Limit, not {type(spec).__name__}")
+    lim = Limit()
+    lib.rl_limit_init_sized(ctypes.byref(lim), ctypes.sizeof(lim))
+    err = ctypes.create_string_buffer(256)
+    rc = lib.rl_limit_parse(ctypes.byref(lim), spec.encode("utf-8"), err, ctypes.sizeof(err))
+    _check_rc(lib, rc, "rl_limit_parse", err.value.decode("utf-8", "replace"))
+    return lim
+
+
+class Decision:
+    """The answer to one check.
+
+    allowed (bool), remaining, retry_after_ms, reset_ms, limit (the rate's
+    count), window_ms, burst, flags (RL_FLAG_*), policy (the limit's name).
+    headers() renders the rate-limit response headers (rl_headers). A
+    Decision owns a copy of everything it refers to, so it stays usable after
+    its limit is removed or the instance closed.
+    """
+
+    __slots__ = ("_lib", "_d", "_policy")
+
+    def __init__(self, lib: _Lib, d: Decision_t):
+        self._lib = lib
+        self._d = d
+        # d.policy points into the instance: take a copy and point at it, so
+        # headers() never reads freed memory.
+        self._policy = d.policy
+        d.policy = self._policy
+
+    allowed = property(lambda self: self._d.allowed == RL_ALLOW)
+    remaining = property(lambda self: self._d.remaining)
+    retry_after_ms = property(lambda self: self._d.retry_after_ms)
+    reset_ms = property(lambda self: self._d.reset_ms)
+    limit = property(lambda self: self._d.limit)
+    window_ms = property(lambda self: self._d.window_ms)
+    burst = property(lambda self: self._d.burst)
+    flags = property(lambda self: self._d.flags)
+    policy = property(lambda self: self._policy.decode() if self._policy is not None else None)
+    degraded = property(lambda self: bool(self._d.flags & RL_FLAG_DEGRADED))
+    shadow = property(lambda self: bool(self._d.flags & RL_FLAG_SHADOW))
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    def headers(self) -> str:
+        """The header lines, CRLF-terminated, as rl_headers renders them."""
+        return _snprintf_text(self._lib, self._lib.rl_headers, "rl_headers",
+                              ctypes.byref(self._d))
+
+    def header_items(self) -> List[Tuple[str, str]]:
+        """headers() as (name, value) pairs, for a web framework's response."""
+        items = []
+        for line in self.headers().split("\r\n"):
+            if line:
+                name, _, value = line.partition(":")
+                items.append((name, value.strip()))
+        return items
+
+    def __repr__(self) -> str:
+        return (f"Decision(allowed={self.allowed}, remaining={self.remaining}, "
+                f"retry_after_ms={self.retry_after_ms}, flags={self.flags:#x}, "
+                f"policy={self.policy!r})")
+
+
+LimitRef = Union[int, str]
+KeyType = Union[bytes, bytearray, memoryview, str]
+
+
+class RateLimiter:
+    """An instance (rl_t). redis_url None: local-only, a complete single-node
+    limiter; else the global tier syncs through Redis. The other arguments
+    are rl_config_t's fields (None: the library's default); key_secret is
+    bytes or str (>= 16 bytes, the same on every node of a fleet). log, if
+    given, is called as log(level, message) from the library's threads."""
+
+    def __init__(self, redis_url: Optional[str] = None, *,
+                 node_id: Optional[str] = None,
+                 key_secret: Union[bytes, str, None] = None,
+                 key_prefix: Optional[str] = None,
+                 max_keys: Optional[int] = None,
+                 max_limits: Optional[int] = None,
+                 sync_interval_ms: Optional[int] = None,
+                 expected_nodes: Optional[int] = None,
+                 key_ttl_ms: Optional[int] = None,
+                 demand_alpha_pct: Optional[int] = None,
+                 degrade_after_failures: Optional[int] = None,
+                 recover_after_rounds: Optional[int] = None,
+                 reconnect_max_ms: Optional[int] = None,
+                 degrade_ramp_ms: Optional[int] = None,
+                 log: Optional[Callable[[int, str], None]] = None,
+                 library: Optional[str] = None):
+        self._rl = None
+        self._lib = lib = load(library)
+        cfg = Config()
+        lib.rl_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
+        if redis_url is not None:
+            cfg.redis_url = redis_url.encode("utf-8")
+        if node_id is not None:
+            cfg.node_id = node_id.encode("utf-8")
+        if key_prefix is not None:
+            cfg.key_prefix = key_prefix.encode("utf-8")
+        if key_secret is not None:
+            secret = _key_bytes(key_secret)
+            cfg.key_secret = secret
+            cfg.key_secret_len = len(secret)
+        for name, value in (("max_keys", max_keys), ("max_limits", max_limits),
+                            ("sync_interval_ms", sync_interval_ms),
+                            ("expected_nodes", expected_nodes), ("key_ttl_ms", key_ttl_ms),
+                            ("demand_alpha_pct", demand_alpha_pct),
+                            ("degrade_after_failures", degrade_after_failures),
+                            ("recover_after_rounds", recover_after_rounds),
+                            ("reconnect_max_ms", reconnect_max_ms),
+                            ("degrade_ramp_ms", degrade_ramp_ms)):
+            if value is not None:
+                # ctypes would wrap a negative or oversized value silently.
+                bits = 64 if name == "key_ttl_ms" else 32
+                if not 0 <= value < 1 << bits:
+                    raise RateLimitError(RL_ERANGE, "rl_open", f"{name}={value}", lib)
+                setattr(cfg, name, value)
+        self._log_cb = None
+        if log is not None:
+            def _log(_ud, level, msg, _user=log):
+                try:  # an exception must not unwind into C
+                    _user(level, msg.decode("utf-8", "replace"))
+                except Exception:  # noqa: BLE001
+                    pass
+            # Kept referenced for the instance's life: C holds the pointer.
+            self._log_cb = LOG_FN(_log)
+            cfg.log = self._log_cb
+        handle = _c_rl()
+        _check_rc(lib, lib.rl_open(ctypes.byref(handle), ctypes.byref(cfg)), "rl_open")
+        self._rl = handle
+
+    # -------------------------------------------------------------- lifetime
+
+    def close(self) -> None:
+        """rl_close. Idempotent. No other call on this instance may run
+        concurrently with it or after it."""
+        rl, self._rl = self._rl, None
+        if rl is not None:
+            self._lib.rl_close(rl)
+
+    def __enter__(self) -> "RateLimiter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return self._rl is None
+
+    def _h(self, function: str):
+        rl = self._rl
+        if rl is None:
+            raise RateLimitError(RL_EINVAL, function, "the RateLimiter is closed", self._lib)
+        return rl
+
+    # ---------------------------------------------------------------- limits
+
+    def add_limit(self, spec: Union[str, Limit]) -> int:
+        """Add a limit from a spec ("name=api rate=100/s burst=20") or a
+        Limit struct; returns its id."""
+        lim = _parse(self._lib, spec)
+        return _check_rc(self._lib, self._lib.rl_limit_add(self._h("rl_limit_add"),
+                                                           ctypes.byref(lim)), "rl_limit_add")
+
+    def update_limit(self, limit: LimitRef, spec: Union[str, Limit]) -> None:
+        """Replace a limit's parameters (same name); keys keep their tokens."""
+        lim = _parse(self._lib, spec)
+        rc = self._lib.rl_limit_update(self._h("rl_limit_update"), self._id(limit),
+                                       ctypes.byref(lim))
+        _check_rc(self._lib, rc, "rl_limit_update")
+
+    def remove_limit(self, limit: LimitRef) -> None:
+        rc = self._lib.rl_limit_remove(self._h("rl_limit_remove"), self._id(limit))
+        _check_rc(self._lib, rc, "rl_limit_remove")
+
+    def find_limit(self, name: str) -> int:
+        """The id of the limit with this name (RateLimitError RL_ENOTFOUND)."""
+        rc = self._lib.rl_limit_find(self._h("rl_limit_find"), name.encode("utf-8"))
+        return _check_rc(self._lib, rc, "rl_limit_find", name)
+
+    def get_limit(self, limit: LimitRef) -> Limit:
+        """A copy of the limit's current parameters."""
+        out = Limit()
+        self._lib.rl_limit_init_sized(ctypes.byref(out), ctypes.sizeof(out))
+        rc = self._lib.rl_limit_get(self._h("rl_limit_get"), self._id(limit), ctypes.byref(out))
+        _check_rc(self._lib, rc, "rl_limit_get")
+        return out
+
+    def _id(self, limit: LimitRef) -> int:
+        if isinstance(limit, str):
+            return self.find_limit(limit)
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an id (int) or a name (str), "
+                            f"not {type(limit).__name__}")
+        if not -(1 << 31) <= limit < 1 << 31:
+            return 0  # no such id: the library answers RL_ENOTFOUND
+        return limit
+
+    # ---------------------------------------------------------------- checks
+
+    def check(self, limit: LimitRef, key: KeyType, cost: int = 1) -> Decision:
+        """Charge cost tokens to (limit, key) and decide; cost 0 peeks.
+        limit is an id, or a name (looked up on every call)."""
+        lib = self._lib
+        k = _key_bytes(key)
+        d = Decision_t()
+        lib.rl_decision_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        rc = lib.rl_check(self._h("rl_check"), self._id(limit), k, len(k),
+                          _cost(lib, cost, "rl_check"), ctypes.byref(d))
+        _check_rc(lib, rc, "rl_check")
+        return Decision(lib, d)
+
+    def allow(self, limit: LimitRef, key: KeyType, cost: int = 1) -> bool:
+        """check() without a decision to build: just allowed or not."""
+        lib = self._lib
+        k = _key_bytes(key)
+        rc = lib.rl_check(self._h("rl_check"), self._id(limit), k, len(k),
+                          _cost(lib, cost, "rl_check"), None)
+        return _check_rc(lib, rc, "rl_check") == RL_ALLOW
+
+    def refund(self, limit: LimitRef, key: KeyType, cost: int = 1) -> None:
+        """Give cost tokens back (the request was not served after all)."""
+        lib = self._lib
+        k = _key_bytes(key)
+        rc = lib.rl_refund(self._h("rl_refund"), self._id(limit), k, len(k),
+                           _cost(lib, cost, "rl_refund"))
+        _check_rc(lib, rc, "rl_refund")
+
+    def check_multi(self, requests: Sequence[Tuple]) -> Tuple[bool, List[Decision], int]:
+        """All-or-nothing check of (limit, key) or (limit, key, cost) tuples.
+        Returns (allowed, decisions, denied_index); denied_index is
+        len(requests) when nothing denied. An invalid request raises, and
+        nothing is charged."""
+        lib = self._lib
+        n = len(requests)
+        reqs = (Request * max(n, 1))()
+        decs = (Decision_t * max(n, 1))()
+        for i, r in enumerate(requests):
+            limit, key, cost = (r[0], r[1], 1) if len(r) == 2 else r
+            lib.rl_request_init_sized(ctypes.byref(reqs[i]), ctypes.sizeof(Request))
+            k = _key_bytes(key)
+            reqs[i].limit = self._id(limit)
+            reqs[i].key = k  # the struct keeps a reference to the bytes
+            reqs[i].key_len = len(k)
+            reqs[i].cost = _cost(lib, cost, "rl_check_multi")
+            lib.rl_decision_init_sized(ctypes.byref(decs[i]), ctypes.sizeof(Decision_t))
+        denied = _size(n)
+        rc = lib.rl_check_multi(self._h("rl_check_multi"), reqs, n, ctypes.sizeof(Request),
+                                decs, ctypes.byref(denied))
+        _check_rc(lib, rc, "rl_check_multi",
+                  f"request {denied.value}" if denied.value < n else None)
+        out = []
+        for i in range(n):
+            out.append(Decision(lib, Decision_t.from_buffer_copy(decs[i])))
+        return rc == RL_ALLOW, out, denied.value
+
+    # ----------------------------------------------------------------- stats
+
+    def stats(self) -> dict:
+        """rl_stats as a dict (admitted, denied, ..., health, sync_*)."""
+        s = Stats()
+        self._lib.rl_stats_init_sized(ctypes.byref(s), ctypes.sizeof(s))
+        _check_rc(self._lib, self._lib.rl_stats(self._h("rl_stats"), ctypes.byref(s)),
+                  "rl_stats")
+        return _as_dict(s)
+
+    def limit_stats(self, limit: LimitRef) -> dict:
+        """rl_limit_stats as a dict."""
+        s = LimitStats()
+        self._lib.rl_limit_stats_init_sized(ctypes.byref(s), ctypes.sizeof(s))
+        rc = self._lib.rl_limit_stats(self._h("rl_limit_stats"), self._id(limit),
+                                      ctypes.byref(s))
+        _check_rc(self._lib, rc, "rl_limit_stats")
+        return _as_dict(s)
+
+    def metrics_text(self) -> str:
+        """Prometheus text exposition (rl_metrics_text); RL_ENOTSUP from a
+        library built before it existed."""
+        fn = self._lib.rl_metrics_text
+        if fn is None:
+            raise RateLimitError(RL_ENOTSUP, "rl_metrics_text",
+                                 "this libratelimit has no rl_metrics_text", self._lib)
+        return _snprintf_text(self._lib, fn, "rl_metrics_text", self._h("rl_metrics_text"))

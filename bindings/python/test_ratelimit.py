@@ -1,0 +1,417 @@
+"""Tests of the ctypes binding (unittest, standard library only).
+
+    RL_LIBRARY=build/libratelimit.so python3 -m unittest bindings/python/test_ratelimit.py
+
+RL_INCLUDE (default: ../../include from here) is the header the struct
+layout test compiles against with the cc on PATH; the global-tier test
+starts its own redis-server when one is on PATH. Either is skipped when its
+tool is missing.
+"""
+
+import ctypes
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import ratelimit as rlm  # noqa: E402  (after the path tweak)
+from ratelimit import RateLimiter, RateLimitError  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def setUpModule():
+    # Convenience for a manual run from a source tree: the default build dir.
+    if not os.environ.get("RL_LIBRARY"):
+        guess = os.path.join(ROOT, "build", "libratelimit.so")
+        if os.path.exists(guess):
+            os.environ["RL_LIBRARY"] = guess
+    rlm.load()  # fails the run loudly when no library can be found
+
+
+class Basics(unittest.TestCase):
+    def setUp(self):
+        self.rl = RateLimiter()
+
+    def tearDown(self):
+        self.rl.close()
+
+    def test_version(self):
+        v = rlm.version()
+        self.assertRegex(v, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(int(v.split(".")[0]), rlm.ABI_MAJOR)
+
+    def test_limit_enforced(self):
+        api = self.rl.add_limit("name=api rate=1/m burst=3")
+        got = [self.rl.check(api, "user-1").allowed for _ in range(5)]
+        self.assertEqual(got, [True, True, True, False, False])
+        # Other keys have their own buckets.
+        self.assertTrue(self.rl.check(api, "user-2"))
+        self.assertTrue(self.rl.allow(api, "user-3"))
+        # A refund gives a token back.
+        self.rl.refund(api, "user-1")
+        self.assertTrue(self.rl.check(api, "user-1").allowed)
+        self.assertFalse(self.rl.check(api, "user-1").allowed)
+        # By name as well as by id.
+        self.assertEqual(self.rl.find_limit("api"), api)
+        self.assertFalse(self.rl.check("api", "user-1").allowed)
+
+    def test_decision_fields(self):
+        api = self.rl.add_limit("name=api rate=10/s burst=3")
+        d = self.rl.check(api, b"k")
+        self.assertTrue(d.allowed)
+        self.assertTrue(d)
+        self.assertEqual(d.limit, 10)
+        self.assertEqual(d.window_ms, 1000)
+        self.assertEqual(d.burst, 3)
+        self.assertEqual(d.remaining, 2)
+        self.assertEqual(d.retry_after_ms, 0)
+        self.assertEqual(d.flags, 0)
+        self.assertEqual(d.policy, "api")
+        self.rl.check(api, b"k", cost=2)
+        d = self.rl.check(api, b"k")
+        self.assertFalse(d.allowed)
+        self.assertFalse(d)
+        self.assertEqual(d.remaining, 0)
+        self.assertGreater(d.retry_after_ms, 0)
+        self.assertLessEqual(d.retry_after_ms, 100)
+        # cost 0 peeks: nothing charged, flagged.
+        p = self.rl.check(api, b"fresh", cost=0)
+        self.assertTrue(p.allowed)
+        self.assertEqual(p.remaining, 3)
+        self.assertTrue(p.flags & rlm.RL_FLAG_PEEK)
+
+    def test_shadow_flag(self):
+        sh = self.rl.add_limit("name=sh rate=1/m burst=1 shadow=1")
+        self.assertEqual(self.rl.check(sh, "k").flags & rlm.RL_FLAG_SHADOW, 0)
+        d = self.rl.check(sh, "k")
+        self.assertTrue(d.allowed)  # a shadow limit never denies
+        self.assertTrue(d.shadow)
+        self.assertEqual(self.rl.limit_stats(sh)["shadow_denied"], 1)
+
+    def test_binary_and_str_keys(self):
+        api = self.rl.add_limit("name=api rate=1/m burst=1")
+        self.assertTrue(self.rl.check(api, b"a\x00b").allowed)
+        self.assertTrue(self.rl.check(api, b"a\x00c").allowed)  # NUL-safe: another key
+        self.assertFalse(self.rl.check(api, bytearray(b"a\x00b")).allowed)
+        self.assertTrue(self.rl.check(api, "h\u00e9").allowed)
+        self.assertFalse(self.rl.check(api, "h\u00e9".encode("utf-8")).allowed)  # str is UTF-8
+        self.assertTrue(self.rl.check(api, b"x" * rlm.RL_MAX_KEY_LEN).allowed)
+
+    def test_headers_text(self):
+        api = self.rl.add_limit("name=api rate=1/m burst=2")
+        ok = self.rl.check(api, "k")
+        self.rl.check(api, "k")
+        deny = self.rl.check(api, "k")
+        self.assertFalse(deny.allowed)
+        # A minute per token, so the figures cannot move within the test.
+        self.assertEqual(deny.headers(),
+                         'RateLimit-Policy: "api";q=1;w=60\r\n'
+                         'RateLimit: "api";r=0;t=120\r\n'
+                         "X-RateLimit-Limit: 1\r\n"
+                         "X-RateLimit-Remaining: 0\r\n"
+                         "X-RateLimit-Reset: 120\r\n"
+                         "Retry-After: 60\r\n")
+        self.assertEqual(deny.header_items()[-1], ("Retry-After", "60"))
+        self.assertNotIn("Retry-After", ok.headers())
+        self.assertIn("X-RateLimit-Remaining: 1\r\n", ok.headers())
+        # The decision owns its policy name: still fine after the limit and
+        # the instance are gone.
+        self.rl.remove_limit(api)
+        self.rl.close()
+        self.assertTrue(deny.headers().startswith('RateLimit-Policy: "api";'))
+
+    def test_check_multi(self):
+        a = self.rl.add_limit("name=a rate=1/m burst=5")
+        b = self.rl.add_limit("name=b rate=1/m burst=1")
+        ok, decs, idx = self.rl.check_multi([(a, "k"), (b, "k")])
+        self.assertTrue(ok)
+        self.assertEqual(idx, 2)
+        self.assertEqual([d.remaining for d in decs], [4, 0])
+        # b is empty now: nothing is charged to a either.
+        ok, decs, idx = self.rl.check_multi([(a, "k", 2), ("b", b"k")])
+        self.assertFalse(ok)
+        self.assertEqual(idx, 1)
+        self.assertEqual(self.rl.check(a, "k", cost=0).remaining, 4)
+        with self.assertRaises(RateLimitError) as cm:
+            self.rl.check_multi([(a, "k"), (a, b"")])
+        self.assertEqual(cm.exception.name, "RL_EKEYLEN")
+
+    def test_stats(self):
+        api = self.rl.add_limit("name=api rate=1/m burst=1")
+        self.rl.check(api, "k")
+        self.rl.check(api, "k")
+        s = self.rl.stats()
+        self.assertEqual((s["admitted"], s["denied"], s["limits"], s["keys_live"]), (1, 1, 1, 1))
+        self.assertEqual(s["health"], rlm.RL_HEALTH_HEALTHY)
+        self.assertNotIn("size", s)
+        ls = self.rl.limit_stats("api")
+        self.assertEqual((ls["admitted"], ls["denied"], ls["keys_live"]), (1, 1, 1))
+
+    def test_limit_management(self):
+        api = self.rl.add_limit("name=api rate=1/m burst=1")
+        lim = self.rl.get_limit(api)
+        self.assertEqual(lim.name, b"api")
+        self.assertEqual((lim.rate.count, lim.rate.period_ms, lim.burst), (1, 60000, 1))
+        self.rl.check(api, "k")
+        self.rl.update_limit(api, "name=api rate=1/m burst=5")
+        self.assertEqual(self.rl.get_limit("api").burst, 5)
+        self.assertTrue(self.rl.check(api, "k").allowed)
+        self.rl.remove_limit(api)
+        with self.assertRaises(RateLimitError) as cm:
+            self.rl.check(api, "k")
+        self.assertEqual(cm.exception.code, rlm.RL_ENOTFOUND)
+        # A Limit struct is accepted as well as a spec.
+        lim = rlm.parse_limit("name=p rate=5/10s")
+        self.assertEqual((lim.rate.count, lim.rate.period_ms), (5, 10000))
+        self.assertGreater(self.rl.add_limit(lim), 0)
+
+    def test_metrics_text(self):
+        if rlm.load().rl_metrics_text is None:
+            self.skipTest("library without rl_metrics_text")
+        api = self.rl.add_limit("name=api rate=1/m burst=1")
+        self.rl.check(api, "k")
+        self.rl.check(api, "k")
+        text = self.rl.metrics_text()
+        self.assertIn('ratelimit_limit_admitted_total{limit="api"} 1\n', text)
+        self.assertIn('ratelimit_limit_denied_total{limit="api"} 1\n', text)
+        self.assertIn("# TYPE ratelimit_keys_live gauge\n", text)
+
+    def test_threads(self):
+        # ctypes drops the GIL during each call: checks really run at once,
+        # and the bucket still admits exactly its burst.
+        api = self.rl.add_limit("name=api rate=1/h burst=1000")
+        admitted = []
+
+        def run():
+            admitted.append(sum(self.rl.allow(api, "shared") for _ in range(500)))
+
+        ts = [threading.Thread(target=run) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(sum(admitted), 1000)
+
+    def test_log_callback(self):
+        msgs = []
+        with RateLimiter("redis://127.0.0.1:1", sync_interval_ms=50,
+                         log=lambda level, msg: msgs.append((level, msg))) as rl:
+            deadline = time.monotonic() + 5
+            while not msgs and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(rl.stats()["health"], rlm.RL_HEALTH_DEGRADED)
+        self.assertTrue(msgs, "no log line from an unreachable Redis")
+        self.assertIsInstance(msgs[0][1], str)
+
+
+class Errors(unittest.TestCase):
+    def setUp(self):
+        self.rl = RateLimiter()
+        self.api = self.rl.add_limit("name=api rate=10/s burst=5")
+
+    def tearDown(self):
+        self.rl.close()
+
+    def assertRlError(self, name, fn, *args, **kw):
+        with self.assertRaises(RateLimitError) as cm:
+            fn(*args, **kw)
+        e = cm.exception
+        self.assertEqual(e.name, name)
+        self.assertEqual(e.code, getattr(rlm, name))
+        self.assertEqual(e.message, rlm.load().strerror(e.code))
+        self.assertIn(name, str(e))
+        return e
+
+    def test_bad_spec_names_the_word(self):
+        e = self.assertRlError("RL_ESPEC", self.rl.add_limit, "name=x rate=10/s bogus=1")
+        self.assertEqual(e.function, "rl_limit_parse")
+        self.assertIn("bogus", e.detail)
+        self.assertIn("bogus", str(e))
+        e = self.assertRlError("RL_ESPEC", rlm.parse_limit, "name=x rate=10/fortnight")
+        self.assertIn("fortnight", str(e))
+        self.assertRlError("RL_EMODE", self.rl.add_limit, "name=x rate=10/s mode=psychic")
+        self.assertRlError("RL_ENAME", self.rl.add_limit, "name=bad/name rate=10/s")
+        self.assertRlError("RL_ERANGE", self.rl.add_limit, "name=x rate=0/s")
+
+    def test_key_length(self):
+        self.assertRlError("RL_EKEYLEN", self.rl.check, self.api, b"k" * (rlm.RL_MAX_KEY_LEN + 1))
+        self.assertRlError("RL_EKEYLEN", self.rl.check, self.api, "")
+        self.assertRlError("RL_EKEYLEN", self.rl.refund, self.api, b"")
+
+    def test_other_errors(self):
+        self.assertRlError("RL_EEXIST", self.rl.add_limit, "name=api rate=1/s")
+        self.assertRlError("RL_ENOTFOUND", self.rl.check, 12345, "k")
+        self.assertRlError("RL_ENOTFOUND", self.rl.check, 1 << 40, "k")
+        self.assertRlError("RL_ENOTFOUND", self.rl.check, "nosuch", "k")
+        self.assertRlError("RL_ECOST", self.rl.check, self.api, "k", cost=6)
+        self.assertRlError("RL_ERANGE", self.rl.check, self.api, "k", cost=-1)
+        self.assertRlError("RL_ERANGE", self.rl.check, self.api, "k", cost=1 << 32)
+        self.assertRlError("RL_ERANGE", RateLimiter, max_keys=1)
+        self.assertRlError("RL_ERANGE", RateLimiter, key_secret=b"short")
+        self.assertRlError("RL_ERANGE", RateLimiter, redis_url="http://nope")
+        with self.assertRaises(TypeError):
+            self.rl.check(self.api, 42)
+        with self.assertRaises(TypeError):
+            self.rl.check(3.5, "k")
+
+    def test_closed(self):
+        self.rl.close()
+        self.rl.close()  # idempotent
+        self.assertTrue(self.rl.closed)
+        e = self.assertRlError("RL_EINVAL", self.rl.check, self.api, "k")
+        self.assertIn("closed", str(e))
+
+    def test_unknown_code(self):
+        e = RateLimitError(-999, "f")
+        self.assertEqual(e.name, "RL_EUNKNOWN")
+
+
+class StructLayout(unittest.TestCase):
+    """Every ctypes field's offset, and each struct's size, against what a C
+    compiler makes of include/ratelimit.h."""
+
+    STRUCTS = {
+        "rl_allocator_t": rlm.Allocator,
+        "rl_config_t": rlm.Config,
+        "rl_rate_t": rlm.Rate,
+        "rl_limit_t": rlm.Limit,
+        "rl_request_t": rlm.Request,
+        "rl_decision_t": rlm.Decision_t,
+        "rl_stats_t": rlm.Stats,
+        "rl_limit_stats_t": rlm.LimitStats,
+    }
+
+    def test_offsets_match_c(self):
+        cc = shutil.which(os.environ.get("CC", "cc"))
+        include = os.environ.get("RL_INCLUDE", os.path.join(ROOT, "include"))
+        if cc is None or not os.path.exists(os.path.join(include, "ratelimit.h")):
+            self.skipTest("needs a C compiler and include/ratelimit.h (RL_INCLUDE)")
+        lines = ["#include <stddef.h>", "#include <stdio.h>", "#include <ratelimit.h>",
+                 "int main(void) {"]
+        want = {}
+        for cname, cls in self.STRUCTS.items():
+            lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')
+            want[cname] = ctypes.sizeof(cls)
+            for field, _ in cls._fields_:
+                lines.append(f'printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
+                want[f"{cname}.{field}"] = getattr(cls, field).offset
+        lines += ["return 0;", "}"]
+        with tempfile.TemporaryDirectory() as tmp:
+            src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", include, src, "-o", exe],
+                           check=True)
+            out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+        got = dict(line.rsplit(" ", 1) for line in out.splitlines())
+        self.assertEqual({k: int(v) for k, v in got.items()}, want)
+
+    def test_sizes_are_accepted(self):
+        # The library takes each struct at the size ctypes gives it.
+        lib = rlm.load()
+        for init, cls in (("rl_config_init_sized", rlm.Config),
+                          ("rl_limit_init_sized", rlm.Limit),
+                          ("rl_request_init_sized", rlm.Request),
+                          ("rl_decision_init_sized", rlm.Decision_t),
+                          ("rl_stats_init_sized", rlm.Stats),
+                          ("rl_limit_stats_init_sized", rlm.LimitStats)):
+            s = cls()
+            getattr(lib, init)(ctypes.byref(s), ctypes.sizeof(s))
+            self.assertEqual(s.size, ctypes.sizeof(cls), init)
+        cfg = rlm.Config()
+        lib.rl_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
+        self.assertEqual(cfg.sync_interval_ms, 100)  # a default the library filled in
+        self.assertEqual(cfg.max_keys, 65536)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ping(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
+class GlobalTier(unittest.TestCase):
+    """Two instances (nodes) sharing a limit through a real redis-server."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        for _ in range(5):  # another process may grab the free port first
+            self.port = _free_port()
+            self.proc = subprocess.Popen(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", self.tmp.name],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if _ping(self.port):
+                    return
+                time.sleep(0.02)
+            self.proc.kill()
+            self.proc.wait()
+        self.fail("redis-server did not start")
+
+    def tearDown(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.tmp.cleanup()
+
+    def node(self, name):
+        return RateLimiter(f"redis://127.0.0.1:{self.port}", node_id=name,
+                           key_secret=b"python-fleet-secret-0123", key_prefix="py",
+                           sync_interval_ms=50, expected_nodes=1)
+
+    def test_two_nodes_share_a_limit(self):
+        a, b = self.node("a"), self.node("b")
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not (
+                    a.stats()["sync_connected"] and b.stats()["sync_connected"]):
+                time.sleep(0.02)
+            self.assertEqual((a.stats()["sync_connected"], b.stats()["sync_connected"]), (1, 1))
+            ia = a.add_limit("name=g rate=20/s burst=5")
+            ib = b.add_limit("name=g rate=20/s burst=5")
+            # Both nodes want far more than the limit. Alone, each would admit
+            # burst + 20/s (130 in 3 s, 260 for the two); sharing, the fleet
+            # admits about burst + 20/s as a whole.
+            t0 = time.monotonic()
+            admitted = {"a": 0, "b": 0}
+            while time.monotonic() - t0 < 3.0:
+                admitted["a"] += a.allow(ia, "tenant")
+                admitted["b"] += b.allow(ib, "tenant")
+                time.sleep(0.002)
+            elapsed = time.monotonic() - t0
+            total = admitted["a"] + admitted["b"]
+            # Pre-sync, each node starts with the whole burst (expected_nodes=1);
+            # allow that and a round's worth of slack on top of burst + rate x t.
+            bound = 2 * 5 + 20 * elapsed + 20
+            self.assertLessEqual(total, bound, f"fleet admitted {admitted} in {elapsed:.2f} s")
+            self.assertGreaterEqual(total, 20 * elapsed * 0.5, f"admitted only {admitted}")
+            self.assertGreater(admitted["a"], 0)
+            self.assertGreater(admitted["b"], 0)
+            self.assertGreater(a.stats()["sync_reports"], 0)
+        finally:
+            a.close()
+            b.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,308 @@
+/*
+ * rl_metrics_text: an instance's counters in the Prometheus text exposition
+ * format, version 0.0.4 (the format every Prometheus-compatible scraper
+ * reads; served as "text/plain; version=0.0.4").
+ *
+ * Choices, and why:
+ * - Every family has its # HELP and # TYPE lines, and all of a family's
+ *   samples follow them, as the format requires. So the per-limit counters
+ *   are read once into a snapshot first (rl_limit_stats walks the key table,
+ *   O(max_keys) per limit: reading it again per family would multiply that).
+ * - The limit registry is walked under its writers' lock only to copy ids
+ *   and names (a name is writer-owned while live; copying it under the lock
+ *   is what makes reading it safe). The counters are read after the lock is
+ *   released, so a scrape never holds up rl_limit_add/update/remove for a
+ *   table walk. A limit removed in between answers RL_ENOTFOUND and is left
+ *   out; one added in between shows up in the next scrape.
+ * - Counters end in _total; times are in seconds (Prometheus base units)
+ *   with millisecond precision, written as exact decimals.
+ * - Health is a state set: ratelimit_health{state="..."} is 1 for the
+ *   current state and 0 for the others, the usual way to expose an enum
+ *   (alerts and graphs select the state by label, not by a magic number).
+ * - The families of the global tier (health, degraded decisions by policy,
+ *   sync) appear only on instances with a redis_url: on a local-only one
+ *   they are constant zeros that would read as "never connected".
+ * - Numbers are written by hand, not with snprintf: no locale, no format
+ *   strings, and the snprintf-style length is counted in one pass.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include "alloc.h"
+#include "instance.h"
+#include "metrics.h"
+
+size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = src[i];
+        char esc = c == '\\' ? '\\' : c == '"' ? '"' : c == '\n' ? 'n' : 0;
+        char pair[2] = {'\\', esc};
+        const char *p = esc != 0 ? pair : &src[i];
+        size_t k = esc != 0 ? 2 : 1;
+        for (size_t j = 0; j < k; j++, out++)
+            if (out + 1 < cap) /* cap - 1: the last byte is the NUL's */
+                dst[out] = p[j];
+    }
+    if (cap > 0)
+        dst[out < cap ? out : cap - 1] = '\0';
+    return out;
+}
+
+/* An snprintf-like sink: counts every byte, stores those that fit before the
+ * final NUL slot. cap is 0 when there is no buffer at all. */
+typedef struct sink {
+    char *buf;
+    size_t cap;
+    size_t len; /* bytes the full text needs so far */
+} sink_t;
+
+static void put_bytes(sink_t *s, const char *p, size_t n)
+{
+    size_t room = s->len + 1 < s->cap ? s->cap - 1 - s->len : 0;
+    size_t k = n < room ? n : room;
+    if (k > 0) /* memcpy to a NULL buffer is undefined even for 0 bytes */
+        memcpy(s->buf + s->len, p, k);
+    s->len += n;
+}
+
+static void put_str(sink_t *s, const char *p)
+{
+    put_bytes(s, p, strlen(p));
+}
+
+static void put_u64(sink_t *s, uint64_t v)
+{
+    char tmp[20]; /* UINT64_MAX has 20 digits */
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    put_bytes(s, tmp + i, sizeof tmp - i);
+}
+
+/* Milliseconds as exact decimal seconds, e.g. 1234 -> "1.234". */
+static void put_seconds(sink_t *s, uint64_t ms)
+{
+    put_u64(s, ms / 1000);
+    char frac[4] = {'.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
+                    (char)('0' + ms % 10)};
+    put_bytes(s, frac, sizeof frac);
+}
+
+static void put_escaped(sink_t *s, const char *v)
+{
+    /* The escaper writes (and NUL-terminates) straight into the free tail of
+     * the buffer; a later write overwrites that NUL, and rl_metrics_text
+     * places the final one. */
+    int fits = s->len < s->cap;
+    s->len += rl__prom_escape(v, strlen(v), fits ? s->buf + s->len : NULL,
+                              fits ? s->cap - s->len : 0);
+}
+
+/* The # HELP and # TYPE lines. help is a constant without backslashes or
+ * line feeds, the only bytes HELP text would need escaped. */
+static void family(sink_t *s, const char *name, const char *type, const char *help)
+{
+    put_str(s, "# HELP ");
+    put_str(s, name);
+    put_bytes(s, " ", 1);
+    put_str(s, help);
+    put_str(s, "\n# TYPE ");
+    put_str(s, name);
+    put_bytes(s, " ", 1);
+    put_str(s, type);
+    put_bytes(s, "\n", 1);
+}
+
+/* One sample line up to its value: name, and {label="value"} when label is
+ * not NULL. The caller writes the value. */
+static void sample_head(sink_t *s, const char *name, const char *label, const char *value)
+{
+    put_str(s, name);
+    if (label != NULL) {
+        put_bytes(s, "{", 1);
+        put_str(s, label);
+        put_str(s, "=\"");
+        put_escaped(s, value);
+        put_str(s, "\"}");
+    }
+    put_bytes(s, " ", 1);
+}
+
+static void sample(sink_t *s, const char *name, const char *label, const char *value, uint64_t v)
+{
+    sample_head(s, name, label, value);
+    put_u64(s, v);
+    put_bytes(s, "\n", 1);
+}
+
+/* A family with one unlabelled sample. */
+static void single(sink_t *s, const char *name, const char *type, const char *help, uint64_t v)
+{
+    family(s, name, type, help);
+    sample(s, name, NULL, NULL, v);
+}
+
+/* One limit of the snapshot; id 0: left out (removed before it was read). */
+typedef struct entry {
+    int id;
+    char name[RL_NAME_MAX];
+    rl_limit_stats_t st;
+} entry_t;
+
+/* A per-limit family: one sample per limit of the snapshot. */
+static void per_limit(sink_t *s, const entry_t *e, uint32_t n, const char *name, const char *type,
+                      const char *help, size_t field)
+{
+    family(s, name, type, help);
+    for (uint32_t i = 0; i < n; i++) {
+        if (e[i].id == 0)
+            continue;
+        uint64_t v;
+        memcpy(&v, (const char *)&e[i].st + field, sizeof v);
+        sample(s, name, "limit", e[i].name, v);
+    }
+}
+
+/* Copy the live limits' ids and names under the registry's lock, then read
+ * each one's counters without it. Returns how many entries were filled. */
+static uint32_t snapshot(rl_t *rl, entry_t *e)
+{
+    rl_limits_t *ls = &rl->limits;
+    uint32_t n = 0;
+    pthread_mutex_lock(&ls->lock);
+    for (uint32_t i = 0; i < ls->cap; i++) {
+        rl_limit_slot_t *slot = &ls->slots[i];
+        /* relaxed: under the writers' lock, which orders every id store. */
+        uint32_t id = atomic_load_explicit(&slot->id, memory_order_relaxed);
+        if (id == 0)
+            continue;
+        e[n].id = (int)id;
+        memcpy(e[n].name, slot->name, RL_NAME_MAX);
+        e[n].name[RL_NAME_MAX - 1] = '\0'; /* names are validated; stay bounded anyway */
+        n++;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        rl_limit_stats_init(&e[i].st);
+        /* Any error here is RL_ENOTFOUND: the limit was removed since. */
+        if (rl_limit_stats(rl, e[i].id, &e[i].st) != 0)
+            e[i].id = 0;
+    }
+    return n;
+}
+
+static void render_limits(sink_t *s, const entry_t *e, uint32_t n)
+{
+    per_limit(s, e, n, "ratelimit_limit_admitted_total", "counter",
+              "Checks answered allow, shadow limits included, by limit.",
+              offsetof(rl_limit_stats_t, admitted));
+    per_limit(s, e, n, "ratelimit_limit_denied_total", "counter", "Checks answered deny, by limit.",
+              offsetof(rl_limit_stats_t, denied));
+    per_limit(s, e, n, "ratelimit_limit_shadow_denied_total", "counter",
+              "Checks of a shadow limit that would have denied (they were allowed), by limit.",
+              offsetof(rl_limit_stats_t, shadow_denied));
+    per_limit(s, e, n, "ratelimit_limit_noslot_total", "counter",
+              "Checks whose key found no table slot, decided by on_failure, by limit.",
+              offsetof(rl_limit_stats_t, noslot));
+    per_limit(s, e, n, "ratelimit_limit_degraded_total", "counter",
+              "Checks decided by the limit's on_failure policy (no table slot, or the global "
+              "tier degraded), by limit.",
+              offsetof(rl_limit_stats_t, degraded));
+    per_limit(s, e, n, "ratelimit_limit_keys", "gauge", "Table slots held by the limit's keys now.",
+              offsetof(rl_limit_stats_t, keys_live));
+}
+
+static void render_instance(sink_t *s, const rl_stats_t *st)
+{
+    single(s, "ratelimit_limits", "gauge", "Limits defined now.", st->limits);
+    single(s, "ratelimit_keys_live", "gauge", "Keys holding a table slot now.", st->keys_live);
+    single(s, "ratelimit_keys_capacity", "gauge", "Key table capacity in keys (max_keys).",
+           st->keys_capacity);
+    single(s, "ratelimit_keys_reclaimed_total", "counter",
+           "Idle key slots reclaimed since the instance opened.", st->reclaimed);
+    single(s, "ratelimit_table_slots", "gauge", "Key table slots allocated (max_keys plus headroom).",
+           st->table_slots);
+    single(s, "ratelimit_table_bytes", "gauge", "Bytes allocated for the key table.",
+           st->table_bytes);
+}
+
+static void render_global(sink_t *s, const rl_stats_t *st)
+{
+    static const char *const states[3] = {"healthy", "degraded", "recovering"};
+    const uint64_t ms_in[3] = {st->ms_healthy, st->ms_degraded, st->ms_recovering};
+
+    family(s, "ratelimit_health", "gauge",
+           "Health of the global tier, 1 for the current state: healthy (shares from Redis), "
+           "degraded (on_failure policies decide), recovering (shares being re-established).");
+    for (int i = 0; i < 3; i++)
+        sample(s, "ratelimit_health", "state", states[i], st->health == i);
+    family(s, "ratelimit_health_state_seconds", "gauge",
+           "Time since the global tier entered its current health state.");
+    sample_head(s, "ratelimit_health_state_seconds", NULL, NULL);
+    put_seconds(s, st->health_since_ms);
+    put_bytes(s, "\n", 1);
+    family(s, "ratelimit_health_seconds_total", "counter",
+           "Time spent in each health state since the instance opened.");
+    for (int i = 0; i < 3; i++) {
+        sample_head(s, "ratelimit_health_seconds_total", "state", states[i]);
+        put_seconds(s, ms_in[i]);
+        put_bytes(s, "\n", 1);
+    }
+    single(s, "ratelimit_health_transitions_total", "counter", "Health state changes.",
+           st->health_transitions);
+
+    family(s, "ratelimit_degraded_decisions_total", "counter",
+           "Checks decided by an on_failure policy because the global tier was degraded, "
+           "by policy.");
+    sample(s, "ratelimit_degraded_decisions_total", "policy", "open", st->degraded_open);
+    sample(s, "ratelimit_degraded_decisions_total", "policy", "closed", st->degraded_closed);
+    sample(s, "ratelimit_degraded_decisions_total", "policy", "local", st->degraded_local);
+
+    single(s, "ratelimit_sync_rounds_total", "counter", "Sync rounds started.", st->sync_rounds);
+    single(s, "ratelimit_sync_rounds_failed_total", "counter",
+           "Sync rounds that errored or missed their deadline.", st->sync_rounds_failed);
+    single(s, "ratelimit_sync_reports_total", "counter", "Key usage reports sent to Redis.",
+           st->sync_reports);
+    single(s, "ratelimit_sync_errors_total", "counter",
+           "Redis error replies, timeouts and failed connects.", st->sync_errors);
+    single(s, "ratelimit_sync_connected", "gauge",
+           "1 while connected to Redis with the scripts loaded, else 0.", st->sync_connected);
+}
+
+int rl_metrics_text(rl_t *rl, char *buf, size_t len)
+{
+    if (rl == NULL || (buf == NULL && len > 0))
+        return RL_EINVAL;
+    int rc = rl__fork_check(rl);
+    if (rc != 0)
+        return rc;
+    /* One entry per registry slot: the most limits the snapshot can see. */
+    size_t bytes = (size_t)rl->limits.cap * sizeof(entry_t);
+    entry_t *e = rl__calloc(&rl->alloc, bytes, _Alignof(entry_t));
+    if (e == NULL)
+        return RL_ENOMEM;
+    uint32_t n = snapshot(rl, e);
+    rl_stats_t st;
+    rl_stats_init(&st);
+    rc = rl_stats(rl, &st);
+    if (rc != 0) { /* cannot fail with a valid instance and our own struct */
+        rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
+        return rc;
+    }
+
+    sink_t s = {buf, len, 0};
+    render_limits(&s, e, n);
+    render_instance(&s, &st);
+    if (rl->sync != NULL)
+        render_global(&s, &st);
+    rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
+    if (len > 0)
+        buf[s.len < len ? s.len : len - 1] = '\0';
+    /* At most RL_MAX_LIMITS limits of about 600 bytes each plus a fixed 3 KB:
+     * far below INT_MAX. */
+    return (int)s.len;
+}
