@@ -13,7 +13,7 @@
 #include "shareword.h"
 
 #define MAX_KEYS_PER_CALL 256u
-#define ARGS_FIXED 11u
+#define ARGS_FIXED 13u
 #define ARGS_PER_KEY 4u
 
 /* One script call in flight: which slots its reply answers. */
@@ -76,19 +76,6 @@ static void mark_again(rl_table_t *t, size_t i)
     atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
 }
 
-/* Back to the pre-sync share, keeping the key's tokens. */
-static void release_share(rl_sync_t *s, rl_slot_t *slot, const rl_synclimit_t *l)
-{
-    rl_gcra_t tmp;
-    rl_gcra_t before = *current_gcra(slot, l, &tmp);
-    /* relaxed: a self-contained word; this thread is its only writer. */
-    if (atomic_load_explicit(&slot->share, memory_order_relaxed) == 0)
-        return;
-    atomic_store_explicit(&slot->share, 0, memory_order_relaxed);
-    uint64_t now = rl__clock_now_fp(&s->rl->clock, l->p.clock_source);
-    rl__bucket_rescale(&slot->tat, &before, &l->p.presync, now);
-}
-
 /* Fold a slot's new counts into its state; 1 if it should report now. */
 static int harvest_slot(rl_sync_t *s, size_t i)
 {
@@ -127,18 +114,12 @@ static int harvest_slot(rl_sync_t *s, size_t i)
             mark_again(t, i);
             return 1;
         }
-        /* Silent: once 3 announced periods pass without a report, Redis
-         * drops the entry and the others may take its share; drop back to
-         * the pre-sync share here too, so an idle node does not keep a share
-         * it no longer holds. Its next check reports at once (no share). */
-        if (ss->period == 0)
-            return 0; /* never reported: holds no share */
-        if (++ss->quiet >= 3 * ss->period) {
-            release_share(s, slot, l);
-            ss->period = 0;
-            return 0;
-        }
-        mark_again(t, i);
+        /* Silent and done lingering. Its local share stays: going back to the
+         * pre-sync share instead (tried) hands every node fresh tokens each
+         * time a sparse key returns (10 nodes checking a 1/s key in turn
+         * admitted 10/s). A stale share is used for at most one round before
+         * the key's next report replaces it: the formula's one-round term
+         * (bench/accuracy/README.md). */
         return 0;
     }
     /* Report every round while the key uses half of what its share could
@@ -366,6 +347,8 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     ARG("%" PRIu64, ttl);
     ARG("%d", s->leaving ? 1 : 0);
     ARG("%" PRIu64, s->round_virtual_ms);
+    ARG("%u", s->rl->expected_nodes);
+    ARG("%u", 2 * s->rl->sync_interval_ms); /* a key is young for two rounds */
     for (uint32_t j = 0; j < n; j++) {
         rl_syncslot_t *ss = &s->slots[idx[j]];
         /* A key that reports every round lives 3 rounds unrefreshed; a quiet
@@ -383,8 +366,6 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
         ss->quiet = 0;
         ss->reported = 1;
         ss->queued = 0;
-        /* Visited every round until its next report or its release. */
-        mark_again(&s->rl->table, idx[j]);
     }
 #undef ARG
     call->s = s;

@@ -193,7 +193,7 @@ END_TEST
 static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
                           long cum_a, long cum_o)
 {
-    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 "
+    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 1 0 "
                            "%ld %ld %ld 300",
                         rl__lua_report, key, inc, epoch, cum_a, cum_o);
 }

@@ -7,7 +7,8 @@
 --          5 ewma alpha (Q16)   6 floor reserve (Q24)   7 correction gain (Q16)
 --          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
 --          11 virtual now in ms (0: use TIME; simulations only)
---          then per key i, at 11 + 4*(i-1): epoch, cumulative admitted,
+--          12 expected nodes   13 young window ms (see below)
+--          then per key i, at 13 + 4*(i-1): epoch, cumulative admitted,
 --          cumulative offered, stale ms (how long this node's entry lives
 --          without a new report).
 -- Returns  per key: {rate share (Q24), burst tokens}; {} when leaving.
@@ -26,6 +27,8 @@ local gain = tonumber(ARGV[7])
 local max_cut = tonumber(ARGV[8])
 local ttl = tonumber(ARGV[9])
 local leaving = ARGV[10] == '1'
+local expected = tonumber(ARGV[12])
+local young = tonumber(ARGV[13])
 
 local wall = tonumber(ARGV[11])
 if wall == 0 then
@@ -76,7 +79,7 @@ end
 -- One key's report: fold it in, then this node's share of the key.
 local function report_key(i)
   local key = KEYS[i]
-  local base = 11 + 4 * (i - 1)
+  local base = 13 + 4 * (i - 1)
   local epoch = tonumber(ARGV[base + 1])
   local cum_a = tonumber(ARGV[base + 2])
   local cum_o = tonumber(ARGV[base + 3])
@@ -126,6 +129,11 @@ local function report_key(i)
                inc .. '|x', me.x)
   end
   redis.call('HSET', key, 'a', total, 't', now)
+  local created = meta['c']
+  if not created then
+    created = now
+    redis.call('HSET', key, 'c', now)
+  end
 
   -- Live nodes only: an entry not refreshed in time has left.
   local demand, over, mine = {}, 0, nil
@@ -144,6 +152,18 @@ local function report_key(i)
   redis.call('PEXPIRE', key, ttl)
   if not mine then
     return {0, 0}
+  end
+  -- A young key (its first rounds): the nodes report one after another, and
+  -- the first would see only itself and take the whole limit, the second
+  -- half of it... Until the key is `young` ms old, the expected nodes not
+  -- seen yet are stood in for, each with an even part of the distributable
+  -- rate, so early reporters get about 1/expected each, as before their
+  -- first sync; the stand-ins' shares and tokens go to nobody.
+  if now - created < young and #demand < expected then
+    local part = share_floor((SHARE_ONE - reserve) / expected)
+    for _ = #demand + 1, expected do
+      demand[#demand + 1] = part
+    end
   end
   over = math.max(0, over - SHARE_ONE)
   local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
