@@ -1,0 +1,243 @@
+/*
+ * rl_accuracy: the accuracy simulator of the global tier. Internal header
+ * shared by the files of bench/accuracy/ (one job each: load.c generates
+ * offered load, fleet.c opens and inspects nodes, run_virtual.c and
+ * run_real.c drive them, result.c checks windows against the bound,
+ * scenarios.c defines the scenarios and their targets, many.c is the
+ * many-keys scenario, report.c prints tables, CSV and plots, main.c parses
+ * the command line).
+ */
+#ifndef RL_ACC_H
+#define RL_ACC_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ratelimit.h"
+
+#define ACC_MAX_NODES 32
+#define ACC_NEVER UINT64_MAX
+#define ACC_WINDOW_MS 1000u
+#define ACC_INFO (-1)
+
+/* Set by SIGINT/SIGTERM: drivers stop at the next millisecond and the
+ * program still cleans up (nodes closed, redis-server stopped). The only
+ * mutable global. */
+extern volatile sig_atomic_t acc_interrupted;
+
+typedef enum { ACC_VIRTUAL = 0, ACC_REALTIME = 1, ACC_PROCESSES = 2 } acc_mode_t;
+typedef enum { ACC_LOAD_POISSON = 0, ACC_LOAD_EVEN = 1 } acc_load_t;
+
+typedef struct acc_opts {
+    acc_mode_t mode;
+    acc_load_t load;
+    int quick;
+    int all_rounds;          /* print every round, not a summary */
+    uint64_t seed;
+    const char *csv_dir;     /* NULL: no CSV, no plot */
+    char redis_url[160];
+    unsigned run_tag;        /* makes this run's Redis key prefixes unique */
+    int driver_threads;      /* real-time: load generator threads */
+} acc_opts_t;
+
+/* ------------------------------------------------------------- load (load.c) */
+
+/* A deterministic per-node, per-key request generator. */
+typedef struct acc_gen {
+    uint64_t state;  /* splitmix64 */
+    double carry;    /* even spreading: the fraction of a request owed */
+    acc_load_t kind;
+} acc_gen_t;
+
+void acc_gen_init(acc_gen_t *g, acc_load_t kind, uint64_t seed, double phase);
+/* Requests arriving in the next millisecond at a mean of per_ms. */
+uint32_t acc_gen_next(acc_gen_t *g, double per_ms);
+uint64_t acc_mix64(uint64_t x);
+
+/* --------------------------------------------------------- scenarios */
+
+typedef struct acc_scen acc_scen_t;
+typedef struct acc_result acc_result_t;
+typedef struct acc_verdicts acc_verdicts_t;
+
+/* Offered load of one node at ms t of the run, in requests per second. */
+typedef double (*acc_offered_fn)(const acc_scen_t *sc, int node, uint64_t t_ms);
+/* Evaluate a scenario's targets on its result. */
+typedef void (*acc_judge_fn)(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                             acc_verdicts_t *v);
+
+struct acc_scen {
+    const char *name;
+    const char *what;       /* one line for the table header */
+    int nodes;              /* instances, including late joiners */
+    uint64_t rate;          /* the limit, per second */
+    uint64_t burst;
+    uint32_t expected;      /* rl_config_t.expected_nodes */
+    uint32_t interval_ms;
+    uint64_t duration_ms;   /* a multiple of interval_ms */
+    uint64_t event_ms;      /* shift or death (a round boundary); 0: none */
+    double load;            /* offered load as a multiple of the limit */
+    int even_only;          /* always evenly spaced arrivals, whatever --load says */
+    uint64_t join_ms[ACC_MAX_NODES];  /* first ms a node is driven */
+    uint64_t death_ms[ACC_MAX_NODES]; /* first ms it is not (ACC_NEVER) */
+    acc_offered_fn offered;
+    acc_judge_fn judge;
+};
+
+/* Build the named scenario for these options; 0, or -1 if unknown. */
+int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc);
+/* The scenario names in the order a default run uses. */
+extern const char *const acc_scen_names[];
+int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms);
+
+/* --------------------------------------------------------- the bound */
+
+/* In any window of W ms: fleet admitted <= rate * W / 1000 + burst + e. */
+typedef struct acc_bound {
+    double rate, burst;
+    double e_presync; /* (a) pre-sync start */
+    double e_moves;   /* (b) one round of share increases before decreases */
+    double e_lease;   /* (c) burst re-leased while the old lease is still held */
+    double e;         /* the sum */
+} acc_bound_t;
+
+void acc_bound_init(acc_bound_t *b, const acc_scen_t *sc);
+double acc_bound_at(const acc_bound_t *b, double window_ms);
+
+/* --------------------------------------------------------- results */
+
+struct acc_result {
+    uint64_t duration_ms;
+    uint32_t interval_ms;
+    uint32_t rounds;
+    int nodes;
+    uint32_t *adm_ms;    /* fleet admitted in each ms */
+    uint32_t *node_adm;  /* [round * nodes + node] */
+    uint32_t *node_off;
+    double *sum_q;       /* [round] sum of local rate shares held during it (1 = the limit) */
+    double *sum_b;       /* [round] sum of local bursts held during it, tokens */
+    int shares_known;    /* virtual mode reads the share words */
+    uint32_t step_failures;
+    double *step_ms;     /* wall time of each rl__sync_step */
+    size_t nsteps, step_cap;
+    uint64_t lag_ms;     /* real-time: how far the drivers fell behind */
+    char note[160];      /* anything the driver wants on the report */
+};
+
+int acc_result_init(acc_result_t *r, const acc_scen_t *sc);
+void acc_result_free(acc_result_t *r);
+void acc_result_step(acc_result_t *r, double ms);
+/* Fleet admitted (or offered) in a round by the nodes in mask. */
+uint64_t acc_round_adm(const acc_result_t *r, uint32_t round, uint64_t mask);
+uint64_t acc_round_off(const acc_result_t *r, uint32_t round, uint64_t mask);
+uint64_t acc_all_nodes(int n);
+
+/* Every sliding window of win_ms (1 ms steps) and every round, against b.
+ * The long window catches what recurs (a share lost and regained every few
+ * seconds): the bound claims any W, and a 1-s window's E hides a recurrence
+ * of up to E per second. */
+#define ACC_LONG_WINDOW_MS 10000u
+typedef struct acc_windows {
+    double worst;         /* max admitted / bound over every window */
+    uint64_t worst_at;    /* its start, ms */
+    uint64_t worst_adm;
+    uint64_t over;        /* windows above the bound */
+    double round_worst;   /* max admitted / bound over every round */
+    uint32_t round_worst_at;
+    uint64_t rounds_over;
+} acc_windows_t;
+
+void acc_check_windows(const uint32_t *adm_ms, uint64_t n_ms, uint64_t win_ms,
+                       uint32_t interval_ms, const acc_bound_t *b, acc_windows_t *w);
+/* Smallest and largest sum of a win_ms window starting in [from, to]. */
+void acc_window_range(const uint32_t *adm_ms, uint64_t n_ms, uint64_t win_ms, uint64_t from,
+                      uint64_t to, uint64_t *lo, uint64_t *hi);
+double acc_percentile(double *v, size_t n, double p); /* sorts v */
+
+/* --------------------------------------------------------- verdicts */
+
+typedef struct acc_verdict {
+    char scenario[16];
+    char target[112];
+    char measured[160];
+    int gated; /* 1: counts for the exit status (virtual mode only); 0: a
+                  target, reported only; ACC_INFO: a figure, no target */
+    int pass;
+} acc_verdict_t;
+
+struct acc_verdicts {
+    acc_verdict_t v[96];
+    int n;
+};
+
+void acc_verdict(acc_verdicts_t *vs, const char *scen, int gated, int pass, const char *target,
+                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The window/round check against the bound, as a verdict. */
+void acc_judge_bound(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                     acc_verdicts_t *v);
+
+/* --------------------------------------------------------- fleet (fleet.c) */
+
+struct rl_test_clock;
+
+typedef struct acc_node {
+    rl_t *rl;
+    int limit;      /* the scenario's limit id */
+    int closed;
+    char name[16];
+} acc_node_t;
+
+typedef struct acc_fleet_cfg {
+    const char *redis_url;
+    char prefix[40];
+    uint32_t interval_ms;
+    uint32_t expected;
+    uint32_t max_keys;
+    struct rl_test_clock *clock; /* NULL: real clocks */
+    int manual;                  /* rounds only through rl__sync_step */
+    uint64_t rate, burst;
+} acc_fleet_cfg_t;
+
+void acc_fleet_cfg_init(acc_fleet_cfg_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+                        const char *mode_tag);
+int acc_node_open(acc_node_t *n, const acc_fleet_cfg_t *c, int index);
+void acc_node_close(acc_node_t *n);
+/* Wait (bounded) until every node is connected with its script loaded. */
+int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms);
+/* The local share one node holds of its limit, summed over its keys:
+ * rate as a fraction of the limit and burst in tokens. 0 if no key. */
+int acc_node_share(acc_node_t *n, double *q, double *b);
+int acc_node_step(acc_node_t *n, uint64_t virtual_ms);
+void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls);
+
+/* Redis's own counters: the report script's (INFO commandstats) and the
+ * server's CPU time (INFO cpu, user + sys). */
+typedef struct acc_redis_stats {
+    uint64_t evalsha_calls;
+    uint64_t evalsha_usec;
+    double cpu_s;
+} acc_redis_stats_t;
+
+int acc_redis_stats(const char *url, acc_redis_stats_t *st);
+
+/* --------------------------------------------------------- drivers */
+
+int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res);
+int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res);
+int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res);
+int acc_run_many(const acc_opts_t *o, acc_verdicts_t *v);
+
+/* --------------------------------------------------------- report (report.c) */
+
+void acc_print_scenario(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t *res);
+void acc_print_verdicts(const acc_verdicts_t *v, int from, int gated);
+int acc_write_csv(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t *res);
+int acc_write_summary(const acc_opts_t *o, const acc_verdicts_t *v);
+int acc_mkdir_p(const char *dir);
+const char *acc_mode_name(acc_mode_t m);
+
+/* fleet.c: the monotonic clock, for real-time pacing and wall-time figures. */
+uint64_t acc_now_ns(void);
+void acc_sleep_ms(unsigned ms);
+
+#endif

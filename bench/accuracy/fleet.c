@@ -1,0 +1,254 @@
+/*
+ * The nodes of a simulated fleet: independent rl_t instances in this
+ * process sharing one Redis, one key_secret and one key_prefix, each with
+ * its own node_id. Also the two internal views the simulator needs: the
+ * share a node holds (read from its table's share words) and the sync
+ * thread's counters.
+ */
+#include <hiredis/hiredis.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "acc.h"
+#include "instance.h"
+#include "redisurl.h"
+#include "shareword.h"
+#include "sync.h"
+#include "testutil.h"
+
+/* Shared by every node: the nodes must name keys alike. */
+static const char fleet_secret[] = "rl-accuracy-fleet-secret";
+
+uint64_t acc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void acc_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The virtual clock hook. tests/testutil.c has the same function, but it
+ * also holds the Check runner, which would drag libcheck into a benchmark:
+ * this reads the same rl_test_clock_t the same way. */
+static uint64_t virtual_clock(void *ud, int32_t source)
+{
+    rl_test_clock_t *c = ud;
+    /* relaxed: the driver thread is the only writer, and it never advances
+     * time while a sync round (the other reader) is running. */
+    uint64_t t = atomic_load_explicit(&c->precise_ns, memory_order_relaxed);
+    if (source == RL_CLOCK_COARSE && c->coarse_tick_ns != 0)
+        t -= t % c->coarse_tick_ns;
+    return t;
+}
+
+void acc_fleet_cfg_init(acc_fleet_cfg_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+                        const char *mode_tag)
+{
+    memset(c, 0, sizeof *c);
+    c->redis_url = o->redis_url;
+    /* One prefix per (run, scenario, mode): runs sharing a Redis (REDIS_URL)
+     * and the scenarios of one run never see each other's keys. */
+    snprintf(c->prefix, sizeof c->prefix, "acc%x.%s.%s", o->run_tag & 0xffffffu, sc->name,
+             mode_tag);
+    c->interval_ms = sc->interval_ms;
+    c->expected = sc->expected;
+    c->max_keys = 1024;
+    c->rate = sc->rate;
+    c->burst = sc->burst;
+}
+
+static int add_limit(acc_node_t *n, uint64_t rate, uint64_t burst)
+{
+    rl_limit_t lim;
+    rl_limit_init(&lim);
+    snprintf(lim.name, sizeof lim.name, "acc");
+    lim.rate.count = rate;
+    lim.rate.period_ms = 1000;
+    lim.burst = burst;
+    lim.mode = RL_MODE_GLOBAL;
+    n->limit = rl_limit_add(n->rl, &lim);
+    return n->limit < 0 ? n->limit : 0;
+}
+
+int acc_node_open(acc_node_t *n, const acc_fleet_cfg_t *c, int index)
+{
+    memset(n, 0, sizeof *n);
+    /* Fixed width: the script orders nodes by name, so ties in the share
+     * rule go the same way on every run. */
+    snprintf(n->name, sizeof n->name, "n%02d", index);
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.redis_url = c->redis_url;
+    cfg.node_id = n->name;
+    cfg.sync_interval_ms = c->interval_ms;
+    cfg.expected_nodes = c->expected;
+    cfg.max_keys = c->max_keys;
+    cfg.key_secret = fleet_secret;
+    cfg.key_secret_len = sizeof fleet_secret - 1;
+    cfg.key_prefix = c->prefix;
+    if (c->clock != NULL) {
+        cfg.clock = virtual_clock;
+        cfg.clock_ud = c->clock;
+        cfg.clock_coarse_tick_ns = c->clock->coarse_tick_ns;
+    }
+    int rc = rl__open(&n->rl, &cfg, c->manual);
+    if (rc != 0) {
+        fprintf(stderr, "rl_accuracy: rl_open(%s): %s\n", n->name, rl_strerror(rc));
+        return rc;
+    }
+    rc = add_limit(n, c->rate, c->burst);
+    if (rc != 0) {
+        fprintf(stderr, "rl_accuracy: rl_limit_add(%s): %s\n", n->name, rl_strerror(rc));
+        rl_close(n->rl);
+        n->rl = NULL;
+    }
+    return rc;
+}
+
+void acc_node_close(acc_node_t *n)
+{
+    if (n->rl != NULL && !n->closed)
+        rl_close(n->rl);
+    n->closed = 1;
+    n->rl = NULL;
+}
+
+static rl_sync_counters_t counters(acc_node_t *n)
+{
+    rl_sync_counters_t c;
+    rl__sync_counters(n->rl->sync, &c);
+    return c;
+}
+
+int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms)
+{
+    for (uint32_t waited = 0; waited <= timeout_ms; waited += 5) {
+        int ok = 1;
+        for (int i = 0; i < n; i++)
+            ok &= nodes[i].rl == NULL || counters(&nodes[i]).connected == 1;
+        if (ok)
+            return 0;
+        acc_sleep_ms(5);
+    }
+    return -1;
+}
+
+void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls)
+{
+    rl_sync_counters_t c = counters(n);
+    *reports = c.reports;
+    *calls = c.calls;
+}
+
+int acc_node_step(acc_node_t *n, uint64_t virtual_ms)
+{
+    return rl__sync_step(n->rl->sync, virtual_ms);
+}
+
+/* One slot's share as (fraction of the limit, burst tokens). A slot with
+ * no share word yet runs at the pre-sync default. */
+static void slot_share(const rl_limit_params_t *p, uint64_t w, double *q, double *b)
+{
+    rl_gcra_t g;
+    if (w == 0) {
+        g = p->presync;
+    } else {
+        rl__shareword_decode(w, &g);
+    }
+    *q = g.t_fp >= RL_SHAREWORD_T_MAX ? 0.0 : (double)p->normal.t_fp / (double)g.t_fp;
+    *b = (double)g.burst;
+}
+
+int acc_node_share(acc_node_t *n, double *q, double *b)
+{
+    *q = *b = 0.0;
+    rl_limit_slot_t *ls = rl__limit_get(&n->rl->limits, n->limit);
+    if (ls == NULL)
+        return 0;
+    rl_limit_params_t p;
+    rl__params_read(ls, &p);
+    uint32_t lref = rl__limit_ref(n->limit);
+    rl_table_t *t = &n->rl->table;
+    int keys = 0;
+    for (size_t i = 0; i < t->nslots; i++) {
+        /* acquire: as a lookup; the share word read after it is the
+         * occupant's (the sync thread is idle between manual rounds). */
+        uint64_t c = atomic_load_explicit(&t->slots[i].ctrl, memory_order_acquire);
+        if (RL_CTRL_STATE(c) != RL_SLOT_LIVE || RL_CTRL_LREF(c) != lref)
+            continue;
+        double sq, sb;
+        slot_share(&p, atomic_load_explicit(&t->slots[i].share, memory_order_relaxed), &sq,
+                   &sb);
+        *q += sq;
+        *b += sb;
+        keys++;
+    }
+    return keys;
+}
+
+/* ------------------------------------------------------- Redis's own figures */
+
+static redisContext *info_client(const char *url)
+{
+    rl_redisurl_t u;
+    if (rl__redisurl_parse(url, &u, NULL, 0) != 0)
+        return NULL;
+    struct timeval tv = {2, 0};
+    redisContext *r = redisConnectWithTimeout(u.host, u.port, tv);
+    if (r == NULL || r->err != 0) {
+        if (r != NULL)
+            redisFree(r);
+        return NULL;
+    }
+    if (u.password[0] != '\0') {
+        redisReply *a = u.user[0] != '\0'
+                            ? redisCommand(r, "AUTH %s %s", u.user, u.password)
+                            : redisCommand(r, "AUTH %s", u.password);
+        if (a != NULL)
+            freeReplyObject(a);
+    }
+    return r;
+}
+
+/* One "name:value" field of an INFO reply, as a double; 0 if absent. */
+static double info_field(const char *info, const char *name)
+{
+    const char *p = strstr(info, name);
+    return p != NULL ? strtod(p + strlen(name), NULL) : 0.0;
+}
+
+int acc_redis_stats(const char *url, acc_redis_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    redisContext *r = info_client(url);
+    if (r == NULL)
+        return -1;
+    int rc = -1;
+    redisReply *cmd = redisCommand(r, "INFO commandstats");
+    redisReply *cpu = redisCommand(r, "INFO cpu");
+    if (cmd != NULL && cmd->type == REDIS_REPLY_STRING && cpu != NULL &&
+        cpu->type == REDIS_REPLY_STRING) {
+        const char *line = strstr(cmd->str, "cmdstat_evalsha:");
+        unsigned long long c = 0, u = 0;
+        /* No such line: no script ran yet. */
+        if (line == NULL || sscanf(line, "cmdstat_evalsha:calls=%llu,usec=%llu", &c, &u) == 2)
+            rc = 0;
+        st->evalsha_calls = c;
+        st->evalsha_usec = u;
+        st->cpu_s = info_field(cpu->str, "used_cpu_user:") + info_field(cpu->str, "used_cpu_sys:");
+    }
+    if (cmd != NULL)
+        freeReplyObject(cmd);
+    if (cpu != NULL)
+        freeReplyObject(cpu);
+    redisFree(r);
+    return rc;
+}

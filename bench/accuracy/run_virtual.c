@@ -1,0 +1,136 @@
+/*
+ * The virtual-clock driver: deterministic and fast, so its figures are the
+ * gated ones. Every node reads one shared rl_test_clock_t; time advances
+ * in 1 ms steps; each node's offered requests for a ms are checked at that
+ * ms; at every round boundary each live node runs one manual sync round
+ * (rl__sync_step) with the virtual time, which the Redis script uses
+ * instead of TIME. Nodes sync one after another in index order, as they
+ * would if their jittered timers fired in that order.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "acc.h"
+#include "testutil.h"
+
+/* Virtual time starts well above 0: 0 is "use TIME" to the script. */
+#define VIRTUAL_START_NS UINT64_C(1000000000000)
+
+typedef struct vrun {
+    const acc_scen_t *sc;
+    acc_result_t *res;
+    rl_test_clock_t clk;
+    acc_node_t nodes[ACC_MAX_NODES];
+    acc_gen_t gens[ACC_MAX_NODES];
+    int errors;
+} vrun_t;
+
+static const char check_key[] = "k";
+
+/* One node's requests for ms t. */
+static void drive_ms(vrun_t *v, int i, uint64_t t)
+{
+    const acc_scen_t *sc = v->sc;
+    uint32_t n = acc_gen_next(&v->gens[i], sc->offered(sc, i, t) / 1000.0);
+    uint32_t admitted = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        int rc = rl_check(v->nodes[i].rl, v->nodes[i].limit, check_key, sizeof check_key - 1,
+                          1, NULL);
+        if (rc == RL_ALLOW)
+            admitted++;
+        else if (rc < 0 && v->errors++ == 0)
+            fprintf(stderr, "rl_accuracy: rl_check(%s): %s\n", v->nodes[i].name,
+                    rl_strerror(rc));
+    }
+    size_t cell = (size_t)(t / sc->interval_ms) * (size_t)sc->nodes + (size_t)i;
+    v->res->node_off[cell] += n;
+    v->res->node_adm[cell] += admitted;
+    v->res->adm_ms[t] += admitted;
+}
+
+/* The shares the live nodes held during the round that just ended (share
+ * words change only in a sync round, so reading them before the round's
+ * sync gives what was in force). */
+static void record_shares(vrun_t *v, uint32_t round, uint64_t t)
+{
+    double sq = 0.0, sb = 0.0;
+    for (int i = 0; i < v->sc->nodes; i++) {
+        if (!acc_node_live(v->sc, i, t))
+            continue;
+        double q, b;
+        acc_node_share(&v->nodes[i], &q, &b);
+        sq += q;
+        sb += b;
+    }
+    v->res->sum_q[round] = sq;
+    v->res->sum_b[round] = sb;
+}
+
+/* The round boundary after ms t: every node that was live in ms t and is
+ * still alive at the boundary syncs. A node dying at the boundary does
+ * not: it died before its timer fired. */
+static void end_round(vrun_t *v, uint64_t t)
+{
+    uint32_t round = (uint32_t)(t / v->sc->interval_ms);
+    record_shares(v, round, t);
+    /* relaxed: this thread is the only writer; see virtual_clock. */
+    uint64_t vms = atomic_load_explicit(&v->clk.precise_ns, memory_order_relaxed) / 1000000u;
+    for (int i = 0; i < v->sc->nodes; i++) {
+        if (!acc_node_live(v->sc, i, t) || !acc_node_live(v->sc, i, t + 1))
+            continue;
+        uint64_t t0 = acc_now_ns();
+        if (acc_node_step(&v->nodes[i], vms) != 0)
+            v->res->step_failures++;
+        acc_result_step(v->res, (double)(acc_now_ns() - t0) / 1e6);
+    }
+}
+
+static int open_fleet(vrun_t *v, const acc_opts_t *o)
+{
+    acc_fleet_cfg_t fc;
+    acc_fleet_cfg_init(&fc, o, v->sc, "v");
+    fc.clock = &v->clk;
+    fc.manual = 1;
+    for (int i = 0; i < v->sc->nodes; i++) {
+        if (acc_node_open(&v->nodes[i], &fc, i) != 0)
+            return -1;
+        /* A phase per node: even sources do not all fire in the same ms. */
+        acc_gen_init(&v->gens[i], v->sc->even_only ? ACC_LOAD_EVEN : o->load, o->seed * 1000003u + (uint64_t)i,
+                     (double)i / v->sc->nodes);
+    }
+    if (acc_wait_connected(v->nodes, v->sc->nodes, 10000) != 0) {
+        fprintf(stderr, "rl_accuracy: nodes did not connect to %s\n", o->redis_url);
+        return -1;
+    }
+    return 0;
+}
+
+int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res)
+{
+    vrun_t *v = calloc(1, sizeof *v); /* nodes and generators: keep them off the stack */
+    if (v == NULL)
+        return -1;
+    v->sc = sc;
+    v->res = res;
+    atomic_init(&v->clk.precise_ns, VIRTUAL_START_NS);
+    v->clk.coarse_tick_ns = 0;
+    res->shares_known = 1;
+    int rc = open_fleet(v, o);
+    for (uint64_t t = 0; rc == 0 && t < sc->duration_ms && !acc_interrupted; t++) {
+        for (int i = 0; i < sc->nodes; i++)
+            if (acc_node_live(sc, i, t))
+                drive_ms(v, i, t);
+        /* relaxed: see virtual_clock. */
+        atomic_fetch_add_explicit(&v->clk.precise_ns, UINT64_C(1000000), memory_order_relaxed);
+        if ((t + 1) % sc->interval_ms == 0)
+            end_round(v, t);
+    }
+    /* The dead are closed too: nothing may leak. */
+    for (int i = 0; i < sc->nodes; i++)
+        acc_node_close(&v->nodes[i]);
+    if (v->errors > 0)
+        snprintf(res->note, sizeof res->note, "%d rl_check errors", v->errors);
+    rc = rc != 0 || v->errors > 0 || acc_interrupted ? -1 : 0;
+    free(v);
+    return rc;
+}

@@ -1,0 +1,304 @@
+/*
+ * The scenarios: who offers how much and when, and the targets each one is
+ * judged on. Every scenario is also checked window by window against the
+ * overshoot bound (acc_judge_bound). The many-keys scenario lives in
+ * many.c: its load and its targets are of another kind.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "acc.h"
+
+const char *const acc_scen_names[] = {"uniform", "skew", "shift", "churn", "high",
+                                      "low",     "cold", "many",  NULL};
+
+int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    return t_ms >= sc->join_ms[node] && t_ms < sc->death_ms[node];
+}
+
+/* ---------------------------------------------------------------- load */
+
+static double per_node(const acc_scen_t *sc, int share_of)
+{
+    return sc->load * (double)sc->rate / share_of;
+}
+
+/* Every live node offers the same: the load spread evenly over the nodes. */
+static double offered_even(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    (void)node;
+    (void)t_ms;
+    return per_node(sc, sc->nodes);
+}
+
+/* skew: three nodes spread through the fleet (so the script's name order
+ * gives them no advantage) carry all the traffic. */
+static int skew_busy(int node) { return node % 6 == 3; }
+
+static double offered_skew(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    (void)t_ms;
+    return skew_busy(node) ? per_node(sc, 3) : 0.0;
+}
+
+/* shift: the first half of the nodes (set A) carries the load until the
+ * event, the second half (set B) after it. */
+static int shift_in_b(const acc_scen_t *sc, int node) { return node >= sc->nodes / 2; }
+
+static double offered_shift(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    int half = sc->nodes / 2;
+    int on = t_ms < sc->event_ms ? !shift_in_b(sc, node) : shift_in_b(sc, node);
+    return on ? per_node(sc, half) : 0.0;
+}
+
+/* churn: each live node offers load/5 of the limit, so five nodes offer
+ * the whole load and the survivors of a death still offer more than the
+ * limit. Liveness (join, death) is applied by the drivers. */
+static double offered_churn(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    (void)node;
+    (void)t_ms;
+    return per_node(sc, 5);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t round_limit(const acc_scen_t *sc)
+{
+    return sc->rate * sc->interval_ms / 1000;
+}
+
+/* The first round from `from` in which the nodes in mask admit at least
+ * frac of a round's limit; rounds are counted from 1. 0: never. */
+static uint32_t rounds_to_reach(const acc_scen_t *sc, const acc_result_t *res, uint32_t from,
+                                uint64_t mask, double frac)
+{
+    double need = frac * (double)round_limit(sc);
+    for (uint32_t r = from; r < res->rounds; r++)
+        if ((double)acc_round_adm(res, r, mask) >= need)
+            return r - from + 1;
+    return 0;
+}
+
+/* Mean admitted per round by mask over rounds [from, to), as a fraction
+ * of a round's limit. */
+static double mean_share(const acc_scen_t *sc, const acc_result_t *res, uint32_t from,
+                         uint32_t to, uint64_t mask)
+{
+    uint64_t s = 0;
+    for (uint32_t r = from; r < to; r++)
+        s += acc_round_adm(res, r, mask);
+    return to > from ? (double)s / (double)(to - from) / (double)round_limit(sc) : 0.0;
+}
+
+/* The k rounds from `from` as percentages of a round's limit, e.g.
+ * "95 119 123 101 89": a target met in one round can hide a dip after it. */
+static void round_series(const acc_scen_t *sc, const acc_result_t *res, uint32_t from,
+                         uint32_t k, uint64_t mask, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (uint32_t r = from; r < from + k && r < res->rounds; r++) {
+        double pct = 100.0 * (double)acc_round_adm(res, r, mask) / (double)round_limit(sc);
+        int w = snprintf(buf + off, len - off, "%s%.0f", r > from ? " " : "", pct);
+        if (w < 0 || (size_t)w >= len - off)
+            break;
+        off += (size_t)w;
+    }
+}
+
+/* Every 1-s window starting at or after `from_ms` within [lo, hi] of the
+ * limit. */
+static void judge_band(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                       acc_verdicts_t *v, uint64_t from_ms, double lo_frac, double hi_frac,
+                       const char *target)
+{
+    uint64_t lo, hi;
+    acc_window_range(res->adm_ms, res->duration_ms, ACC_WINDOW_MS, from_ms, res->duration_ms,
+                     &lo, &hi);
+    double l = (double)lo / (double)sc->rate, h = (double)hi / (double)sc->rate;
+    acc_verdict(v, sc->name, gated, l >= lo_frac && h <= hi_frac, target,
+                "windows from %" PRIu64 " ms: %.1f%% .. %.1f%% of the limit", from_ms,
+                100.0 * l, 100.0 * h);
+}
+
+/* ---------------------------------------------------------------- judges */
+
+static void judge_uniform(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                          acc_verdicts_t *v)
+{
+    judge_band(sc, res, gated, v, 2u * sc->interval_ms, 0.95, 1.05,
+               "after 2 rounds every 1-s window 95-105% of the limit");
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_skew(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                       acc_verdicts_t *v)
+{
+    uint64_t busy = 0;
+    for (int i = 0; i < sc->nodes; i++)
+        busy |= (uint64_t)skew_busy(i) << i;
+    uint32_t k = rounds_to_reach(sc, res, 0, busy, 0.95);
+    double steady = mean_share(sc, res, res->rounds / 2, res->rounds, busy);
+    acc_verdict(v, sc->name, gated, k >= 1 && k <= 5, ">= 95% of the limit within 5 rounds",
+                "reached in round %u (0: never); mean of the 2nd half %.1f%%", k,
+                100.0 * steady);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_shift(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                        acc_verdicts_t *v)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < sc->nodes; i++)
+        b |= (uint64_t)shift_in_b(sc, i) << i;
+    uint32_t at = (uint32_t)(sc->event_ms / sc->interval_ms);
+    uint32_t k = rounds_to_reach(sc, res, at, b, 0.90);
+    double after = mean_share(sc, res, at + 5, res->rounds, b);
+    char series[96];
+    round_series(sc, res, at, 6, b, series, sizeof series);
+    acc_verdict(v, sc->name, gated, k >= 1 && k <= 3, "B >= 90% within 3 rounds of the shift",
+                "reached in round %u after it (0: never); B's rounds 1-6 after it: %s%%; "
+                "mean from round 6 on %.1f%%",
+                k, series, 100.0 * after);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_churn(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                        acc_verdicts_t *v)
+{
+    int dead = 0, joiner = sc->nodes - 1;
+    uint64_t survivors = acc_all_nodes(sc->nodes) & ~(UINT64_C(1) << dead);
+    uint32_t death = (uint32_t)(sc->death_ms[dead] / sc->interval_ms);
+    uint32_t join = (uint32_t)(sc->join_ms[joiner] / sc->interval_ms);
+    double before = mean_share(sc, res, death > 5 ? death - 5 : 0, death, survivors);
+    uint32_t k = rounds_to_reach(sc, res, death, survivors, 0.90);
+    char series[96];
+    round_series(sc, res, death, 6, survivors, series, sizeof series);
+    acc_verdict(v, sc->name, gated, k >= 1 && k <= 5,
+                "survivors >= 90% within 5 rounds of the death",
+                "reached in round %u after it (0: never); rounds 1-6 after it: %s%%; "
+                "they held %.1f%% before it",
+                k, series, 100.0 * before);
+    /* Informational: how fast the joiner gets a fair part (1/6 of the
+     * limit among six demanding nodes, 80% of it counts). */
+    uint32_t j = rounds_to_reach(sc, res, join, UINT64_C(1) << joiner, 0.8 / 6.0);
+    acc_verdict(v, sc->name, 0, j >= 1, "joiner admits >= 80% of a fair 1/6 part",
+                "in round %u after joining (0: never)", j);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+/* cold: every node far over its share from the first ms, so every node
+ * reports every round and only the cold start itself can overshoot. */
+static void judge_cold(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                       acc_verdicts_t *v)
+{
+    uint64_t lo, hi;
+    acc_window_range(res->adm_ms, res->duration_ms, ACC_WINDOW_MS, 0, 0, &lo, &hi);
+    char shares[64] = "not read in real time";
+    if (res->shares_known && res->rounds > 1)
+        snprintf(shares, sizeof shares, "%.3f of the limit", res->sum_q[1]);
+    acc_verdict(v, sc->name, ACC_INFO, 1, "first 1-s window and round 1's shares",
+                "%" PRIu64 " admitted in [0, 1 s) = %.1f%% of the limit; sum of local rates "
+                "in round 1: %s",
+                lo, 100.0 * (double)lo / (double)sc->rate, shares);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_high(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                       acc_verdicts_t *v)
+{
+    judge_band(sc, res, gated, v, 2u * sc->interval_ms, 0.98, 1.02,
+               "after 2 rounds every 1-s window within +-2% of the limit");
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_low(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                      acc_verdicts_t *v)
+{
+    uint64_t total = 0, late = 0, from = 10000;
+    for (uint64_t t = 0; t < res->duration_ms; t++) {
+        total += res->adm_ms[t];
+        late += t >= from ? res->adm_ms[t] : 0;
+    }
+    double secs = (double)(res->duration_ms - from) / 1000.0;
+    acc_verdict(v, sc->name, gated, total > 0, "admits (> 0)",
+                "%" PRIu64 " admitted in %.0f s; from 10 s on %.3f/s = %.1f%% of the limit",
+                total, (double)res->duration_ms / 1000.0, (double)late / secs,
+                100.0 * (double)late / secs / (double)sc->rate);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+/* ---------------------------------------------------------------- table */
+
+static void base(acc_scen_t *sc, const char *name, int nodes, uint64_t rate, uint64_t burst,
+                 double load, uint64_t secs)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->name = name;
+    sc->nodes = nodes;
+    sc->rate = rate;
+    sc->burst = burst;
+    sc->expected = (uint32_t)nodes;
+    sc->interval_ms = 100;
+    sc->load = load;
+    sc->duration_ms = secs * 1000;
+    for (int i = 0; i < ACC_MAX_NODES; i++)
+        sc->death_ms[i] = ACC_NEVER;
+    sc->offered = offered_even;
+}
+
+static void make_churn(acc_scen_t *sc, int quick)
+{
+    base(sc, "churn", 6, 1000, 100, 3.0, quick ? 5 : 10);
+    sc->what = "5 nodes + 1 joiner, each live node offers 0.6x; n05 joins, n00 dies "
+               "(no close, no more rounds)";
+    sc->expected = 5;
+    sc->join_ms[5] = quick ? 1500 : 3000;
+    sc->death_ms[0] = quick ? 3000 : 6000;
+    sc->event_ms = sc->death_ms[0];
+    sc->offered = offered_churn;
+    sc->judge = judge_churn;
+}
+
+int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc)
+{
+    int q = o->quick;
+    if (strcmp(name, "uniform") == 0) {
+        base(sc, "uniform", 10, 1000, 100, 5.0, q ? 3 : 10);
+        sc->what = "offered 5x the limit, spread evenly over the nodes";
+        sc->judge = judge_uniform;
+    } else if (strcmp(name, "skew") == 0) {
+        base(sc, "skew", 20, 1000, 100, 2.0, q ? 3 : 10);
+        sc->what = "offered 2x the limit, all on 3 of the 20 nodes (n03 n09 n15)";
+        sc->offered = offered_skew;
+        sc->judge = judge_skew;
+    } else if (strcmp(name, "shift") == 0) {
+        base(sc, "shift", 10, 1000, 100, 2.0, q ? 4 : 10);
+        sc->what = "offered 2x the limit on n00-n04 (A), then on n05-n09 (B)";
+        sc->event_ms = q ? 2000 : 5000;
+        sc->offered = offered_shift;
+        sc->judge = judge_shift;
+    } else if (strcmp(name, "churn") == 0) {
+        make_churn(sc, q);
+    } else if (strcmp(name, "high") == 0) {
+        base(sc, "high", 4, 100000, 1000, 2.0, q ? 3 : 10);
+        sc->what = "offered 2x the limit, spread evenly over the nodes";
+        sc->judge = judge_high;
+    } else if (strcmp(name, "cold") == 0) {
+        base(sc, "cold", 10, 1000, 100, 20.0, q ? 2 : 3);
+        sc->what = "extra: offered 20x the limit from a cold start, spread evenly";
+        sc->judge = judge_cold;
+    } else if (strcmp(name, "low") == 0) {
+        base(sc, "low", 10, 1, 1, 10.0, q ? 20 : 60);
+        sc->what = "each node offers 1/s (10x the limit), evenly spaced, nodes out of phase";
+        sc->even_only = 1;
+        sc->judge = judge_low;
+    } else {
+        return -1;
+    }
+    return 0;
+}
