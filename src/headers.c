@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "ratelimit.h"
+#include "textsink.h"
 #include "structsize.h"
 
 /* RFC 9651 section 3.3.1: sf-integer is at most 15 decimal digits. */
@@ -42,44 +43,8 @@
 /* Policy name used when the decision carries none. */
 #define RL_DEFAULT_POLICY "default"
 
-/* An snprintf-like sink: counts every byte, stores those that fit before the
- * final NUL slot. cap is 0 when there is no buffer at all. */
-typedef struct rl_sink {
-    char *buf;
-    size_t cap;
-    size_t len; /* bytes the full text needs so far */
-} rl_sink_t;
-
-static void put_bytes(rl_sink_t *s, const char *p, size_t n)
-{
-    /* cap - 1: the last byte is reserved for the NUL. */
-    size_t room = s->len + 1 < s->cap ? s->cap - 1 - s->len : 0;
-    size_t k = n < room ? n : room;
-    if (k > 0) /* memcpy to a NULL buffer is undefined even for 0 bytes */
-        memcpy(s->buf + s->len, p, k);
-    s->len += n;
-}
-
-static void put_char(rl_sink_t *s, char c)
-{
-    put_bytes(s, &c, 1);
-}
-
 /* A string literal's length at compile time: no strlen on the hot path. */
-#define PUT_LIT(s, lit) put_bytes((s), (lit), sizeof(lit) - 1)
-
-/* Decimal without snprintf: a 429 path renders five numbers, and this is
- * both faster and free of locale and format-string concerns. */
-static void put_u64(rl_sink_t *s, uint64_t v)
-{
-    char tmp[20]; /* UINT64_MAX has 20 digits */
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    put_bytes(s, tmp + i, sizeof tmp - i);
-}
+#define PUT_LIT(s, lit) rl__put_bytes((s), (lit), sizeof(lit) - 1)
 
 /* ceil(ms / 1000) without the overflow of (ms + 999) / 1000 near UINT64_MAX. */
 static uint64_t ms_to_s_up(uint64_t ms)
@@ -95,16 +60,16 @@ static uint64_t sf_int(uint64_t v)
 /* The policy name as an sf-string, quotes included (see the file comment). */
 static void put_sf_string(rl_sink_t *s, const char *name)
 {
-    put_char(s, '"');
+    rl__put_char(s, '"');
     for (size_t i = 0; i < RL_NAME_MAX - 1 && name[i] != '\0'; i++) {
         unsigned char c = (unsigned char)name[i];
         if (c == '"' || c == '\\')
-            put_char(s, '\\');
+            rl__put_char(s, '\\');
         else if (c < 0x20 || c > 0x7e)
             c = '_';
-        put_char(s, (char)c);
+        rl__put_char(s, (char)c);
     }
-    put_char(s, '"');
+    rl__put_char(s, '"');
 }
 
 int rl_headers(const rl_decision_t *d, char *buf, size_t len)
@@ -132,25 +97,25 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
         PUT_LIT(&s, "RateLimit-Policy: ");
         put_sf_string(&s, name);
         PUT_LIT(&s, ";q=");
-        put_u64(&s, sf_int(d->limit));
+        rl__put_u64(&s, sf_int(d->limit));
         PUT_LIT(&s, ";w=");
-        put_u64(&s, sf_int(window_s));
+        rl__put_u64(&s, sf_int(window_s));
         PUT_LIT(&s, "\r\nRateLimit: ");
         put_sf_string(&s, name);
         PUT_LIT(&s, ";r=");
-        put_u64(&s, sf_int(d->remaining));
+        rl__put_u64(&s, sf_int(d->remaining));
         PUT_LIT(&s, ";t=");
-        put_u64(&s, sf_int(reset_s));
+        rl__put_u64(&s, sf_int(reset_s));
         PUT_LIT(&s, "\r\n");
     }
 
     PUT_LIT(&s, "X-RateLimit-Limit: ");
-    put_u64(&s, d->limit);
+    rl__put_u64(&s, d->limit);
     PUT_LIT(&s, "\r\nX-RateLimit-Remaining: ");
-    put_u64(&s, d->remaining);
+    rl__put_u64(&s, d->remaining);
     /* Delta seconds until the bucket is full, not an epoch timestamp. */
     PUT_LIT(&s, "\r\nX-RateLimit-Reset: ");
-    put_u64(&s, reset_s);
+    rl__put_u64(&s, reset_s);
     PUT_LIT(&s, "\r\n");
 
     /* Anything but an allow is a refusal (compare with RL_ALLOW, never 0). */
@@ -160,12 +125,11 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
         if (retry_s == 0)
             retry_s = 1;
         PUT_LIT(&s, "Retry-After: ");
-        put_u64(&s, retry_s);
+        rl__put_u64(&s, retry_s);
         PUT_LIT(&s, "\r\n");
     }
 
-    if (len > 0)
-        buf[s.len < len ? s.len : len - 1] = '\0';
+    rl__sink_finish(&s);
     /* At most RL_HEADERS_WORST (517) bytes, so the cast cannot truncate. */
     return (int)s.len;
 }

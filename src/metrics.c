@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "instance.h"
 #include "metrics.h"
+#include "textsink.h"
 
 size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
 {
@@ -50,49 +51,16 @@ size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
     return out;
 }
 
-/* An snprintf-like sink: counts every byte, stores those that fit before the
- * final NUL slot. cap is 0 when there is no buffer at all. */
-typedef struct sink {
-    char *buf;
-    size_t cap;
-    size_t len; /* bytes the full text needs so far */
-} sink_t;
-
-static void put_bytes(sink_t *s, const char *p, size_t n)
-{
-    size_t room = s->len + 1 < s->cap ? s->cap - 1 - s->len : 0;
-    size_t k = n < room ? n : room;
-    if (k > 0) /* memcpy to a NULL buffer is undefined even for 0 bytes */
-        memcpy(s->buf + s->len, p, k);
-    s->len += n;
-}
-
-static void put_str(sink_t *s, const char *p)
-{
-    put_bytes(s, p, strlen(p));
-}
-
-static void put_u64(sink_t *s, uint64_t v)
-{
-    char tmp[20]; /* UINT64_MAX has 20 digits */
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    put_bytes(s, tmp + i, sizeof tmp - i);
-}
-
 /* Milliseconds as exact decimal seconds, e.g. 1234 -> "1.234". */
-static void put_seconds(sink_t *s, uint64_t ms)
+static void put_seconds(rl_sink_t *s, uint64_t ms)
 {
-    put_u64(s, ms / 1000);
+    rl__put_u64(s, ms / 1000);
     char frac[4] = {'.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
                     (char)('0' + ms % 10)};
-    put_bytes(s, frac, sizeof frac);
+    rl__put_bytes(s, frac, sizeof frac);
 }
 
-static void put_escaped(sink_t *s, const char *v)
+static void put_escaped(rl_sink_t *s, const char *v)
 {
     /* The escaper writes (and NUL-terminates) straight into the free tail of
      * the buffer; a later write overwrites that NUL, and rl_metrics_text
@@ -104,43 +72,43 @@ static void put_escaped(sink_t *s, const char *v)
 
 /* The # HELP and # TYPE lines. help is a constant without backslashes or
  * line feeds, the only bytes HELP text would need escaped. */
-static void family(sink_t *s, const char *name, const char *type, const char *help)
+static void family(rl_sink_t *s, const char *name, const char *type, const char *help)
 {
-    put_str(s, "# HELP ");
-    put_str(s, name);
-    put_bytes(s, " ", 1);
-    put_str(s, help);
-    put_str(s, "\n# TYPE ");
-    put_str(s, name);
-    put_bytes(s, " ", 1);
-    put_str(s, type);
-    put_bytes(s, "\n", 1);
+    rl__put_str(s, "# HELP ");
+    rl__put_str(s, name);
+    rl__put_bytes(s, " ", 1);
+    rl__put_str(s, help);
+    rl__put_str(s, "\n# TYPE ");
+    rl__put_str(s, name);
+    rl__put_bytes(s, " ", 1);
+    rl__put_str(s, type);
+    rl__put_bytes(s, "\n", 1);
 }
 
 /* One sample line up to its value: name, and {label="value"} when label is
  * not NULL. The caller writes the value. */
-static void sample_head(sink_t *s, const char *name, const char *label, const char *value)
+static void sample_head(rl_sink_t *s, const char *name, const char *label, const char *value)
 {
-    put_str(s, name);
+    rl__put_str(s, name);
     if (label != NULL) {
-        put_bytes(s, "{", 1);
-        put_str(s, label);
-        put_str(s, "=\"");
+        rl__put_bytes(s, "{", 1);
+        rl__put_str(s, label);
+        rl__put_str(s, "=\"");
         put_escaped(s, value);
-        put_str(s, "\"}");
+        rl__put_str(s, "\"}");
     }
-    put_bytes(s, " ", 1);
+    rl__put_bytes(s, " ", 1);
 }
 
-static void sample(sink_t *s, const char *name, const char *label, const char *value, uint64_t v)
+static void sample(rl_sink_t *s, const char *name, const char *label, const char *value, uint64_t v)
 {
     sample_head(s, name, label, value);
-    put_u64(s, v);
-    put_bytes(s, "\n", 1);
+    rl__put_u64(s, v);
+    rl__put_bytes(s, "\n", 1);
 }
 
 /* A family with one unlabelled sample. */
-static void single(sink_t *s, const char *name, const char *type, const char *help, uint64_t v)
+static void single(rl_sink_t *s, const char *name, const char *type, const char *help, uint64_t v)
 {
     family(s, name, type, help);
     sample(s, name, NULL, NULL, v);
@@ -154,7 +122,7 @@ typedef struct entry {
 } entry_t;
 
 /* A per-limit family: one sample per limit of the snapshot. */
-static void per_limit(sink_t *s, const entry_t *e, uint32_t n, const char *name, const char *type,
+static void per_limit(rl_sink_t *s, const entry_t *e, uint32_t n, const char *name, const char *type,
                       const char *help, size_t field)
 {
     family(s, name, type, help);
@@ -195,7 +163,7 @@ static uint32_t snapshot(rl_t *rl, entry_t *e)
     return n;
 }
 
-static void render_limits(sink_t *s, const entry_t *e, uint32_t n)
+static void render_limits(rl_sink_t *s, const entry_t *e, uint32_t n)
 {
     per_limit(s, e, n, "ratelimit_limit_admitted_total", "counter",
               "Checks answered allow, shadow limits included, by limit.",
@@ -216,7 +184,7 @@ static void render_limits(sink_t *s, const entry_t *e, uint32_t n)
               offsetof(rl_limit_stats_t, keys_live));
 }
 
-static void render_instance(sink_t *s, const rl_stats_t *st)
+static void render_instance(rl_sink_t *s, const rl_stats_t *st)
 {
     single(s, "ratelimit_limits", "gauge", "Limits defined now.", st->limits);
     single(s, "ratelimit_keys_live", "gauge", "Keys holding a table slot now.", st->keys_live);
@@ -230,7 +198,7 @@ static void render_instance(sink_t *s, const rl_stats_t *st)
            st->table_bytes);
 }
 
-static void render_global(sink_t *s, const rl_stats_t *st)
+static void render_global(rl_sink_t *s, const rl_stats_t *st)
 {
     static const char *const states[3] = {"healthy", "degraded", "recovering"};
     const uint64_t ms_in[3] = {st->ms_healthy, st->ms_degraded, st->ms_recovering};
@@ -244,13 +212,13 @@ static void render_global(sink_t *s, const rl_stats_t *st)
            "Time since the global tier entered its current health state.");
     sample_head(s, "ratelimit_health_state_seconds", NULL, NULL);
     put_seconds(s, st->health_since_ms);
-    put_bytes(s, "\n", 1);
+    rl__put_bytes(s, "\n", 1);
     family(s, "ratelimit_health_seconds_total", "counter",
            "Time spent in each health state since the instance opened.");
     for (int i = 0; i < 3; i++) {
         sample_head(s, "ratelimit_health_seconds_total", "state", states[i]);
         put_seconds(s, ms_in[i]);
-        put_bytes(s, "\n", 1);
+        rl__put_bytes(s, "\n", 1);
     }
     single(s, "ratelimit_health_transitions_total", "counter", "Health state changes.",
            st->health_transitions);
@@ -294,14 +262,13 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
         return rc;
     }
 
-    sink_t s = {buf, len, 0};
+    rl_sink_t s = {buf, len, 0};
     render_limits(&s, e, n);
     render_instance(&s, &st);
     if (rl->sync != NULL)
         render_global(&s, &st);
     rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
-    if (len > 0)
-        buf[s.len < len ? s.len : len - 1] = '\0';
+    rl__sink_finish(&s);
     /* At most RL_MAX_LIMITS limits of about 600 bytes each plus a fixed 3 KB:
      * far below INT_MAX. */
     return (int)s.len;
