@@ -1027,8 +1027,11 @@ START_TEST(bad_input_instance)
     EXPECT(&m, RL_EINVAL, rl_stats(rl, NULL));
     s.size = 0;
     EXPECT(&m, RL_ESIZE, rl_stats(rl, &s));
-    s.size = sizeof s - 1;
+    /* Older layouts (up to health_since_round) are accepted; shorter not. */
+    s.size = offsetof(rl_stats_t, health_since_round) - 1;
     EXPECT(&m, RL_ESIZE, rl_stats(rl, &s));
+    s.size = offsetof(rl_stats_t, health_since_round);
+    EXPECT(&m, 0, rl_stats(rl, &s));
     rl_limit_stats_t ls;
     rl_limit_stats_init(&ls);
     EXPECT(&m, RL_EINVAL, rl_limit_stats(NULL, a, &ls));
