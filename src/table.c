@@ -308,7 +308,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
              * own window, else from a batch of the table, then look again. */
             int room = idle_d != RL_PROBE_MAX &&
                        retire_idle(t, slot_at(t, p->home, idle_d), idle_c, idle_tat);
-            if (!room && (attempt > 0 || rl__table_sweep_some(t, now_fp) == 0))
+            if (!room && rl__table_sweep_some(t, now_fp) == 0)
                 return 0;
             continue;
         }
