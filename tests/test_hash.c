@@ -34,24 +34,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* A check for hot loops: Check's ck_assert_* records every passing
- * assertion through a write(2) to its runner (one system call each), which
- * would dominate loops of millions of iterations; this reports only
- * failures, with the same message. */
-#define REQUIRE(cond, ...)            \
-    do {                              \
-        if (!(cond))                  \
-            ck_abort_msg(__VA_ARGS__); \
-    } while (0)
-
-/* splitmix64: tiny, fast, and good enough to draw test inputs. */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
 
 static void fill(uint64_t *s, void *buf, size_t n)
 {
