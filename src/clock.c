@@ -19,14 +19,25 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
 {
     c->user = user;
     c->user_ud = ud;
+    /* Both sources map the precise opening reading to the same origin, so a
+     * coarse reading is never more than one tick behind a precise one.
+     * Modular: a raw reading below the origin wraps base, and differences
+     * from it are still right. */
+    uint64_t raw = user ? user(ud, RL_CLOCK_PRECISE) : raw_builtin(RL_CLOCK_PRECISE);
     for (int s = 0; s < 2; s++) {
-        /* Both sources map their opening reading to the same origin, so a
-         * coarse reading is never more than one tick behind a precise one. */
-        uint64_t raw = user ? user(ud, RL_CLOCK_PRECISE) : raw_builtin(RL_CLOCK_PRECISE);
-        c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS; /* wraps for small raw: handled by user path */
+        c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS;
         atomic_init(&c->guard[s].offset_ns, 0);
-        atomic_init(&c->guard[s].last_ns, RL_CLOCK_ORIGIN_NS);
     }
+    atomic_init(&c->guard[RL_CLOCK_PRECISE].last_ns, RL_CLOCK_ORIGIN_NS);
+    /* The coarse source starts where it really reads (up to a tick behind
+     * the origin), or its first reading would look like a backward step and
+     * lift it a tick ahead for good. */
+    uint64_t coarse = user ? user(ud, RL_CLOCK_COARSE) : raw_builtin(RL_CLOCK_COARSE);
+    int64_t behind = (int64_t)(raw - coarse);
+    atomic_init(&c->guard[RL_CLOCK_COARSE].last_ns,
+                behind <= 0 ? RL_CLOCK_ORIGIN_NS
+                : (uint64_t)behind >= RL_CLOCK_ORIGIN_NS ? 0
+                                                          : RL_CLOCK_ORIGIN_NS - (uint64_t)behind);
     if (coarse_tick_ns != 0)
         c->coarse_tick_ns = coarse_tick_ns;
     else
@@ -43,23 +54,27 @@ int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp)
 uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
 {
     int s = source == RL_CLOCK_COARSE;
-    /* acquire, and BEFORE the hook: a reading taken before a backward jump
-     * must not be lifted by the offset another thread raised for that jump
-     * (it would move time forward by the jump and refill every bucket), nor
-     * compared with a `last` newer than itself (a false jump). The hook's
-     * own loads cannot move above these. */
+    /* acquire, and BEFORE the clock read: a reading taken before a backward
+     * jump must not be lifted by the offset another thread raised for that
+     * jump (it would move time forward by the jump and refill every
+     * bucket), nor compared with a `last` newer than itself (a false jump).
+     * The clock read cannot move above these loads. */
     uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_acquire);
     uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
-    uint64_t raw = c->user(c->user_ud, source);
+    return rl__clock_guard(c, s, c->user(c->user_ud, source), off, last);
+}
+
+uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint64_t last)
+{
     /* Signed distance from the origin, clamped to +-2^62 ns (146 years);
      * before-origin readings are negative and handled like a backward step.
-     * 128-bit sums: no overflow whatever the hook returns. */
+     * 128-bit sums: no overflow whatever the clock returns. */
     const __int128 lim = (__int128)1 << 62;
     __int128 rel = (__int128)(int64_t)(raw - c->base_ns[s]);
     rel = rel > lim ? lim : rel < -lim ? -lim : rel;
     __int128 now = rel + (__int128)off;
     if (now + (__int128)RL_CLOCK_LAST_GRAIN_NS < (__int128)last) {
-        /* The hook went backwards: raise the offset so now == last. CAS-max
+        /* The clock went backwards: raise the offset so now == last. CAS-max
          * (relaxed: the value is self-contained): concurrent detectors must
          * not add the jump twice. */
         __int128 w = (__int128)last - rel;
@@ -71,7 +86,7 @@ uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
         now = rel + (__int128)(off > want ? off : want);
     }
     uint64_t unow = now <= 0 ? 0 : now > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)now;
-    /* release: pairs with the acquire loads above. */
+    /* release: pairs with the acquire loads of the readers. */
     while (unow >= last + RL_CLOCK_LAST_GRAIN_NS &&
            !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, unow,
                                                   memory_order_release, memory_order_relaxed)) {

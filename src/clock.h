@@ -11,11 +11,14 @@
  * (tick <= tau - T, i.e. rate x tick <= burst - 1): then an overloaded
  * bucket admits exactly the configured rate.
  *
- * A user clock hook may go backwards; the instance absorbs it into a
+ * Either source may go backwards: a user hook can, and so can the built-in
+ * clocks of a process run under a time faker (libfaketime) or a VM
+ * restored from a snapshot. The instance absorbs a backward step into a
  * per-source offset so time neither runs back (no tokens are created) nor
  * freezes (no deny storm for the length of the jump). Backward steps smaller
  * than RL_CLOCK_LAST_GRAIN_NS may pass through: `last` is only advanced at
  * that grain so the hot path does not write a shared line on every call.
+ * A forward jump passes: it can fill a bucket to its burst, never beyond.
  */
 #ifndef RL_CLOCK_H
 #define RL_CLOCK_H
@@ -34,8 +37,8 @@ typedef struct rl_clock {
     void *user_ud;
     uint64_t base_ns[2];      /* raw reading that maps to RL_CLOCK_ORIGIN_NS */
     uint64_t coarse_tick_ns;
-    /* User clocks only: backward-jump absorption, one line per source so
-     * precise and coarse readers do not share a written line. */
+    /* Backward-jump absorption, one line per source so precise and coarse
+     * readers do not share a written line. Written about once per grain. */
     struct {
         _Atomic uint64_t offset_ns;
         _Atomic uint64_t last_ns; /* <= 2^63: sums with it cannot overflow */
@@ -50,24 +53,37 @@ int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp);
 
 uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source);
 
+/* The guard's slow path: a backward step, a reading before the origin, or
+ * `last` due to advance. `off` and `last` were loaded before `raw` was read. */
+uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint64_t last);
+
 static inline uint64_t rl__clock_to_fp(uint64_t rel_ns)
 {
     return rel_ns >= (RL_NOW_FP_MAX >> RL_FP_SHIFT) ? RL_NOW_FP_MAX : rel_ns << RL_FP_SHIFT;
 }
 
-/* Instance time in fixed point from `source`. Hot path: one clock read. */
+/* Instance time in fixed point from `source`. Hot path: one clock read, two
+ * loads of a line that is written once per grain, two compares. */
 static inline uint64_t rl__clock_now_fp(rl_clock_t *c, int32_t source)
 {
-    uint64_t rel;
-    if (__builtin_expect(c->user != NULL, 0)) {
-        rel = rl__clock_user_ns(c, source);
-    } else {
-        struct timespec ts;
-        clock_gettime(source == RL_CLOCK_COARSE ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
-        uint64_t raw = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        rel = raw >= c->base_ns[source] ? raw - c->base_ns[source] : 0;
-    }
-    return rl__clock_to_fp(rel);
+    if (__builtin_expect(c->user != NULL, 0))
+        return rl__clock_to_fp(rl__clock_user_ns(c, source));
+    int s = source == RL_CLOCK_COARSE;
+    /* acquire, before the clock read: see rl__clock_user_ns. */
+    uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_acquire);
+    uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
+    struct timespec ts;
+    clock_gettime(s ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
+    uint64_t raw = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t d = raw - c->base_ns[s];
+    /* d < 2^62 and off <= 2^63: the sum cannot wrap. Anything else, and a
+     * reading outside [last - grain, last + grain), takes the slow path. */
+    uint64_t now = d + off;
+    if (__builtin_expect(d >= (UINT64_C(1) << 62) || now + RL_CLOCK_LAST_GRAIN_NS < last ||
+                             now >= last + RL_CLOCK_LAST_GRAIN_NS,
+                         0))
+        now = rl__clock_guard(c, s, raw, off, last);
+    return rl__clock_to_fp(now);
 }
 
 #endif
