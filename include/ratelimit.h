@@ -147,8 +147,11 @@ typedef struct rl_allocator {
  * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
  * clock may ignore it. Called from any thread that calls rl_check (and from
  * the sync thread), concurrently: it must be thread-safe and must not call
- * back into the library. Values that go backwards are clamped (time never
- * runs backwards for the instance). The hook must outlive the instance.
+ * back into the library. A backward step (of the hook, or of the built-in
+ * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
+ * back (no tokens are created) nor stands still for the length of the jump.
+ * A forward jump refills buckets, to their burst at most. The hook is called
+ * once per source at rl_open, and must outlive the instance.
  */
 typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
