@@ -65,7 +65,9 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->on_failure = lim->on_failure;
     p->shadow = lim->shadow;
     p->max_keys = lim->max_keys;
-    p->synced = ls->synced && (lim->mode == RL_MODE_GLOBAL || lim->mode == RL_MODE_TIERED);
+    /* exact has no per-request Redis path yet: it is synced like global (a
+     * bounded band), never left to each node alone (N times the rate). */
+    p->synced = ls->synced && lim->mode != RL_MODE_LOCAL;
     /* One clock per limit, fit for both its normal and degraded buckets. */
     uint64_t slack_n = d.normal.tau_fp - d.normal.t_fp;
     uint64_t slack_d = d.degraded.tau_fp - d.degraded.t_fp;

@@ -263,6 +263,51 @@ START_TEST(config_ranges)
 }
 END_TEST
 
+/* Which modes the global tier governs: with Redis unreachable (degraded),
+ * on_failure=closed denies, flagged, exactly the limits that are synced.
+ * mode=exact has no per-request Redis path yet, so it must at least be
+ * synced like global; were it decided locally, a fleet of N nodes would
+ * admit N times its rate. */
+START_TEST(modes_governed_by_global_tier)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = "redis://127.0.0.1:1";
+    c.sync_interval_ms = 50;
+    rl_t *x = NULL;
+    ck_assert_int_eq(rl_open(&x, &c), 0);
+    rl_stats_t st;
+    for (int i = 0; i < 500; i++) {
+        rl_stats_init(&st);
+        ck_assert_int_eq(rl_stats(x, &st), 0);
+        if (st.health == RL_HEALTH_DEGRADED)
+            break;
+        usleep(10000);
+    }
+    ck_assert_int_eq(st.health, RL_HEALTH_DEGRADED);
+    static const struct {
+        const char *spec;
+        int synced;
+    } modes[] = {
+        {"name=l rate=10/s mode=local on_failure=closed", 0},
+        {"name=g rate=10/s mode=global on_failure=closed", 1},
+        {"name=e rate=10/s mode=exact on_failure=closed", 1},
+        {"name=t rate=10/s mode=tiered on_failure=closed", 1},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        int id = rl_test_add(x, modes[i].spec);
+        ck_assert_int_gt(id, 0);
+        rl_decision_t d;
+        rl_decision_init(&d);
+        int rc = rl_check(x, id, "k", 1, 1, &d);
+        ck_assert_msg(rc == (modes[i].synced ? RL_DENY : RL_ALLOW), "%s: %d", modes[i].spec, rc);
+        ck_assert_msg(((d.flags & RL_FLAG_DEGRADED) != 0) == modes[i].synced, "%s: flags %#x",
+                      modes[i].spec, (unsigned)d.flags);
+    }
+    rl_close(x);
+}
+END_TEST
+
 START_TEST(error_table)
 {
     /* Every code has its own name and message; unknown codes are named. */
@@ -460,6 +505,7 @@ static Suite *suite(void)
     tcase_add_test(tc, struct_sizes);
     tcase_add_test(tc, config_ranges);
     tcase_add_test(tc, error_table);
+    tcase_add_test(tc, modes_governed_by_global_tier);
     tcase_add_test(tc, out_of_memory_every_allocation);
     tcase_add_test(tc, multi_all_or_nothing);
     tcase_add_test(tc, multi_all_or_nothing_concurrent);
