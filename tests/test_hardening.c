@@ -1065,7 +1065,7 @@ START_TEST(bad_input_instance)
             break;
         default: c.reserved0 = 1; break;
         }
-        rl_t *x = (rl_t *)&m; /* not NULL: rl_open must clear it */
+        rl_t *x = (rl_t *)(void *)&m; /* not NULL: rl_open must clear it */
         ck_assert_msg(rl_open(&x, &c) == want, "config case %d", f);
         ck_assert_ptr_null(x);
     }
@@ -1252,14 +1252,26 @@ static void write_offset(const char *file, const char *offset)
  * The checker, run as `test_hardening --faketime-child FILE` with
  * libfaketime preloaded and FAKETIME_TIMESTAMP_FILE=FILE. It uses the
  * built-in clocks (no hook), steps the faked offset through 0, -1 h, 0,
- * +1 h, hammers one key per limit in each phase for ~150 ms of real time,
- * and checks the bounds against the real elapsed time. Exit 0 on success;
- * prints what it saw either way.
+ * +1 h, hammers one key per limit in each phase for at least 150 ms of real
+ * time, and checks against the real elapsed time:
+ *   - libfaketime really moved CLOCK_MONOTONIC by each step (else the test
+ *     would prove nothing);
+ *   - no tokens from a backward jump, at most one burst per forward jump:
+ *     admitted so far <= burst x (1 + forward jumps) + rate x real elapsed
+ *     (+1, + a coarse tick's worth);
+ *   - not frozen after the backward jump: each limit admits again within
+ *     the phase (its bucket refills in 10 ms / 100 ms of real time; a clock
+ *     clamped until it catches up would deny for the whole hour). The phase
+ *     waits up to 5 s for that first admission, so a loaded machine cannot
+ *     fail it.
+ * The step back to 0 is a forward jump of 1 h for an instance that absorbed
+ * the backward one. Exit 0 on success; prints what it saw either way.
  */
 static int faketime_child(const char *file)
 {
     static const char *const offsets[] = {"+0", "-3600", "+0", "+3600"};
-    static const int forward_jump[] = {0, 0, 1, 1}; /* phase starts with one */
+    static const int step_s[] = {0, -3600, 3600, 3600}; /* offset change per phase */
+    static const int forward_jump[] = {0, 0, 1, 1};      /* phase starts with one */
     write_offset(file, offsets[0]);
     rl_t *rl = NULL;
     if (rl_open(&rl, NULL) != 0)
@@ -1290,22 +1302,34 @@ static int faketime_child(const char *file)
         uint64_t before = libc_mono_ns(CLOCK_MONOTONIC);
         write_offset(file, offsets[phase]);
         uint64_t after = libc_mono_ns(CLOCK_MONOTONIC);
+        double moved = ((double)after - (double)before) / 1e9;
+        /* The faked clock moved by the step, give or take the real time
+         * between the two readings. */
+        int faked = moved > step_s[phase] - 2.0 && moved < step_s[phase] + 2.0;
+        failed |= !faked;
+        printf("faketime: offset %-5s: libc CLOCK_MONOTONIC moved %+.3f s (want %+d s): %s\n",
+               offsets[phase], moved, step_s[phase], faked ? "ok" : "NOT FAKED");
         jumps += forward_jump[phase];
-        uint64_t in_phase[2] = {0, 0}, end = real_mono_ns() + 150000000u;
-        while (real_mono_ns() < end)
+        uint64_t in_phase[2] = {0, 0}, start = real_mono_ns();
+        uint64_t end = start + 150000000u, give_up = start + UINT64_C(5000000000);
+        for (;;) {
+            uint64_t now = real_mono_ns();
+            if (now >= give_up || (now >= end && in_phase[0] > 0 && in_phase[1] > 0))
+                break;
             for (int j = 0; j < 2; j++)
                 in_phase[j] += rl_check(rl, ids[j], "hot", 3, 1, NULL) == RL_ALLOW;
+        }
         uint64_t real = real_mono_ns() - t0;
         for (int j = 0; j < 2; j++) {
             admitted[j] += in_phase[j];
             uint64_t bound = (1 + (uint64_t)jumps) * burst[j] + rate[j] * real / 1000000000u + 1 +
                              tick_slack[j];
-            int ok = admitted[j] <= bound;
-            failed |= !ok;
-            printf("faketime: offset %-5s (libc CLOCK_MONOTONIC moved %+.3f s), limit %s on %s: "
-                   "%llu admitted in phase, %llu in total, bound %llu: %s\n",
-                   offsets[phase], ((double)after - (double)before) / 1e9, specs[j], src[j],
-                   (unsigned long long)in_phase[j], (unsigned long long)admitted[j],
+            int ok = admitted[j] <= bound, alive = in_phase[j] > 0;
+            failed |= !ok || !alive;
+            printf("faketime: offset %-5s, limit %s on %s: %llu admitted in phase (%s), "
+                   "%llu in total, bound %llu: %s\n",
+                   offsets[phase], specs[j], src[j], (unsigned long long)in_phase[j],
+                   alive ? "not frozen" : "FROZEN", (unsigned long long)admitted[j],
                    (unsigned long long)bound, ok ? "ok" : "EXCEEDED");
         }
     }
@@ -1346,6 +1370,9 @@ START_TEST(faketime_jumps)
         setenv("FAKETIME_TIMESTAMP_FILE", file, 1);
         setenv("FAKETIME_NO_CACHE", "1", 1);
         unsetenv("FAKETIME"); /* it would take priority over the file */
+        /* Either spelling would leave the monotonic clocks real. */
+        unsetenv("DONT_FAKE_MONOTONIC");
+        unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
         execl("/proc/self/exe", "test_hardening", "--faketime-child", file, (char *)NULL);
         _exit(3);
     }
