@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "redis_harness.h"
 #include "instance.h"
 #include "scripts.h"
+#include "shareword.h"
 #include "sync.h"
 
 static rl_test_redis_t srv;
@@ -134,6 +136,27 @@ static void *drive(void *arg)
     return NULL;
 }
 
+/* The rate (per second) of a key's local share on one node: 0 before its
+ * first share, -1 with no slot. Read from the slot's share word, so a test
+ * asserts what Redis granted, not how fast a loaded machine could use it. */
+static double share_rate(rl_t *rl, int id, const char *key)
+{
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, id);
+    ck_assert_ptr_nonnull(ls);
+    rl_probe_t pr;
+    rl__probe_init(&pr, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, strlen(key)),
+                   rl__limit_ref(id), ls->salt);
+    rl_slotref_t ref;
+    if (!rl__table_find(&rl->table, &pr, &ref))
+        return -1;
+    uint64_t w = atomic_load(&ref.slot->share);
+    if (w == 0)
+        return 0;
+    rl_gcra_t g;
+    rl__shareword_decode(w, &g);
+    return 1e9 * (double)RL_FP_PER_NS / (double)g.t_fp;
+}
+
 START_TEST(global_limit_follows_skewed_demand)
 {
     /* Three nodes, one limit of 200/s; all traffic arrives at node 0. Node 0
@@ -156,17 +179,15 @@ START_TEST(global_limit_follows_skewed_demand)
     uint64_t total;
     pthread_t th;
     pthread_create(&th, NULL, drive, &d);
-    sleep_ms(1500);
-    uint64_t half = atomic_load(&d.admitted);
-    uint64_t t_half = now_ns();
     pthread_join(th, NULL);
     uint64_t t1 = now_ns();
     total = atomic_load(&d.admitted);
-    double second_half = (double)(total - half) / ((double)(t1 - t_half) / 1e9);
     /* The share rule keeps 5% in floors for the idle nodes: >= 85% of 200/s
-     * once settled (a node alone would have got 200/3). */
-    ck_assert_msg(second_half >= 0.85 * 200, "node 0 admitted %.1f/s, want >= 170/s",
-                  second_half);
+     * once settled (a node alone would have got 200/3). Asserted on the share
+     * Redis granted: how much of it a loaded machine (valgrind, a sanitizer)
+     * manages to use is timing, not behaviour. */
+    double granted = share_rate(nodes[0], ids[0], "tenant-1");
+    ck_assert_msg(granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", granted);
     double elapsed = (double)(t1 - t0) / 1e9;
     ck_assert_msg((double)total <= 20 + 200 * elapsed + 20,
                   "admitted %llu in %.2f s: above burst + rate x elapsed",
