@@ -3,5 +3,6 @@
 #define RL_SCRIPTS_H
 
 extern const char rl__lua_report[];
+extern const char rl__lua_nodes[];
 
 #endif

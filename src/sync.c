@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <hiredis/adapters/libuv.h>
 #include "syncint.h"
 #include "alloc.h"
@@ -156,12 +158,44 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
     }
 }
 
+static void on_nodes_loaded(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_sync_t *s = priv;
+    redisReply *reply = r;
+    s->nodes_loading = 0;
+    if (reply != NULL && reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+        memcpy(s->nodes_sha, reply->str, 40);
+        s->nodes_sha[40] = '\0';
+        rl__sync_nodes_ready(s, 1);
+    } else if (reply != NULL && s->script_ready) {
+        /* Only when the report script loaded: otherwise both failed for one
+         * reason, already counted and logged. Retried next round. */
+        rl__sync_error(s, rl__sync_classify(reply));
+        rl__sync_count(s, C_NODES_ERRORS, 1);
+        if (!s->nodes_failing)
+            rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
+                         "limiting unaffected): %.200s",
+                         reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        s->nodes_failing = 1;
+    }
+}
+
+void rl__sync_load_nodes(rl_sync_t *s)
+{
+    rl__sync_nodes_ready(s, 0);
+    s->nodes_loading = 1;
+    redisAsyncCommand(s->ac, on_nodes_loaded, s, "SCRIPT LOAD %s", rl__lua_nodes);
+}
+
 static void load_script(rl_sync_t *s)
 {
     s->script_ready = 0;
     s->loading = 1;
     s->loading_since_ms = uv_now(&s->loop);
     redisAsyncCommand(s->ac, on_script_loaded, s, "SCRIPT LOAD %s", rl__lua_report);
+    /* Pipelined behind it: the registry is ready when the first round runs. */
+    rl__sync_load_nodes(s);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -202,6 +236,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     s->connecting = 0;
     s->script_ready = 0;
     s->loading = 0;
+    rl__sync_nodes_ready(s, 0);
+    s->nodes_loading = 0;
     set_connected(s, 0);
     uv_timer_stop(&s->connect_timer);
     /* relaxed: a flag this thread reads; set by rl_close's thread. */
@@ -231,8 +267,11 @@ static void start_connect(rl_sync_t *s)
         return;
     }
     if (ac->err) {
+        /* Refused at once (a loopback port nobody listens on): rl_open
+         * need not wait out the connect deadline to learn it. */
         rl__sync_error(s, RL_SYNC_ERR_CONNECT);
         redisAsyncFree(ac);
+        first_outcome(s, FIRST_FAILED);
         set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
         schedule_reconnect(s);
         return;
@@ -506,6 +545,14 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
      * restarted node, are different incarnations. */
     snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
              (unsigned long long)seed[1]);
+    /* What the node registry shows of this process (syncnodes.h). */
+    if (gethostname(s->host, sizeof s->host) != 0)
+        s->host[0] = '\0';
+    s->host[sizeof s->host - 1] = '\0';
+    s->pid = (uint64_t)getpid();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    s->start_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
     atomic_init(&s->stopping, 0);
     s->manual = manual;
     if (uv_mutex_init(&s->step_mu) != 0) {
@@ -598,4 +645,7 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     out->connected = v[C_CONNECTED];
     for (int i = 0; i < RL_SYNC_ERR_N; i++)
         out->by_class[i] = v[C_ERR_FIRST + i];
+    out->nodes_writes = v[C_NODES_WRITES];
+    out->nodes_errors = v[C_NODES_ERRORS];
+    out->nodes_ready = v[C_NODES_READY];
 }

@@ -10,7 +10,9 @@
 #ifndef RL_SYNC_H
 #define RL_SYNC_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include "keyhash.h"
 #include "redisurl.h"
 
 struct rl;
@@ -44,6 +46,12 @@ typedef struct rl_sync_counters {
     uint64_t errors;        /* error replies and failed connections */
     uint64_t connected;     /* 1 while connected with the script loaded */
     uint64_t by_class[RL_SYNC_ERR_N];
+    /* The node registry (syncnodes.h): heartbeat writes Redis acknowledged,
+     * and those that failed (also counted in errors and by_class above; they
+     * never fail a round nor change the health state). */
+    uint64_t nodes_writes;
+    uint64_t nodes_errors;
+    uint64_t nodes_ready; /* 1 while the registry script is loaded */
 } rl_sync_counters_t;
 
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.
@@ -67,5 +75,16 @@ void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
 void rl__sync_forget(rl_sync_t *s);
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out);
+
+/*
+ * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from
+ * the key's identity (rl__keyhash of its bytes under the fleet's secret): the
+ * vshard is id.lo mod RL_VSHARDS, the hex a 128-bit PRF of the identity
+ * (SipHash-2-4 under the secret's name key, twice), so the key bytes never
+ * reach Redis. Pure; used by the sync rounds and by tools that must find a
+ * key's hash (tools/ratelimit inspect). snprintf-style return.
+ */
+int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
+                      rl_keyid_t id, char *buf, size_t cap);
 
 #endif

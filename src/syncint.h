@@ -18,7 +18,10 @@ enum {
     C_CONNECTED,
     /* errors by class (rl_sync_error_class_t order) */
     C_ERR_FIRST,
-    C_N = C_ERR_FIRST + RL_SYNC_ERR_N
+    C_NODES_WRITES = C_ERR_FIRST + RL_SYNC_ERR_N,
+    C_NODES_ERRORS,
+    C_NODES_READY,
+    C_N
 };
 
 /* What the sync thread remembers of one slot's occupant (sync thread only). */
@@ -41,6 +44,7 @@ typedef struct rl_syncslot {
 typedef struct rl_synclimit {
     uint32_t lref;
     int live;
+    uint64_t reported_round; /* the last round that reported one of its keys */
     rl_limit_params_t p;
     char name[RL_NAME_MAX];
 } rl_synclimit_t;
@@ -62,6 +66,14 @@ struct rl_sync {
     uint64_t loading_since_ms; /* uv_now when it was sent */
     char sha[41];
     char incarnation[300];
+    /* The node registry (syncnodes.h; sync thread only). */
+    char nodes_sha[41];
+    int nodes_ready;       /* nodes.lua loaded (published in C_NODES_READY) */
+    int nodes_loading;     /* its SCRIPT LOAD sent, no reply yet */
+    int nodes_failing;     /* the last registry command failed (log once a streak) */
+    char host[65];
+    uint64_t pid;
+    uint64_t start_ms;     /* wall clock at rl_open, Unix ms (display only) */
     uint64_t rng;          /* jitter; sync thread only */
     uint64_t next_epoch;
     /* Health (sync thread only; published through rl->health). */
@@ -108,6 +120,14 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 
 enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
 
+/* The registry script's state, and its mirror for rl__sync_counters. */
+static inline void rl__sync_nodes_ready(rl_sync_t *s, int ready)
+{
+    s->nodes_ready = ready;
+    /* relaxed: a statistic. */
+    atomic_store_explicit(&s->counters[C_NODES_READY], (uint64_t)ready, memory_order_relaxed);
+}
+
 /* Count an error of a class (and in the errors total). */
 static inline void rl__sync_error(rl_sync_t *s, int cls)
 {
@@ -130,6 +150,8 @@ void rl__sync_round_done(rl_sync_t *s);
 
 /* sync.c */
 void rl__sync_drop_connection(rl_sync_t *s);
+/* Send SCRIPT LOAD of the node registry's script (nodes.lua). */
+void rl__sync_load_nodes(rl_sync_t *s);
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

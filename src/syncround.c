@@ -11,6 +11,7 @@
 #include "scripts.h"
 #include "share.h"
 #include "shareword.h"
+#include "syncnodes.h"
 
 #define MAX_KEYS_PER_CALL 256u
 #define ARGS_FIXED 13u
@@ -149,19 +150,26 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     return 0;
 }
 
-/* Redis name of a key: {prefix:v1:limit:vshard}:k:<128-bit PRF of its id>. */
+int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
+                      rl_keyid_t id, char *buf, size_t cap)
+{
+    uint64_t words[2] = {id.lo, id.hi};
+    const uint64_t *k = kh->name;
+    uint64_t k2[2] = {k[1], k[0]};
+    uint64_t h1 = rl__siphash24(k, words, 16), h2 = rl__siphash24(k2, words, 16);
+    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
+                    (unsigned)(id.lo % RL_VSHARDS), h1, h2);
+}
+
+/* Redis name of the key in slot i (see rl__sync_key_name). */
 static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, size_t cap)
 {
     rl_slot_t *slot = &s->rl->table.slots[i];
     /* relaxed: ctrl was validated LIVE this round; a reply for a changed
      * occupant is discarded when it comes back. */
-    uint64_t id[3] = {atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
-                      atomic_load_explicit(&slot->id_hi, memory_order_relaxed), 0};
-    const uint64_t *k = s->rl->kh.name;
-    uint64_t k2[2] = {k[1], k[0]};
-    uint64_t h1 = rl__siphash24(k, id, 16), h2 = rl__siphash24(k2, id, 16);
-    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, s->rl->key_prefix,
-                    l->name, (unsigned)(id[0] % RL_VSHARDS), h1, h2);
+    rl_keyid_t id = {atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
+                     atomic_load_explicit(&slot->id_hi, memory_order_relaxed)};
+    return rl__sync_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
 }
 
 static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
@@ -341,9 +349,9 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     ARG("%" PRIu64, l->p.period_ms);
     ARG("%" PRIu64, l->p.normal.burst);
     ARG("%u", s->rl->demand_alpha_q16);
-    ARG("%u", RL_SHARE_ONE / 20);
-    ARG("%u", 65536u);
-    ARG("%u", RL_SHARE_ONE / 10);
+    ARG("%u", RL_SHARE_RESERVE_DEFAULT);
+    ARG("%u", RL_SHARE_GAIN_DEFAULT);
+    ARG("%u", RL_SHARE_MAX_CUT_DEFAULT);
     ARG("%" PRIu64, ttl);
     ARG("%d", s->leaving ? 1 : 0);
     ARG("%" PRIu64, s->round_virtual_ms);
@@ -386,6 +394,79 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     return 0;
 }
 
+/* ------------------------------------------------------ node registry */
+
+static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_sync_t *s = priv;
+    redisReply *reply = r;
+    if (reply == NULL)
+        return; /* the connection went: the round's own commands say so */
+    if (reply->type != REDIS_REPLY_ERROR) {
+        rl__sync_count(s, C_NODES_WRITES, 1);
+        s->nodes_failing = 0;
+        return;
+    }
+    /* Counted and classified like any error, but the registry is for
+     * observers only: it never fails a round nor touches health. */
+    int cls = rl__sync_classify(reply);
+    rl__sync_error(s, cls);
+    rl__sync_count(s, C_NODES_ERRORS, 1);
+    if (cls == RL_SYNC_ERR_NOSCRIPT)
+        rl__sync_nodes_ready(s, 0); /* reloaded by the next round */
+    if (!s->nodes_failing && cls != RL_SYNC_ERR_NOSCRIPT)
+        rl__sync_log(s, RL_LOG_WARN, "sync: node registry write failed (rate limiting "
+                     "unaffected): %.200s", reply->str);
+    s->nodes_failing = 1;
+}
+
+/* This node's heartbeat (or, leaving, its removal) in the registry: one
+ * script call, queued before the round's reports so that on rl_close it is
+ * executed before the replies that end the loop. */
+static void send_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
+{
+    char hash[96], live[96];
+    if (!s->nodes_ready) {
+        /* Not loaded, or flushed (NOSCRIPT): load it now, write next round. */
+        if (!s->nodes_loading && !s->leaving)
+            rl__sync_load_nodes(s);
+        return;
+    }
+    if (rl__nodes_key_names(s->rl->key_prefix, hash, sizeof hash, live, sizeof live) != 0)
+        return;
+    rl_nodes_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    snprintf(rec.lib, sizeof rec.lib, "%s", rl_version());
+    memcpy(rec.host, s->host, sizeof rec.host);
+    rec.pid = s->pid;
+    rec.start_ms = s->start_ms;
+    rec.interval_ms = s->rl->sync_interval_ms;
+    /* relaxed: this thread is the health word's only writer. */
+    rec.health = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
+    for (uint32_t i = 0; i < s->rl->limits.cap; i++)
+        rec.limits += (uint64_t)s->limits[i].live;
+    /* relaxed: a statistic (checkers change it as keys come and go). */
+    rec.keys = atomic_load_explicit(&s->rl->table.live, memory_order_relaxed);
+    rec.rkeys = rkeys;
+    rec.rlimits = rlimits;
+    /* relaxed: statistics, and this thread is their only writer. */
+    rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
+    rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
+    char record[RL_NODES_RECORD_MAX], stale[24], prune[16];
+    rl__nodes_format(&rec, record, sizeof record);
+    snprintf(stale, sizeof stale, "%" PRIu64,
+             (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
+    snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
+    const char *argv[] = {"EVALSHA", s->nodes_sha, "2", hash, live, s->incarnation,
+                          record, stale, s->leaving ? "1" : "0", prune};
+    size_t argl[sizeof argv / sizeof argv[0]];
+    for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
+        argl[i] = strlen(argv[i]);
+    redisAsyncCommandArgv(s->ac, heartbeat_reply, s, (int)(sizeof argv / sizeof argv[0]), argv,
+                          argl);
+}
+
 /* Group the reporting slots by (limit, vshard) with a counting sort, then
  * send each group in calls of at most MAX_KEYS_PER_CALL keys. */
 static void send_reports(rl_sync_t *s, uint32_t n)
@@ -420,6 +501,20 @@ static void send_reports(rl_sync_t *s, uint32_t n)
             start += m;
         }
     }
+}
+
+/* Limits with at least one of order[0, n) (for the heartbeat). */
+static uint64_t count_reported_limits(rl_sync_t *s, uint32_t n)
+{
+    uint64_t count = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t idx = RL_CTRL_LREF(s->slots[s->order[j]].ctrl) & RL_LIMIT_IDX_MASK;
+        if (idx < s->rl->limits.cap && s->limits[idx].reported_round != s->round_id) {
+            s->limits[idx].reported_round = s->round_id;
+            count++;
+        }
+    }
+    return count;
 }
 
 void rl__sync_round(rl_sync_t *s)
@@ -457,6 +552,8 @@ void rl__sync_round(rl_sync_t *s)
     int ready = s->ac != NULL && s->script_ready;
     if (!ready)
         s->round_failed = 1; /* nothing reached Redis: the round failed */
+    else
+        send_heartbeat(s, n, count_reported_limits(s, n));
     if (n > 0 && ready) {
         send_reports(s, n);
     } else if (n == 0 && ready) {

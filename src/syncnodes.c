@@ -1,0 +1,143 @@
+/* The node registry's record: format and parse (see syncnodes.h). Pure. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include "ratelimit.h"
+#include "syncnodes.h"
+
+int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *live,
+                        size_t live_cap)
+{
+    int a = snprintf(hash, hash_cap, "{%s:v1}:nodes", prefix);
+    int b = snprintf(live, live_cap, "{%s:v1}:nodes:live", prefix);
+    return a < 0 || (size_t)a >= hash_cap || b < 0 || (size_t)b >= live_cap ? -1 : 0;
+}
+
+static const char *const health_names[] = {"healthy", "degraded", "recovering"};
+
+const char *rl__nodes_health_name(int32_t health)
+{
+    return health >= 0 && health <= RL_HEALTH_RECOVERING ? health_names[health] : "unknown";
+}
+
+static int name_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+int rl__nodes_format(const rl_nodes_record_t *r, char *buf, size_t cap)
+{
+    /* A host name is free text to the OS: keep the record one line of
+     * space-free words whatever it holds. */
+    char host[sizeof r->host];
+    size_t n = strnlen(r->host, sizeof r->host - 1);
+    for (size_t i = 0; i < n; i++)
+        host[i] = name_byte((unsigned char)r->host[i]) ? r->host[i] : '_';
+    if (n == 0)
+        host[n++] = '-';
+    host[n] = '\0';
+    char lib[sizeof r->lib];
+    size_t m = strnlen(r->lib, sizeof r->lib - 1);
+    for (size_t i = 0; i < m; i++)
+        lib[i] = name_byte((unsigned char)r->lib[i]) ? r->lib[i] : '_';
+    lib[m] = '\0';
+    return snprintf(buf, cap,
+                    "v=%d lib=%s host=%s pid=%" PRIu64 " start=%" PRIu64 " int=%" PRIu32
+                    " health=%s limits=%" PRIu64 " keys=%" PRIu64 " rkeys=%" PRIu64
+                    " rlimits=%" PRIu64 " rounds=%" PRIu64 " failed=%" PRIu64,
+                    RL_NODES_VERSION, m ? lib : "-", host, r->pid, r->start_ms, r->interval_ms,
+                    rl__nodes_health_name(r->health), r->limits, r->keys, r->rkeys, r->rlimits,
+                    r->rounds, r->failed);
+}
+
+/* A decimal integer of [p, p + n), 0 if it is not one or overflows. */
+static uint64_t parse_u64(const char *p, size_t n)
+{
+    uint64_t v = 0;
+    if (n == 0 || n > 20)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    return v;
+}
+
+static void copy_text(char *dst, size_t cap, const char *p, size_t n)
+{
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, p, n);
+    dst[n] = '\0';
+}
+
+static int word_is(const char *w, size_t wn, const char *name)
+{
+    return strlen(name) == wn && memcmp(w, name, wn) == 0;
+}
+
+int rl__nodes_parse(const char *value, size_t len, rl_nodes_record_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->health = -1;
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && value[i] == ' ')
+            i++;
+        size_t start = i;
+        while (i < len && value[i] != ' ')
+            i++;
+        const char *w = value + start;
+        const char *eq = memchr(w, '=', i - start);
+        if (eq == NULL)
+            continue;
+        size_t wn = (size_t)(eq - w);
+        const char *v = eq + 1;
+        size_t vn = (size_t)(value + i - v);
+        uint64_t u = parse_u64(v, vn);
+        if (word_is(w, wn, "v"))
+            out->version = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+        else if (word_is(w, wn, "seen"))
+            out->seen_ms = u;
+        else if (word_is(w, wn, "lib"))
+            copy_text(out->lib, sizeof out->lib, v, vn);
+        else if (word_is(w, wn, "host"))
+            copy_text(out->host, sizeof out->host, v, vn);
+        else if (word_is(w, wn, "pid"))
+            out->pid = u;
+        else if (word_is(w, wn, "start"))
+            out->start_ms = u;
+        else if (word_is(w, wn, "int"))
+            out->interval_ms = u > UINT32_MAX ? 0 : (uint32_t)u;
+        else if (word_is(w, wn, "health")) {
+            for (int32_t h = 0; h <= RL_HEALTH_RECOVERING; h++)
+                if (word_is(v, vn, health_names[h]))
+                    out->health = h;
+        } else if (word_is(w, wn, "limits"))
+            out->limits = u;
+        else if (word_is(w, wn, "keys"))
+            out->keys = u;
+        else if (word_is(w, wn, "rkeys"))
+            out->rkeys = u;
+        else if (word_is(w, wn, "rlimits"))
+            out->rlimits = u;
+        else if (word_is(w, wn, "rounds"))
+            out->rounds = u;
+        else if (word_is(w, wn, "failed"))
+            out->failed = u;
+    }
+    return out->version == RL_NODES_VERSION ? 0 : -1;
+}
+
+int rl__nodes_incarnation_split(const char *inc, size_t len)
+{
+    for (size_t i = len; i > 0; i--)
+        if (inc[i - 1] == ':')
+            return (int)(i - 1);
+    return -1;
+}

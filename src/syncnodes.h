@@ -1,0 +1,100 @@
+/*
+ * The fleet's node registry: each node's sync thread writes a heartbeat
+ * record once per round (src/lua/nodes.lua, pipelined with the round's other
+ * commands), so `ratelimit nodes` can list the live nodes of a fleet.
+ *
+ * Redis data model (one fleet = one key_prefix; both keys share one hash tag,
+ * so the script is one call on one slot, on a cluster too):
+ *   {prefix:v1}:nodes       hash   field = incarnation ("node_id:16 hex"),
+ *                                  value = "seen=<ms> " + record (below);
+ *                                  field "t" = the last Redis time seen (ms),
+ *                                  kept monotonic (TIME is a wall clock)
+ *   {prefix:v1}:nodes:live  zset   member = incarnation,
+ *                                  score = deadline: seen + stale ms
+ * stale = RL_NODES_STALE_ROUNDS x the node's sync interval. Every write prunes
+ * at most RL_NODES_PRUNE_MAX entries past their deadline (readers show the
+ * ones not pruned yet as stale); a clean rl_close removes the node's entry;
+ * both keys expire 2 x stale after the last write, so a fleet that is gone
+ * leaves nothing behind.
+ *
+ * The record is one line of space-separated word=value pairs, versioned by
+ * its first word, v=1. Readers ignore words they do not know, so fields can be
+ * added without a new version; a reader refuses a version it does not know.
+ * Values never contain spaces. Fields (v=1):
+ *   v        record version (1)
+ *   lib      library version, MAJOR.MINOR.PATCH
+ *   host     host name ([A-Za-z0-9_.:-], other bytes as '_'; "-" if unknown)
+ *   pid      process id
+ *   start    when the instance opened: the node's wall clock, Unix ms
+ *            (display only: liveness uses Redis time)
+ *   int      sync interval, ms
+ *   health   healthy | degraded | recovering (the node's own judgement)
+ *   limits   synced limits defined on the node
+ *   keys     keys holding a table slot on the node
+ *   rkeys    keys reported in this round
+ *   rlimits  limits with at least one key reported in this round
+ *   rounds   sync rounds started since rl_open
+ *   failed   sync rounds failed since rl_open
+ * Pure functions: no I/O, no allocation, any thread.
+ */
+#ifndef RL_SYNCNODES_H
+#define RL_SYNCNODES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RL_NODES_VERSION 1
+/* A node's entry lives this many of its own sync intervals without a write. */
+#define RL_NODES_STALE_ROUNDS 10
+/* Most stale entries one write prunes: bounded work per call. */
+#define RL_NODES_PRUNE_MAX 16
+/* Longest record the library writes, "seen=..." included. */
+#define RL_NODES_RECORD_MAX 512
+
+typedef struct rl_nodes_record {
+    uint32_t version;      /* 0 when the value has no v= word */
+    uint64_t seen_ms;      /* Redis time of the last write (from the script) */
+    char lib[16];
+    char host[65];
+    uint64_t pid;
+    uint64_t start_ms;
+    uint32_t interval_ms;
+    int32_t health;        /* RL_HEALTH_*, or -1 if absent or unknown */
+    uint64_t limits;
+    uint64_t keys;
+    uint64_t rkeys;
+    uint64_t rlimits;
+    uint64_t rounds;
+    uint64_t failed;
+} rl_nodes_record_t;
+
+/* The registry's two Redis keys for a prefix. 0, or -1 if a name does not fit. */
+int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *live,
+                        size_t live_cap);
+
+/* "healthy", "degraded", "recovering", or "unknown". */
+const char *rl__nodes_health_name(int32_t health);
+
+/*
+ * Format a record (without seen=, which the script prepends) into buf,
+ * NUL-terminated. snprintf-style: returns the length it needs. The host is
+ * sanitised as described above.
+ */
+int rl__nodes_format(const rl_nodes_record_t *r, char *buf, size_t cap);
+
+/*
+ * Parse a registry hash value (as stored: "seen=... v=1 ...") of len bytes.
+ * Unknown words are skipped; a malformed number leaves its field 0.
+ * Returns 0, or -1 if the value names no version or a version other than
+ * RL_NODES_VERSION (out->version says which; the other fields are what could
+ * be read).
+ */
+int rl__nodes_parse(const char *value, size_t len, rl_nodes_record_t *out);
+
+/*
+ * Split an incarnation ("node_id:<16 hex>") at its last ':'. Returns the
+ * node id's length, or -1 if there is no ':'.
+ */
+int rl__nodes_incarnation_split(const char *inc, size_t len);
+
+#endif

@@ -1,0 +1,430 @@
+/* ratelimit inspect: what Redis holds for one key of one limit. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "args.h"
+#include "cli.h"
+#include "fleetkey.h"
+#include "keystate.h"
+#include "limitdef.h"
+#include "limitfile.h"
+#include "output.h"
+#include "redisconn.h"
+#include "share.h"
+
+#define CMD "inspect"
+
+typedef struct inspect {
+    const char *prefix;
+    char limit[RL_NAME_MAX];
+    int have_spec;       /* the limit's rate and burst are known */
+    rl_limit_t lim;
+    uint64_t burst;      /* the burst the nodes send (0 in a spec: one period's worth) */
+    unsigned char key[RL_MAX_KEY_LEN];
+    size_t key_len;
+    char redis_key[256];
+    uint64_t now;        /* the script's now: max(Redis TIME, the key's t) */
+    long long pttl;
+    ks_key_t ks;
+    uint32_t *q, *tokens;
+    int live;            /* live nodes, or -1 when shares are not computed */
+} inspect_t;
+
+static const char *const state_names[] = {"live", "stale", "left"};
+
+/* A Q24 fraction of the rate as a share of it, and per second. */
+static double frac(uint64_t q) { return (double)q / (double)RL_SHARE_ONE; }
+
+static double per_second(const inspect_t *in, uint64_t q)
+{
+    return frac(q) * (double)in->lim.rate.count * 1000.0 / (double)in->lim.rate.period_ms;
+}
+
+/* "93.1/s (93.1%)" with a rate, "93.1%" without. */
+static void fmt_q(char *buf, size_t cap, const inspect_t *in, uint64_t q)
+{
+    if (in->have_spec)
+        snprintf(buf, cap, "%.1f/s (%.1f%%)", per_second(in, q), 100.0 * frac(q));
+    else
+        snprintf(buf, cap, "%.1f%%", 100.0 * frac(q));
+}
+
+static int64_t age(uint64_t now, uint64_t then, int have)
+{
+    return !have ? -1 : now >= then ? (int64_t)(now - then) : 0;
+}
+
+/* LIMIT as a name, as a spec ("name=api rate=100/s"), or a name found in
+ * --limits FILE. */
+static int resolve_limit(cli_t *cli, inspect_t *in, const char *arg, const char *file)
+{
+    char err[256];
+    if (strchr(arg, '=') != NULL) {
+        int rc = rl_limit_parse(&in->lim, arg, err, sizeof err);
+        if (rc != 0)
+            return cli_usage_error(cli, CMD, "LIMIT: %s (%s)", err, rl_err_name(rc));
+        in->have_spec = 1;
+    } else if (!rl__name_valid(arg, RL_NAME_MAX)) {
+        return cli_usage_error(cli, CMD, "LIMIT: \"%s\" is not a limit name "
+                                         "(1..63 bytes of [A-Za-z0-9_.:-]) nor a spec", arg);
+    } else {
+        snprintf(in->lim.name, sizeof in->lim.name, "%s", arg);
+    }
+    if (file != NULL) {
+        if (in->have_spec)
+            return cli_usage_error(cli, CMD, "give LIMIT as a name or a spec, not a spec and "
+                                             "--limits");
+        char *text;
+        size_t len;
+        if (cli_read_file(file, LIMITFILE_MAX_BYTES, &text, &len) != 0)
+            return cli_fail(cli, CMD, CLI_USAGE, "file", "cannot read %s: %s", file,
+                            errno == EFBIG ? "larger than 16 MiB" : strerror(errno));
+        limitfile_t lf;
+        int rc = limitfile_check(text, len, &lf);
+        free(text);
+        if (rc != 0)
+            return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "%s", rl_strerror(rc));
+        for (size_t i = 0; i < lf.n && !in->have_spec; i++)
+            if (lf.e[i].rc == 0 && strcmp(lf.e[i].lim.name, in->lim.name) == 0) {
+                in->lim = lf.e[i].lim;
+                in->have_spec = 1;
+            }
+        limitfile_free(&lf);
+        if (!in->have_spec)
+            return cli_usage_error(cli, CMD, "limit \"%s\" is not defined in %s (try: %s check %s)",
+                                   arg, file, cli->prog, file);
+    }
+    snprintf(in->limit, sizeof in->limit, "%s", in->lim.name);
+    if (in->have_spec) {
+        rl_limit_derived_t d;
+        int rc = rl__limit_derive(&d, &in->lim, 1);
+        if (rc != 0)
+            return cli_usage_error(cli, CMD, "LIMIT: %s", rl_strerror(rc));
+        in->burst = d.normal.burst;
+    }
+    return CLI_OK;
+}
+
+static int load_key(cli_t *cli, cli_redis_t *r, inspect_t *in)
+{
+    long long t = cli_redis_time_ms(r);
+    if (t < 0)
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    redisReply *h = cli_redis_cmd(r, REDIS_REPLY_ARRAY, "HGETALL %s", in->redis_key);
+    if (h == NULL)
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    if (h->elements == 0) {
+        freeReplyObject(h);
+        return cli_fail(cli, CMD, CLI_FAIL, "no_such_key",
+                        "no such key in Redis: %s (has it been synced? is the secret/prefix "
+                        "right?)",
+                        in->redis_key);
+    }
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i], *v = h->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
+            in->ks.malformed++;
+            continue;
+        }
+        if (ks_add(&in->ks, f->str, f->len, v->str, v->len) != 0) {
+            freeReplyObject(h);
+            return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
+        }
+    }
+    freeReplyObject(h);
+    ks_finish(&in->ks);
+    redisReply *ttl = cli_redis_cmd(r, REDIS_REPLY_INTEGER, "PTTL %s", in->redis_key);
+    if (ttl == NULL)
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    in->pttl = ttl->integer;
+    freeReplyObject(ttl);
+    in->now = ks_now(&in->ks, (uint64_t)t);
+    size_t n = in->ks.n ? in->ks.n : 1;
+    in->q = calloc(n, sizeof *in->q);
+    in->tokens = calloc(n, sizeof *in->tokens);
+    if (in->q == NULL || in->tokens == NULL)
+        return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
+    in->live = -1;
+    if (in->have_spec) {
+        in->live = ks_shares(&in->ks, in->now, in->burst, in->q, in->tokens);
+        if (in->live < 0)
+            return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "cannot compute the shares");
+    }
+    return CLI_OK;
+}
+
+static size_t live_count(const inspect_t *in)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < in->ks.n; i++)
+        n += ks_node_state(&in->ks.nodes[i], in->now) == KS_LIVE;
+    return n;
+}
+
+static void json_q(json_t *j, const inspect_t *in, const char *frac_key, const char *ps_key,
+                   uint64_t q)
+{
+    json_double(j, frac_key, frac(q));
+    if (in->have_spec)
+        json_double(j, ps_key, per_second(in, q));
+    else
+        json_null(j, ps_key);
+}
+
+static void print_json(const inspect_t *in, const char *where)
+{
+    json_t j;
+    char hex[2 * RL_MAX_KEY_LEN + 1];
+    json_init(&j, stdout);
+    json_object(&j, NULL);
+    json_bool(&j, "ok", 1);
+    json_str(&j, "redis", where);
+    json_str(&j, "prefix", in->prefix);
+    json_str(&j, "limit", in->limit);
+    json_strn(&j, "key", (const char *)in->key, in->key_len);
+    fleet_hex_encode(in->key, in->key_len, hex);
+    json_str(&j, "key_hex", hex);
+    json_str(&j, "redis_key", in->redis_key);
+    json_u64(&j, "now_ms", in->now);
+    json_i64(&j, "ttl_ms", in->pttl);
+    const ks_key_t *k = &in->ks;
+    if (k->have & KS_C)
+        json_u64(&j, "created_ms", k->c);
+    else
+        json_null(&j, "created_ms");
+    if (k->have & KS_T)
+        json_u64(&j, "updated_ms", k->t);
+    else
+        json_null(&j, "updated_ms");
+    json_u64(&j, "admitted_total", k->a);
+    json_u64(&j, "malformed_fields", k->malformed);
+    if (in->have_spec) {
+        char text[64];
+        fmt_rate(text, sizeof text, in->lim.rate.count, in->lim.rate.period_ms);
+        json_object(&j, "limit_spec");
+        json_u64(&j, "count", in->lim.rate.count);
+        json_u64(&j, "period_ms", in->lim.rate.period_ms);
+        json_str(&j, "rate", text);
+        json_u64(&j, "burst", in->burst);
+        json_end(&j);
+    } else {
+        json_null(&j, "limit_spec");
+    }
+    json_object(&j, "usage");
+    json_u64(&j, "live_nodes", live_count(in));
+    uint64_t adm = ks_live_admitted_q(k, in->now), dem = ks_live_demand_q(k, in->now);
+    json_u64(&j, "admitted_q24", adm);
+    json_q(&j, in, "admitted_fraction", "admitted_per_s", adm);
+    json_u64(&j, "demand_q24", dem);
+    json_q(&j, in, "demand_fraction", "demand_per_s", dem);
+    if (in->have_spec)
+        json_double(&j, "limit_per_s",
+                    (double)in->lim.rate.count * 1000.0 / (double)in->lim.rate.period_ms);
+    else
+        json_null(&j, "limit_per_s");
+    json_end(&j);
+    json_array(&j, "nodes");
+    for (size_t i = 0; i < k->n; i++) {
+        const ks_node_t *n = &k->nodes[i];
+        int st = ks_node_state(n, in->now);
+        json_object(&j, NULL);
+        json_str(&j, "incarnation", n->inc);
+        const char *colon = strrchr(n->inc, ':');
+        json_strn(&j, "node_id", n->inc, colon ? (size_t)(colon - n->inc) : strlen(n->inc));
+        json_str(&j, "instance", colon ? colon + 1 : "");
+        json_str(&j, "state", state_names[st]);
+        json_u64(&j, "epoch", n->e);
+        json_u64(&j, "admitted", n->a);
+        json_u64(&j, "offered", n->o);
+        if (st == KS_LEFT) {
+            const char *gone[] = {"demand_q24", "demand_fraction", "demand_per_s",
+                                  "admitted_rate_q24", "admitted_rate_fraction",
+                                  "admitted_per_s", "last_report_ms", "last_report_age_ms",
+                                  "expires_ms", "expires_in_ms"};
+            for (size_t g = 0; g < sizeof gone / sizeof gone[0]; g++)
+                json_null(&j, gone[g]);
+        } else {
+            json_u64(&j, "demand_q24", n->d);
+            json_q(&j, in, "demand_fraction", "demand_per_s", n->d);
+            json_u64(&j, "admitted_rate_q24", n->r);
+            json_q(&j, in, "admitted_rate_fraction", "admitted_per_s", n->r);
+            json_u64(&j, "last_report_ms", n->t);
+            json_i64(&j, "last_report_age_ms", age(in->now, n->t, n->have & KS_T));
+            json_u64(&j, "expires_ms", n->x);
+            json_i64(&j, "expires_in_ms", (int64_t)n->x - (int64_t)in->now);
+        }
+        if (in->have_spec && st == KS_LIVE) {
+            json_u64(&j, "share_q24", in->q[i]);
+            json_q(&j, in, "share_fraction", "share_per_s", in->q[i]);
+            json_u64(&j, "burst_tokens", in->tokens[i]);
+        } else {
+            json_null(&j, "share_q24");
+            json_null(&j, "share_fraction");
+            json_null(&j, "share_per_s");
+            json_null(&j, "burst_tokens");
+        }
+        json_end(&j);
+    }
+    json_end(&j);
+    json_finish(&j);
+}
+
+static void print_text(const inspect_t *in, const char *where)
+{
+    const ks_key_t *k = &in->ks;
+    char a[64], b[64], c[64], key[4 * RL_MAX_KEY_LEN + 8];
+    fmt_printable(key, sizeof key, in->key, in->key_len);
+    printf("key        %s in limit %s (prefix %s)\n", key, in->limit, in->prefix);
+    fmt_duration(a, sizeof a, in->pttl);
+    printf("redis key  %s at %s (expires in %s)\n", in->redis_key, where, a);
+    fmt_duration(a, sizeof a, age(in->now, k->c, k->have & KS_C));
+    fmt_duration(b, sizeof b, age(in->now, k->t, k->have & KS_T));
+    printf("created    %s ago; last report %s ago\n", a, b);
+    printf("admitted   %" PRIu64 " since created, all nodes\n", k->a);
+    if (in->have_spec) {
+        fmt_rate(a, sizeof a, in->lim.rate.count, in->lim.rate.period_ms);
+        printf("limit      %s, burst %" PRIu64 "\n", a, in->burst);
+    } else {
+        printf("limit      rate unknown: give LIMIT as a spec or --limits FILE to see rates and "
+               "shares\n");
+    }
+    size_t live = live_count(in);
+    fmt_q(a, sizeof a, in, ks_live_admitted_q(k, in->now));
+    fmt_q(b, sizeof b, in, ks_live_demand_q(k, in->now));
+    printf("usage      admitted %s, offered %s of the limit, by %zu live node%s\n", a, b, live,
+           live == 1 ? "" : "s");
+    if (k->malformed)
+        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
+               k->malformed, k->malformed == 1 ? "" : "s");
+    printf("\n");
+    static const char *const head[] = {"NODE",   "INSTANCE",   "STATE",       "EPOCH",
+                                       "ADMITTED", "OFFERED",  "DEMAND",      "ADMIT RATE",
+                                       "SHARE",  "TOKENS",     "LAST REPORT", "EXPIRES IN"};
+    table_t t;
+    table_init(&t, 12, head, "lllrrrrrrrrr");
+    for (size_t i = 0; i < k->n; i++) {
+        const ks_node_t *n = &k->nodes[i];
+        int st = ks_node_state(n, in->now);
+        const char *colon = strrchr(n->inc, ':');
+        int idlen = colon ? (int)(colon - n->inc) : (int)strlen(n->inc);
+        table_cell(&t, "%.*s", idlen, n->inc);
+        table_cell(&t, "%s", colon ? colon + 1 : "");
+        table_cell(&t, "%s", state_names[st]);
+        table_cell(&t, "%" PRIu64, n->e);
+        table_cell(&t, "%" PRIu64, n->a);
+        table_cell(&t, "%" PRIu64, n->o);
+        if (st == KS_LEFT) {
+            for (int g = 0; g < 2; g++)
+                table_cell(&t, "-");
+        } else {
+            fmt_q(a, sizeof a, in, n->d);
+            table_cell(&t, "%s", a);
+            fmt_q(a, sizeof a, in, n->r);
+            table_cell(&t, "%s", a);
+        }
+        if (in->have_spec && st == KS_LIVE) {
+            fmt_q(a, sizeof a, in, in->q[i]);
+            table_cell(&t, "%s", a);
+            table_cell(&t, "%" PRIu32, in->tokens[i]);
+        } else {
+            table_cell(&t, "-");
+            table_cell(&t, "-");
+        }
+        if (st == KS_LEFT) {
+            table_cell(&t, "-");
+            table_cell(&t, "left");
+        } else {
+            fmt_duration(b, sizeof b, age(in->now, n->t, n->have & KS_T));
+            table_cell(&t, "%s ago", b);
+            int64_t left = (int64_t)n->x - (int64_t)in->now;
+            fmt_duration(c, sizeof c, left < 0 ? -left : left);
+            table_cell(&t, left < 0 ? "stale %s" : "%s", c);
+        }
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+    if (in->have_spec)
+        printf("\nSHARE and TOKENS: what the share rule gives each live node from the demands "
+               "now (each node's next report moves its demand one EWMA step).\n");
+}
+
+int cli_inspect(cli_t *cli, int argc, char **argv)
+{
+    const char *url = NULL, *prefix = "rl", *secret_file = NULL, *secret_hex = NULL,
+               *limits = NULL;
+    int key_hex = 0;
+    const cli_opt_t opts[] = {{"--redis", &url, NULL},
+                              {"--prefix", &prefix, NULL},
+                              {"--secret-file", &secret_file, NULL},
+                              {"--secret", &secret_hex, NULL},
+                              {"--limits", &limits, NULL},
+                              {"--key-hex", NULL, &key_hex},
+                              {NULL, NULL, NULL}};
+    const char *pos[2];
+    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 2);
+    if (npos < 0)
+        return CLI_USAGE;
+    if (npos != 2)
+        return cli_usage_error(cli, CMD, "LIMIT and KEY are required");
+    if (url == NULL)
+        return cli_usage_error(cli, CMD, "--redis URL is required");
+    if (!rl__name_valid(prefix, 33))
+        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
+    inspect_t *in = calloc(1, sizeof *in);
+    if (in == NULL)
+        return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
+    in->prefix = prefix;
+    rl_limit_init(&in->lim);
+    ks_init(&in->ks);
+    int rc = resolve_limit(cli, in, pos[0], limits);
+    if (rc != CLI_OK)
+        goto out;
+    if (key_hex) {
+        if (fleet_hex_decode(pos[1], in->key, sizeof in->key, &in->key_len) != 0) {
+            rc = cli_usage_error(cli, CMD, "KEY: not hex, or longer than %d bytes",
+                                 RL_MAX_KEY_LEN);
+            goto out;
+        }
+    } else {
+        in->key_len = strlen(pos[1]);
+        if (in->key_len <= RL_MAX_KEY_LEN)
+            memcpy(in->key, pos[1], in->key_len);
+    }
+    if (in->key_len == 0 || in->key_len > RL_MAX_KEY_LEN) {
+        rc = cli_usage_error(cli, CMD, "KEY: 1..%d bytes", RL_MAX_KEY_LEN);
+        goto out;
+    }
+    unsigned char *secret;
+    size_t secret_len;
+    char err[256];
+    if (fleet_secret_load(secret_file, secret_hex, &secret, &secret_len, err, sizeof err) != 0) {
+        rc = cli_usage_error(cli, CMD, "%s", err);
+        goto out;
+    }
+    fleet_key_name(secret, secret_len, prefix, in->limit, in->key, in->key_len, in->redis_key,
+                   sizeof in->redis_key);
+    memset(secret, 0, secret_len);
+    free(secret);
+    cli_redis_t r;
+    if (cli_redis_open(&r, url) != 0) {
+        rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
+                                   : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
+        cli_redis_close(&r);
+        goto out;
+    }
+    rc = load_key(cli, &r, in);
+    if (rc == CLI_OK) {
+        if (cli->json)
+            print_json(in, r.where);
+        else
+            print_text(in, r.where);
+    }
+    cli_redis_close(&r);
+out:
+    ks_free(&in->ks);
+    free(in->q);
+    free(in->tokens);
+    free(in);
+    return rc;
+}

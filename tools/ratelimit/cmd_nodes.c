@@ -1,0 +1,230 @@
+/* ratelimit nodes: the nodes of a fleet, from the node registry. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "args.h"
+#include "cli.h"
+#include "limitdef.h"
+#include "output.h"
+#include "redisconn.h"
+#include "syncnodes.h"
+
+#define CMD "nodes"
+
+typedef struct node_row {
+    char inc[256];
+    int id_len;           /* node id: inc[0, id_len) */
+    int known;            /* the record's version is one this tool reads */
+    rl_nodes_record_t rec;
+    int has_deadline;
+    uint64_t deadline_ms;
+    int live;
+} node_row_t;
+
+static int cmp_row(const void *a, const void *b)
+{
+    return strcmp(((const node_row_t *)a)->inc, ((const node_row_t *)b)->inc);
+}
+
+static int64_t since(uint64_t now, uint64_t then)
+{
+    return then == 0 ? -1 : now >= then ? (int64_t)(now - then) : 0;
+}
+
+static void print_json(const node_row_t *rows, size_t n, uint64_t now, const char *prefix,
+                       const char *where, size_t live)
+{
+    json_t j;
+    json_init(&j, stdout);
+    json_object(&j, NULL);
+    json_bool(&j, "ok", 1);
+    json_str(&j, "redis", where);
+    json_str(&j, "prefix", prefix);
+    json_u64(&j, "now_ms", now);
+    json_u64(&j, "live_count", live);
+    json_u64(&j, "stale_count", n - live);
+    json_array(&j, "nodes");
+    for (size_t i = 0; i < n; i++) {
+        const node_row_t *r = &rows[i];
+        const rl_nodes_record_t *rec = &r->rec;
+        json_object(&j, NULL);
+        json_str(&j, "incarnation", r->inc);
+        json_strn(&j, "node_id", r->inc, (size_t)r->id_len);
+        json_str(&j, "instance", r->inc + r->id_len + (r->inc[r->id_len] == ':'));
+        json_bool(&j, "live", r->live);
+        json_u64(&j, "record_version", rec->version);
+        if (r->has_deadline)
+            json_u64(&j, "deadline_ms", r->deadline_ms);
+        else
+            json_null(&j, "deadline_ms");
+        json_u64(&j, "last_seen_ms", rec->seen_ms);
+        json_i64(&j, "last_seen_age_ms", since(now, rec->seen_ms));
+        if (!r->known) {
+            json_end(&j);
+            continue;
+        }
+        json_str(&j, "library_version", rec->lib);
+        json_str(&j, "host", rec->host);
+        json_u64(&j, "pid", rec->pid);
+        json_u64(&j, "started_ms", rec->start_ms);
+        json_i64(&j, "uptime_ms", since(now, rec->start_ms));
+        json_str(&j, "health", rl__nodes_health_name(rec->health));
+        json_u64(&j, "sync_interval_ms", rec->interval_ms);
+        json_u64(&j, "limits", rec->limits);
+        json_u64(&j, "keys", rec->keys);
+        json_u64(&j, "reported_keys", rec->rkeys);
+        json_u64(&j, "reported_limits", rec->rlimits);
+        json_u64(&j, "rounds", rec->rounds);
+        json_u64(&j, "rounds_failed", rec->failed);
+        json_end(&j);
+    }
+    json_end(&j);
+    json_finish(&j);
+}
+
+static void print_text(const node_row_t *rows, size_t n, uint64_t now, const char *prefix,
+                       const char *where, size_t live)
+{
+    printf("fleet \"%s\" at %s: %zu live node%s, %zu stale\n", prefix, where, live,
+           live == 1 ? "" : "s", n - live);
+    if (n == 0) {
+        printf("(no node has written to {%s:v1}:nodes lately: none running, all stopped, "
+               "another --prefix, or nodes on a library without the node registry)\n",
+               prefix);
+        return;
+    }
+    printf("\n");
+    static const char *const head[] = {"NODE",   "INSTANCE", "HOST",     "PID",    "VERSION",
+                                       "HEALTH", "INTERVAL", "LIMITS",   "KEYS",   "LAST ROUND",
+                                       "ROUNDS", "FAILED",   "UPTIME",   "LAST SEEN", "STATE"};
+    table_t t;
+    table_init(&t, 15, head, "lllrllrrrlrrrrl");
+    char a[32];
+    for (size_t i = 0; i < n; i++) {
+        const node_row_t *r = &rows[i];
+        const rl_nodes_record_t *rec = &r->rec;
+        table_cell(&t, "%.*s", r->id_len, r->inc);
+        table_cell(&t, "%s", r->inc + r->id_len + (r->inc[r->id_len] == ':'));
+        if (r->known) {
+            table_cell(&t, "%s", rec->host);
+            table_cell(&t, "%" PRIu64, rec->pid);
+            table_cell(&t, "%s", rec->lib);
+            table_cell(&t, "%s", rl__nodes_health_name(rec->health));
+            table_cell(&t, "%" PRIu32 "ms", rec->interval_ms);
+            table_cell(&t, "%" PRIu64, rec->limits);
+            table_cell(&t, "%" PRIu64, rec->keys);
+            table_cell(&t, "%" PRIu64 " key%s, %" PRIu64 " limit%s", rec->rkeys,
+                       rec->rkeys == 1 ? "" : "s", rec->rlimits, rec->rlimits == 1 ? "" : "s");
+            table_cell(&t, "%" PRIu64, rec->rounds);
+            table_cell(&t, "%" PRIu64, rec->failed);
+            fmt_duration(a, sizeof a, since(now, rec->start_ms));
+            table_cell(&t, "%s", a);
+        } else {
+            table_cell(&t, "(record v%" PRIu32 ": unknown to this tool)", rec->version);
+            for (int c = 0; c < 10; c++)
+                table_cell(&t, "-");
+        }
+        fmt_duration(a, sizeof a, since(now, rec->seen_ms));
+        table_cell(&t, "%s ago", a);
+        table_cell(&t, "%s", r->live ? "live" : "stale");
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+}
+
+/* The registry's entries, with their deadlines. */
+static int load_rows(cli_t *cli, cli_redis_t *r, const char *prefix, node_row_t **out,
+                     size_t *nout, uint64_t *now_out)
+{
+    char hash[96], livekey[96];
+    rl__nodes_key_names(prefix, hash, sizeof hash, livekey, sizeof livekey);
+    long long t = cli_redis_time_ms(r);
+    if (t < 0)
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    redisReply *h = cli_redis_cmd(r, REDIS_REPLY_ARRAY, "HGETALL %s", hash);
+    if (h == NULL)
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    redisReply *z = cli_redis_cmd(r, REDIS_REPLY_ARRAY, "ZRANGE %s 0 -1 WITHSCORES", livekey);
+    if (z == NULL) {
+        freeReplyObject(h);
+        return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
+    }
+    uint64_t now = (uint64_t)t;
+    node_row_t *rows = calloc(h->elements / 2 + 1, sizeof *rows);
+    size_t n = 0;
+    int rc = CLI_OK;
+    if (rows == NULL) {
+        rc = cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i], *v = h->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        int id_len = rl__nodes_incarnation_split(f->str, f->len);
+        if (id_len < 0) {
+            /* The script's own clock field, "t": its now never goes back. */
+            if (f->len == 1 && f->str[0] == 't' && strtoull(v->str, NULL, 10) > now)
+                now = strtoull(v->str, NULL, 10);
+            continue;
+        }
+        node_row_t *row = &rows[n++];
+        snprintf(row->inc, sizeof row->inc, "%.*s", (int)f->len, f->str);
+        row->id_len = id_len < (int)sizeof row->inc ? id_len : (int)strlen(row->inc);
+        row->known = rl__nodes_parse(v->str, v->len, &row->rec) == 0;
+        for (size_t k = 0; k + 1 < z->elements; k += 2)
+            if (z->element[k]->type == REDIS_REPLY_STRING &&
+                z->element[k]->len == f->len && memcmp(z->element[k]->str, f->str, f->len) == 0) {
+                row->has_deadline = 1;
+                row->deadline_ms = (uint64_t)strtod(z->element[k + 1]->str, NULL);
+            }
+    }
+    for (size_t i = 0; i < n; i++)
+        rows[i].live = rows[i].has_deadline && rows[i].deadline_ms >= now;
+    qsort(rows, n, sizeof *rows, cmp_row);
+done:
+    freeReplyObject(h);
+    freeReplyObject(z);
+    *out = rows;
+    *nout = n;
+    *now_out = now;
+    return rc;
+}
+
+int cli_nodes(cli_t *cli, int argc, char **argv)
+{
+    const char *url = NULL, *prefix = "rl";
+    const cli_opt_t opts[] = {{"--redis", &url, NULL}, {"--prefix", &prefix, NULL},
+                              {NULL, NULL, NULL}};
+    const char *pos[1];
+    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 0);
+    if (npos < 0)
+        return CLI_USAGE;
+    if (url == NULL)
+        return cli_usage_error(cli, CMD, "--redis URL is required");
+    if (!rl__name_valid(prefix, 33))
+        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
+    cli_redis_t r;
+    if (cli_redis_open(&r, url) != 0) {
+        int rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
+                                       : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
+        cli_redis_close(&r);
+        return rc;
+    }
+    node_row_t *rows = NULL;
+    size_t n = 0;
+    uint64_t now = 0;
+    int rc = load_rows(cli, &r, prefix, &rows, &n, &now);
+    if (rc == CLI_OK) {
+        size_t live = 0;
+        for (size_t i = 0; i < n; i++)
+            live += (size_t)rows[i].live;
+        if (cli->json)
+            print_json(rows, n, now, prefix, r.where, live);
+        else
+            print_text(rows, n, now, prefix, r.where, live);
+    }
+    free(rows);
+    cli_redis_close(&r);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/*
+ * A key's hash in Redis, decoded exactly as src/lua/report.lua writes it
+ * (the one reader of that layout in the project; keep the two in step):
+ *
+ *   <inc>|e  the node's occupancy epoch for the key     (kept after it leaves)
+ *   <inc>|a  its cumulative admitted count, that epoch  (kept after it leaves)
+ *   <inc>|o  its cumulative offered count, that epoch   (kept after it leaves)
+ *   <inc>|d  its smoothed demand (offered rate), Q24 fraction of the rate
+ *   <inc>|r  its smoothed admitted rate, Q24 fraction of the rate
+ *   <inc>|t  Redis time of its last report, ms
+ *   <inc>|x  Redis time after which its entry is stale, ms
+ *   a        admitted by all nodes since the hash was created
+ *   t        the last Redis time any report saw (monotonic), ms
+ *   c        Redis time the hash was created, ms
+ *
+ * <inc> is the node's incarnation, "node_id:<16 hex>". A node whose d r t x
+ * are gone has left (rl_close, or dropped as stale by another node's
+ * report); one whose x is past is stale and is dropped by the next report.
+ * Redis turns Lua numbers into strings; depending on its version a large
+ * counter may read "1.2e+15": both forms are accepted. Pure: no I/O.
+ */
+#ifndef RL_CLI_KEYSTATE_H
+#define RL_CLI_KEYSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { KS_E = 1, KS_A = 2, KS_O = 4, KS_D = 8, KS_R = 16, KS_T = 32, KS_X = 64 };
+enum { KS_LIVE, KS_STALE, KS_LEFT };
+
+#define KS_INC_MAX 256
+
+typedef struct ks_node {
+    char inc[KS_INC_MAX];
+    unsigned have; /* KS_* bits: which fields the hash holds */
+    uint64_t e, a, o, d, r, t, x;
+} ks_node_t;
+
+typedef struct ks_key {
+    unsigned have; /* KS_A, KS_T, KS_C below: the key's own fields */
+    uint64_t a, t, c;
+    ks_node_t *nodes; /* sorted by incarnation, as the script orders them */
+    size_t n, cap;
+    size_t malformed; /* fields this reader could not place or parse */
+} ks_key_t;
+
+enum { KS_C = 128 };
+
+void ks_init(ks_key_t *k);
+/* Fold in one field of HGETALL. 0, or -1 if out of memory. */
+int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_t vlen);
+/* Sort the nodes (strcmp order, as the script's table.sort). */
+void ks_finish(ks_key_t *k);
+void ks_free(ks_key_t *k);
+
+/* The script's "now" for a report arriving at Redis time redis_now_ms. */
+uint64_t ks_now(const ks_key_t *k, uint64_t redis_now_ms);
+/* KS_LIVE, KS_STALE or KS_LEFT at script time now. */
+int ks_node_state(const ks_node_t *n, uint64_t now);
+
+/*
+ * The rate share (Q24) and burst tokens the share rule (src/share.h, the
+ * library's own rl__share_compute) gives each live node now, from the stored
+ * demands, with the parameters the sync round sends: what the next report of
+ * any of them would return, bar its own EWMA step and the young-key stand-ins
+ * of the key's first two rounds. q and tokens have k->n entries; entries of
+ * nodes that are not live are 0. Returns the live node count, or -1 (out of
+ * memory, or more nodes than the rule takes).
+ */
+int ks_shares(const ks_key_t *k, uint64_t now, uint64_t burst, uint32_t *q, uint32_t *tokens);
+
+/* Sum of the live nodes' admitted rates (r), Q24 of the limit's rate. */
+uint64_t ks_live_admitted_q(const ks_key_t *k, uint64_t now);
+/* Sum of the live nodes' demands (d), Q24. */
+uint64_t ks_live_demand_q(const ks_key_t *k, uint64_t now);
+
+#endif

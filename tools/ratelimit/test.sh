@@ -1,0 +1,381 @@
+#!/usr/bin/env bash
+# The ratelimit tool end to end (ctest runs it as "cli"):
+#
+#   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
+#
+# Starts a private redis-server on a free loopback port (stopped by PID on
+# exit, whatever happens), runs a two-node fleet (rl_cli_fleet) that syncs one
+# key, and checks `inspect` and `nodes` against it, table and --json (every
+# JSON document is parsed with python3), before and after the fleet closes;
+# `check` on good and bad files (exact lines and codes); `bench --seconds 1`
+# (sane numbers, never timing); errors: unreachable Redis, a password Redis
+# asks for, a wrong one, a missing key, usage mistakes.
+# Exit 0 all passed, 1 a check failed, 77 skipped (redis-server missing and
+# RL_SKIP_REDIS=1, the Redis suites' convention).
+set -uo pipefail
+
+cli=${1:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
+fleet=${2:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [[ ${RL_SKIP_REDIS:-0} == 1 ]]; then
+    echo "test.sh: redis-server not installed: skipped"
+    exit 77
+  fi
+  echo "test.sh: redis-server not installed (scripts/deps.sh installs it)" >&2
+  exit 1
+fi
+command -v python3 >/dev/null 2>&1 || { echo "test.sh: python3 is needed to parse JSON" >&2; exit 1; }
+command -v redis-cli >/dev/null 2>&1 || { echo "test.sh: redis-cli is needed (redis-tools)" >&2; exit 1; }
+
+work=$(mktemp -d)
+redis_pid=
+fleet_pid=
+cleanup() {
+  [[ -n $fleet_pid ]] && kill "$fleet_pid" 2>/dev/null && wait "$fleet_pid" 2>/dev/null
+  if [[ -n $redis_pid ]]; then
+    kill "$redis_pid" 2>/dev/null
+    wait "$redis_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+# A port nothing listens on now: bind port 0 and let the kernel pick. The
+# server may still lose the race for it; then another is tried.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+start_redis() {
+  local try
+  for try in 1 2 3 4 5; do
+    port=$(free_port)
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+      --daemonize no >"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 1 100); do
+      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+        return 0
+      fi
+      kill -0 "$redis_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill "$redis_pid" 2>/dev/null
+    wait "$redis_pid" 2>/dev/null
+    redis_pid=
+  done
+  echo "test.sh: cannot start redis-server:" >&2
+  cat "$work/redis.log" >&2
+  exit 1
+}
+
+# run NAME EXPECTED_STATUS -- ARGS...: run the tool, keep stdout and stderr.
+run() {
+  local name=$1 want=$2
+  shift 3
+  "$cli" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  local got=$?
+  if [[ $got -eq $want ]]; then
+    pass "$name: exit $got"
+  else
+    fail "$name: exit $got, want $want"
+    sed 's/^/    | /' "$work/$name.out" "$work/$name.err"
+  fi
+}
+
+# has NAME STREAM TEXT: the output contains TEXT (fixed string).
+has() {
+  if grep -qF -- "$3" "$work/$1.$2"; then
+    pass "$1: $2 has '$3'"
+  else
+    fail "$1: $2 lacks '$3'"
+    sed 's/^/    | /' "$work/$1.$2"
+  fi
+}
+
+# py NAME DESCRIPTION EXPR: EXPR holds for d = json.load(NAME.out) (which
+# must parse: a document that is not valid JSON fails here).
+py() {
+  local name=$1 what=$2 expr=$3
+  if python3 - "$work/$name.out" "$expr" <<'EOF'; then
+import json, sys
+with open(sys.argv[1]) as f:
+    d = json.load(f)
+ok = eval("(" + sys.argv[2] + "\n)", {"d": d})
+sys.exit(0 if ok else 1)
+EOF
+    pass "$name: $what"
+  else
+    fail "$name: $what"
+    sed 's/^/    | /' "$work/$name.out"
+  fi
+}
+
+start_redis
+url=redis://127.0.0.1:$port
+lib_version=$("$cli" --json --version | python3 -c 'import json, sys; print(json.load(sys.stdin)["library_version"])')
+printf 'cli-test-fleet-secret-0123' >"$work/secret"
+secret_hex=$(od -An -tx1 "$work/secret" | tr -d ' \n')
+spec="name=api rate=200/s burst=20"
+printf '# the test limits\n\n%s\nname=other rate=5/m\n' "$spec" >"$work/limits.conf"
+
+# ------------------------------------------------------------------ check
+printf '%s\n' \
+  '# a comment line' \
+  'name=api rate=100/s burst=200   # trailing comment' \
+  '' \
+  '   name=per_min rate=600/m mode=local on_failure=open' \
+  'name=shadowed rate=5/10s shadow=1 degraded_rate=1/s max_keys=1000' >"$work/good.conf"
+run check_good 0 -- check "$work/good.conf"
+has check_good out "OK, 3 limits"
+run check_good_json 0 -- --json check "$work/good.conf"
+py check_good_json "valid, 3 limits, exact fields" \
+  'd["ok"] and d["valid"] and d["limit_count"] == 3 and d["errors"] == [] and
+   [l["name"] for l in d["limits"]] == ["api", "per_min", "shadowed"] and
+   [l["line"] for l in d["limits"]] == [2, 4, 5] and
+   d["limits"][1]["rate"] == {"count": 600, "period_ms": 60000, "text": "600/m"} and
+   d["limits"][0]["burst"] == 200 and d["limits"][1]["burst"] == 600 and
+   d["limits"][1]["mode"] == "local" and d["limits"][1]["on_failure"] == "open" and
+   d["limits"][2]["shadow"] is True and d["limits"][2]["max_keys"] == 1000 and
+   d["limits"][2]["rate"]["text"] == "5/10s" and
+   d["limits"][2]["degraded_rate"]["text"] == "1/s" and d["limits"][0]["degraded_rate"] is None'
+
+printf '%s\n' \
+  'name=api rate=100/s' \
+  'name=api rate=5/s' \
+  '# fine' \
+  'name=b rate=10/x' \
+  'name=c rate=0/s' \
+  'name=d rate=1/s mode=fast' \
+  'name=bad!name rate=1/s' \
+  'rate=1/s' \
+  'name=e rate=1/s burst' \
+  'name=f rate=1/s' >"$work/bad.conf"
+run check_bad 1 -- check --quiet "$work/bad.conf"
+# Line numbers and codes exactly; the messages are rl_limit_parse's own.
+codes=$(sed -E 's/^[^:]*:([0-9]+): error: .*\((RL_[A-Z]+)\)$/\1 \2/' "$work/check_bad.out" | tr '\n' ' ')
+want_codes="2 RL_EEXIST 4 RL_ESPEC 5 RL_ERANGE 6 RL_EMODE 7 RL_ENAME 8 RL_ESPEC 9 RL_ESPEC "
+if [[ $codes == "$want_codes" ]]; then
+  pass "check_bad: lines and codes"
+else
+  fail "check_bad: lines and codes '$codes', want '$want_codes'"
+fi
+has check_bad out "$work/bad.conf:2: error: duplicate limit name \"api\" (first defined on line 1) (RL_EEXIST)"
+if [[ $(wc -l <"$work/check_bad.out") -eq 7 ]]; then pass "check_bad: 7 lines, no summary (--quiet)"; else fail "check_bad: line count"; fi
+run check_bad_json 1 -- check "$work/bad.conf" --json
+py check_bad_json "invalid, 7 errors, 2 good limits" \
+  'd["ok"] and not d["valid"] and d["error_count"] == 7 and d["limit_count"] == 2 and
+   [(e["line"], e["code"]) for e in d["errors"]] == [(2, "RL_EEXIST"), (4, "RL_ESPEC"),
+     (5, "RL_ERANGE"), (6, "RL_EMODE"), (7, "RL_ENAME"), (8, "RL_ESPEC"), (9, "RL_ESPEC")] and
+   [l["name"] for l in d["limits"]] == ["api", "f"]'
+# Bytes a JSON string must escape, in an error message.
+printf 'name=q rate=1/s mode="\x01\\\t"\n' >"$work/escape.conf"
+run check_escape 1 -- --json check "$work/escape.conf"
+py check_escape "control bytes escaped, still valid JSON" 'd["errors"][0]["code"] == "RL_EMODE"'
+for i in $(seq 1 4100); do printf 'name=l%d rate=1/s\n' "$i"; done >"$work/toomany.conf"
+run check_too_many 1 -- check --quiet "$work/toomany.conf"
+has check_too_many out "toomany.conf:4097: error: more than 4096 limits"
+run check_missing_file 2 -- check "$work/nope.conf"
+has check_missing_file err "cannot read"
+run check_no_file 2 -- check
+run check_two_files 2 -- check a b
+printf '' >"$work/empty.conf"
+run check_empty 0 -- check "$work/empty.conf"
+
+# ------------------------------------------------------- fleet: inspect, nodes
+# A second key with bytes JSON must escape or cannot hold as they are: a
+# control byte, a quote, a backslash, a byte that is not UTF-8, and UTF-8.
+key2_hex=6b01225cff2dc3a9
+mkfifo "$work/fleet.in"
+"$fleet" --redis "$url" --prefix cli --secret-file "$work/secret" --spec "$spec" \
+  --key customer-42 --key2-hex "$key2_hex" --nodes 2 --warm-ms 1500 <"$work/fleet.in" >"$work/fleet.out" 2>&1 &
+fleet_pid=$!
+exec 3>"$work/fleet.in" # held open: the fleet runs until "stop" or EOF
+for _ in $(seq 1 200); do
+  grep -q ready "$work/fleet.out" && break
+  kill -0 "$fleet_pid" 2>/dev/null || break
+  sleep 0.05
+done
+if ! grep -q ready "$work/fleet.out"; then
+  fail "fleet did not start"
+  cat "$work/fleet.out"
+  exit 1
+fi
+
+run inspect_live 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$spec" customer-42
+has inspect_live out "customer-42 in limit api (prefix cli)"
+has inspect_live out "cli-node-0"
+has inspect_live out "cli-node-1"
+has inspect_live out "limit      200/s, burst 20"
+run inspect_live_json 0 -- inspect --json --redis "$url" --prefix cli --secret "$secret_hex" \
+  --limits "$work/limits.conf" api customer-42
+# Invariants of the data, not timing: one epoch per node, so the key's total
+# is the sum of the nodes' counters; the share rule hands out at most the
+# whole rate and exactly the burst.
+# (Whether a node is live depends on its last report's age; the tool must
+# only say so consistently: live exactly when its entry has not expired.)
+py inspect_live_json "both nodes, totals add up, shares within the limit" \
+  'd["ok"] and d["prefix"] == "cli" and d["limit"] == "api" and d["key"] == "customer-42" and
+   d["key_hex"] == "customer-42".encode().hex() and d["redis_key"].startswith("{cli:v1:api:") and
+   d["limit_spec"]["count"] == 200 and d["limit_spec"]["burst"] == 20 and
+   [n["node_id"] for n in d["nodes"]] == ["cli-node-0", "cli-node-1"] and
+   all(len(n["instance"]) == 16 and n["state"] in ("live", "stale") and
+       (n["state"] == "live") == (n["expires_in_ms"] >= 0) and n["last_report_age_ms"] >= 0
+       for n in d["nodes"]) and
+   d["usage"]["live_nodes"] == sum(n["state"] == "live" for n in d["nodes"]) and
+   d["admitted_total"] == sum(n["admitted"] for n in d["nodes"]) and
+   all(0 < n["admitted"] <= n["offered"] for n in d["nodes"]) and
+   sum(n["share_q24"] or 0 for n in d["nodes"]) <= 2**24 and
+   sum(n["burst_tokens"] or 0 for n in d["nodes"]) == (20 if d["usage"]["live_nodes"] else 0) and
+   all((n["share_q24"] is None) == (n["state"] != "live") for n in d["nodes"]) and
+   d["usage"]["admitted_q24"] == sum(n["admitted_rate_q24"] for n in d["nodes"]
+                                     if n["state"] == "live") and
+   d["usage"]["limit_per_s"] == 200 and d["ttl_ms"] > 0'
+run inspect_name_only 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
+has inspect_name_only out "rate unknown"
+run inspect_name_only_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
+py inspect_name_only_json "no rate: per-second figures and shares are null" \
+  'd["limit_spec"] is None and d["usage"]["limit_per_s"] is None and
+   all(n["share_q24"] is None and n["demand_per_s"] is None and n["demand_fraction"] is not None
+       for n in d["nodes"])'
+
+run inspect_binary_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" \
+  --key-hex "$spec" "$key2_hex"
+py inspect_binary_json "a binary key: escaped, valid JSON, exact in key_hex" \
+  'd["key_hex"] == "'"$key2_hex"'" and d["key"] == "k\x01\"\\\u00ff-\u00e9" and len(d["nodes"]) == 2'
+run inspect_binary 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" --key-hex "$spec" "$key2_hex"
+has inspect_binary out 'k\x01"\\\xff-\xc3\xa9 in limit api'
+run nodes_live 0 -- nodes --redis "$url" --prefix cli
+has nodes_live out 'fleet "cli" at 127.0.0.1:'
+has nodes_live out "cli-node-0"
+has nodes_live out "cli-node-1"
+run nodes_live_json 0 -- nodes --redis "$url" --prefix cli --json
+py nodes_live_json "both nodes: this fleet's pid, interval, limits, keys; liveness consistent" \
+  'd["ok"] and d["live_count"] + d["stale_count"] == 2 and
+   d["live_count"] == sum(n["live"] for n in d["nodes"]) and
+   [n["node_id"] for n in d["nodes"]] == ["cli-node-0", "cli-node-1"] and
+   all(n["pid"] == '"$fleet_pid"' and n["sync_interval_ms"] == 200 and
+       n["limits"] == 1 and n["keys"] == 2 and
+       n["health"] in ("healthy", "degraded", "recovering") and
+       n["library_version"] == "'"$lib_version"'" and n["record_version"] == 1 and n["rounds"] > 0 and
+       n["live"] == (n["deadline_ms"] >= d["now_ms"]) and
+       n["deadline_ms"] == n["last_seen_ms"] + 10 * 200 and
+       n["last_seen_age_ms"] >= 0 and len(n["instance"]) == 16 for n in d["nodes"])'
+run nodes_other_prefix 0 -- nodes --redis "$url" --prefix nobody
+has nodes_other_prefix out "0 live nodes"
+
+# The fleet closes: each node reports its last usage, hands its share back
+# and leaves the registry.
+echo stop >&3
+exec 3>&-
+wait "$fleet_pid"
+fleet_status=$?
+fleet_pid=
+[[ $fleet_status -eq 0 ]] && pass "fleet closed" || fail "fleet exit $fleet_status"
+run inspect_closed_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$spec" customer-42
+# What each node admitted, as rl_check answered it, is what Redis holds.
+for node in cli-node-0 cli-node-1; do
+  n=$(awk -v n="$node" '$1 == "admitted" && $2 == n { print $3 }' "$work/fleet.out")
+  py inspect_closed_json "$node left, Redis holds its $n admitted" \
+    '[x for x in d["nodes"] if x["node_id"] == "'"$node"'" and x["state"] == "left" and
+      x["admitted"] == '"${n:--1}"' and x["share_q24"] is None and x["demand_q24"] is None] != []'
+done
+py inspect_closed_json "no live node, the total is the sum" \
+  'd["usage"]["live_nodes"] == 0 and d["admitted_total"] == sum(n["admitted"] for n in d["nodes"])'
+run inspect_closed 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
+has inspect_closed out "left"
+run nodes_closed_json 0 -- nodes --json --redis "$url" --prefix cli
+py nodes_closed_json "no node after a clean close" 'd["live_count"] == 0 and d["nodes"] == []'
+
+# A node that died without closing: its entry is past its deadline, and with
+# no live node to prune it, it shows as stale. (The registry keys expire 2 x
+# the stale time after the last heartbeat: start them afresh, without a TTL.)
+redis-cli -p "$port" del '{cli:v1}:nodes' '{cli:v1}:nodes:live' >/dev/null
+redis-cli -p "$port" hset '{cli:v1}:nodes' 'ghost:00000000000000aa' \
+  'seen=1000 v=1 lib=0.1.0 host=h pid=9 start=900 int=100 health=degraded limits=1 keys=2 rkeys=0 rlimits=0 rounds=3 failed=1' >/dev/null
+redis-cli -p "$port" zadd '{cli:v1}:nodes:live' 2000 'ghost:00000000000000aa' >/dev/null
+redis-cli -p "$port" hset '{cli:v1}:nodes' 'future:00000000000000bb' 'seen=1000 v=7 shiny=1' >/dev/null
+run nodes_stale 0 -- nodes --redis "$url" --prefix cli
+has nodes_stale out "0 live nodes, 2 stale"
+has nodes_stale out "ghost"
+has nodes_stale out "unknown to this tool"
+run nodes_stale_json 0 -- --json nodes --redis "$url" --prefix cli
+py nodes_stale_json "stale entries: fields as written, unknown version flagged" \
+  'd["stale_count"] == 2 and d["nodes"][1]["node_id"] == "ghost" and not d["nodes"][1]["live"] and
+   d["nodes"][1]["health"] == "degraded" and d["nodes"][1]["deadline_ms"] == 2000 and
+   d["nodes"][1]["rounds_failed"] == 1 and d["nodes"][0]["record_version"] == 7 and
+   "health" not in d["nodes"][0]'
+
+# ------------------------------------------------------------------ errors
+run inspect_missing 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api nobody
+has inspect_missing err "no such key in Redis: {cli:v1:api:"
+has inspect_missing err "(has it been synced? is the secret/prefix right?)"
+run inspect_missing_json 1 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" api nobody
+py inspect_missing_json "error document" \
+  'd["ok"] is False and d["error"]["kind"] == "no_such_key" and d["error"]["exit_status"] == 1'
+# Another secret names another key.
+printf 'another-secret-0123456789' >"$work/secret2"
+run inspect_wrong_secret 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret2" api customer-42
+run inspect_short_secret 2 -- inspect --redis "$url" --secret 00ff api k
+has inspect_short_secret err "at least 16"
+run inspect_two_secrets 2 -- inspect --redis "$url" --secret 00ff --secret-file "$work/secret" api k
+run inspect_bad_hex 2 -- inspect --redis "$url" --secret zz api k
+run inspect_no_redis 2 -- inspect --secret-file "$work/secret" api k
+run inspect_bad_url 2 -- inspect --redis http://x --secret-file "$work/secret" api k
+has inspect_bad_url err "must start with redis://"
+run inspect_bad_limit 2 -- inspect --redis "$url" --secret-file "$work/secret" 'bad name' k
+run inspect_limit_not_in_file 2 -- inspect --redis "$url" --secret-file "$work/secret" --limits "$work/limits.conf" nope k
+run inspect_unknown_opt 2 -- inspect --redis "$url" --frobnicate api k
+has inspect_unknown_opt err "unknown option '--frobnicate'"
+dead_port=$(free_port)
+run inspect_unreachable 3 -- inspect --redis "redis://127.0.0.1:$dead_port" --secret-file "$work/secret" api k
+has inspect_unreachable err "cannot reach Redis at 127.0.0.1:$dead_port"
+run nodes_unreachable_json 3 -- --json nodes --redis "redis://127.0.0.1:$dead_port"
+py nodes_unreachable_json "error document" 'd["ok"] is False and d["error"]["kind"] == "redis_unreachable"'
+redis-cli -p "$port" config set requirepass cli-test-pass >/dev/null
+run nodes_noauth 3 -- nodes --redis "$url" --prefix cli
+has nodes_noauth err "requires a password"
+run nodes_wrongpass 3 -- nodes --redis "redis://:wrong@127.0.0.1:$port" --prefix cli
+has nodes_wrongpass err "refused the credentials"
+run nodes_auth_ok 0 -- nodes --redis "redis://:cli-test-pass@127.0.0.1:$port" --prefix cli
+redis-cli -p "$port" -a cli-test-pass --no-auth-warning config set requirepass '' >/dev/null
+
+# ------------------------------------------------------------------- bench
+run bench_text 0 -- bench --seconds 1 --keys 1000
+has bench_text out "machine: CPU"
+has bench_text out "rl_check, hot key"
+run bench_json 0 -- bench --seconds 1 --keys 5000 --threads 2 --json
+py bench_json "four figures, positive and finite, machine line" \
+  'd["ok"] and d["threads"] == 2 and d["keys"] == 5000 and d["machine"]["cores"] >= 1 and
+   d["machine"]["cpu"] != "" and
+   [f["name"] for f in d["figures"]] == ["floor_hot_key", "rl_check_hot_key", "floor_keys", "rl_check_keys"] and
+   all(0 < f["ns_min"] <= f["ns_median"] <= f["ns_max"] < 1e7 for f in d["figures"]) and
+   d["ratios"]["hot_key_vs_floor"] > 0 and d["ratios"]["keys_vs_floor"] > 0'
+run bench_bad 2 -- bench --seconds 0
+
+# ------------------------------------------------------ help and version
+run version 0 -- --version
+has version out "libratelimit"
+run version_json 0 -- --version --json
+py version_json "versions" 'd["ok"] and d["library_version"].count(".") == 2'
+run help 0 -- --help
+has help out "EXIT STATUS"
+for sub in check inspect nodes bench; do
+  run "help_$sub" 0 -- "$sub" --help
+  has "help_$sub" out "SYNOPSIS"
+  run "help_cmd_$sub" 0 -- help "$sub"
+done
+run no_args 2 --
+run unknown_cmd 2 -- frob
+has unknown_cmd err "no such command: frob"
+
+if [[ $failures -gt 0 ]]; then
+  echo "test.sh: $failures check(s) failed"
+  exit 1
+fi
+echo "test.sh: all passed"
