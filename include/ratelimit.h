@@ -12,10 +12,14 @@
  * - Structs that cross the ABI start with a `size` field set by their _init
  *   function. Fields are only ever appended. A struct whose size is larger than
  *   this library knows is accepted only if the unknown tail is all zero bytes
- *   (RL_ESIZE otherwise); a smaller one than this version's is RL_ESIZE.
+ *   (RL_ESIZE otherwise); one smaller than the oldest layout this library
+ *   accepts is RL_ESIZE. An output struct of an older, smaller layout gets
+ *   the fields that fit.
  * - Enum-valued fields are int32_t. No varargs, no macro-only features: every
  *   function is callable through an FFI (ctypes, cffi, Rust, cgo).
- * - Nothing a caller passes is kept by pointer: options are copied.
+ * - Nothing a caller passes is kept by pointer (options and strings are
+ *   copied), except the hooks: the allocator, clock and log functions and
+ *   their opaque / clock_ud / log_ud pointers must outlive the instance.
  *
  * ABI: releases with the same RL_VERSION_MAJOR are ABI-compatible (the shared
  * library's SOVERSION is the major version).
@@ -93,9 +97,12 @@ enum {
     RL_MODE_GLOBAL = 0,
     /* Per node, never synced. */
     RL_MODE_LOCAL = 1,
-    /* One atomic Redis round trip per check (local-only instances: local). */
+    /* Designed: one atomic Redis round trip per check. Not built yet: synced
+     * like RL_MODE_GLOBAL (its tolerance band), never decided per node alone
+     * (local-only instances: local). */
     RL_MODE_EXACT = 2,
-    /* Local pre-filter, Redis confirms near the limit (local-only: local). */
+    /* Designed: a local pre-filter with Redis confirming near the limit. Not
+     * built yet: synced like RL_MODE_GLOBAL (local-only instances: local). */
     RL_MODE_TIERED = 3
 };
 
@@ -112,8 +119,8 @@ enum {
 
 /* rl_decision_t.flags */
 #define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
-#define RL_FLAG_EXACT 0x02u    /* decided by the authoritative Redis bucket */
-#define RL_FLAG_HOT 0x04u      /* the key is one of the instance's hot keys */
+#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (reserved: not built yet) */
+#define RL_FLAG_HOT 0x04u      /* one of the hot keys (reserved: not built yet) */
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
@@ -145,7 +152,8 @@ typedef struct rl_allocator {
 /*
  * Clock hook: monotonic nanoseconds from an arbitrary origin. `source` says
  * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
- * clock may ignore it. Called from any thread that calls rl_check (and from
+ * clock may ignore it. Called from any thread that calls rl_check, rl_refund,
+ * rl_check_multi, rl_limit_add/update, rl_stats or rl_metrics_text (and from
  * the sync thread), concurrently: it must be thread-safe and must not call
  * back into the library. A backward step (of the hook, or of the built-in
  * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
@@ -222,7 +230,8 @@ typedef struct rl_rate {
  *   period/count between 10 ns (100M/s) and 30 days.
  * - burst: 1..10^9; 0 means "count" (one period's worth). The time to refill
  *   a whole burst, burst * period / count, must be at most 4 years.
- * - degraded_rate: {0, 0} means rate / expected_nodes; else as rate.
+ * - degraded_rate: {0, 0} means rate / expected_nodes (burst likewise
+ *   divided, rounded up); else as rate, with a burst of min(its count, burst).
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -297,6 +306,21 @@ typedef struct rl_stats_s {
     uint64_t sync_errors;        /* error replies, timeouts, failed connects */
     uint64_t sync_connected;     /* 1 while connected with scripts loaded */
     uint64_t health_since_round; /* sync rounds started when it entered it */
+    /* --- appended fields: sync errors by class, round latency --- */
+    uint64_t sync_err_connect;   /* refused, unreachable, connect deadline */
+    uint64_t sync_err_timeout;   /* a round's replies missed its deadline */
+    uint64_t sync_err_noscript;  /* script cache flushed (reloaded) */
+    uint64_t sync_err_readonly;  /* a replica now, after a failover */
+    uint64_t sync_err_loading;   /* the server was loading its dataset */
+    uint64_t sync_err_busy;      /* a script or DEBUG SLEEP held the server */
+    uint64_t sync_err_oom;       /* maxmemory reached */
+    uint64_t sync_err_auth;      /* NOAUTH, WRONGPASS, NOPERM */
+    uint64_t sync_err_other;     /* any other error, or a malformed reply */
+    uint64_t sync_rounds_completed; /* rounds whose every reply arrived */
+    uint64_t sync_round_us_sum;  /* their latencies: start to last reply */
+    uint64_t sync_round_us_last;
+    uint64_t sync_round_us_max;
+    uint64_t sync_reports_last_round; /* key reports of the last round */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
@@ -308,7 +332,24 @@ typedef struct rl_limit_stats_s {
     uint64_t noslot;
     uint64_t degraded;
     uint64_t keys_live; /* this limit's table slots now */
+    /* --- appended fields: what Redis said of this limit's keys, over the
+     * last complete window of RL_STATS_SYNC_WINDOW sync rounds (a quiet key
+     * reports at least once in it); all 0 for a local limit --- */
+    uint64_t sync_keys;          /* keys reported in the window */
+    uint64_t overshoot_keys;     /* of those, keys the fleet admitted faster
+                                    than the limit's rate */
+    uint32_t usage_max_ppm;      /* the highest fleet-wide admitted rate of a
+                                    key, in ppm of the rate (smoothed as the
+                                    shares are): > 1000000 is overshoot */
+    uint32_t share_skew_max_ppm; /* the highest share this node got of a key,
+                                    in ppm of an even split among the key's
+                                    live nodes (1000000: even) */
+    uint32_t nodes_max;          /* the most live nodes seen on one key */
+    uint32_t reserved0;
 } rl_limit_stats_t;
+
+/* Sync rounds in one window of rl_limit_stats' sync fields. */
+#define RL_STATS_SYNC_WINDOW 10
 
 /* ---------------------------------------------------------------- instance */
 
@@ -332,14 +373,17 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  * Errors (*out is set to NULL on every error):
  *   RL_EINVAL  out is NULL
  *   RL_ESIZE   cfg->size unknown, or a non-zero unknown tail
- *   RL_ERANGE  a field out of range (sync_interval_ms, max_keys,
- *              expected_nodes, max_limits, key_secret shorter than 16 bytes,
- *              only one of allocator.alloc/free set, reserved0 non-zero)
+ *   RL_ERANGE  a field out of the range its comment gives (sync_interval_ms,
+ *              max_keys, expected_nodes, key_ttl_ms, max_limits,
+ *              clock_coarse_tick_ns, key_secret/key_secret_len (>= 16 bytes),
+ *              demand_alpha_pct, the health fields), only one of
+ *              allocator.alloc/free set, a reserved field non-zero
  *   RL_ERANGE  also: a malformed redis_url, node_id or key_prefix
- *   RL_ENOMEM  an allocation failed (nothing is leaked)
+ *   RL_ENOMEM  an allocation failed, or the system's random source
+ *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
  * With a redis_url, a sync thread is started (every signal blocked in it).
- * rl_open waits for its first connection at most 1 s: a reachable Redis that
+ * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
  * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
  * not: the instance opens degraded and keeps trying (with backoff). Until a
  * key's first sync it runs at rate / expected_nodes. All nodes of a fleet must use the same key_secret
@@ -359,7 +403,7 @@ RL_EXTERN void rl_close(rl_t *rl);
 
 /* ------------------------------------------------------------------ limits */
 
-/* Defaults for a limit (see the initialisers above rl_open). */
+/* Defaults for a limit (see the initialisers above rl_open). Thread-safe. */
 RL_EXTERN void rl_limit_init_sized(rl_limit_t *lim, size_t size);
 static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, sizeof *lim); }
 
@@ -386,7 +430,9 @@ RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_
 /*
  * Add a limit; returns its id (>= 0). Ids are never reused for a different
  * limit while the instance lives (an id carries a generation), so a stale id
- * answers RL_ENOTFOUND. Thread-safe against every other call, checks included.
+ * answers RL_ENOTFOUND. Thread-safe against every other call, checks included:
+ * the rl_limit_* calls serialise on one mutex of the instance (checks never
+ * take it). No allocation.
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
  * RL_ELIMITS, RL_EFORKED.
  */
@@ -422,7 +468,8 @@ RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
 
 /* ------------------------------------------------------------------ checks */
 
-/* Zero a decision and set its size (see the initialisers above rl_open). */
+/* Zero a decision and set its size (see the initialisers above rl_open).
+ * Thread-safe. */
 RL_EXTERN void rl_decision_init_sized(rl_decision_t *d, size_t size);
 static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d, sizeof *d); }
 
@@ -438,7 +485,7 @@ static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d
  *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
  *   RL_ENOTFOUND unknown or removed limit id
  *   RL_ECOST    cost larger than the limit's burst: never admissible
- *   RL_ESIZE    out->size unknown, or a non-zero unknown tail
+ *   RL_ESIZE    out->size smaller than the oldest rl_decision_t layout
  *   RL_EFORKED  called in a child process on an inherited instance
  * A key that cannot get a table slot (table, or the limit's max_keys, full of
  * keys that are not yet idle) is decided by the limit's on_failure, flagged
@@ -453,11 +500,13 @@ RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
  * Give back `cost` tokens to (limit id, key), e.g. when a request was not
  * served after all. A bucket never holds more than its burst. A key with no
  * state (never charged, or reclaimed) is already full: nothing to do.
- * Returns 0 or an error: those of rl_check but RL_ECOST.
+ * Lock-free and thread-safe like rl_check.
+ * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE.
  */
 RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
 
-/* Zero a request and set its size (see the initialisers above rl_open). */
+/* Zero a request, set its size and cost = 1 (see the initialisers above
+ * rl_open). Thread-safe. */
 RL_EXTERN void rl_request_init_sized(rl_request_t *req, size_t size);
 static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(req, sizeof *req); }
 
@@ -489,14 +538,16 @@ RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_
  *   and Retry-After (whole seconds, rounded up) when the decision is a deny.
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
- * NULL when len is 0. Thread-safe, pure.
+ * NULL when len is 0. Thread-safe, pure; it reads d->policy, the limit's
+ * name, so the decision's limit (and instance) must still exist.
  * Errors: RL_EINVAL (d NULL, or buf NULL with len > 0), RL_ESIZE.
  */
 RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
 
 /* ------------------------------------------------------------------- stats */
 
-/* Zero a stats struct and set its size (see the initialisers above rl_open). */
+/* Zero a stats struct and set its size (see the initialisers above rl_open).
+ * Thread-safe. */
 RL_EXTERN void rl_stats_init_sized(rl_stats_t *s, size_t size);
 static inline void rl_stats_init(rl_stats_t *s) { rl_stats_init_sized(s, sizeof *s); }
 RL_EXTERN void rl_limit_stats_init_sized(rl_limit_stats_t *s, size_t size);
@@ -508,12 +559,14 @@ static inline void rl_limit_stats_init(rl_limit_stats_t *s)
 /*
  * Read instance-wide counters (s->size set by rl_stats_init). Counters are
  * read without stopping checks: each is exact, together they are a snapshot
- * only while no check runs. Thread-safe.
+ * only while no check runs. Thread-safe. Cost: one key-table walk per 64
+ * limit indexes in use, O(max_keys) each: a scrape, not a per-request call.
  * Errors: RL_EINVAL, RL_ESIZE, RL_EFORKED.
  */
 RL_EXTERN int rl_stats(rl_t *rl, rl_stats_t *s);
 
-/* Read one limit's counters. Errors: those of rl_stats, plus RL_ENOTFOUND. */
+/* Read one limit's counters. Thread-safe; one key-table walk, O(max_keys).
+ * Errors: those of rl_stats, plus RL_ENOTFOUND. */
 RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
 
 /*
@@ -523,7 +576,10 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  * as the format requires. Families, all prefixed ratelimit_:
  *   per limit, label limit="<name>": limit_admitted_total,
  *     limit_denied_total, limit_shadow_denied_total, limit_noslot_total,
- *     limit_degraded_total (counters), limit_keys (gauge);
+ *     limit_degraded_total (counters), limit_keys (gauge); with a redis_url
+ *     also the gauges of rl_limit_stats_t's sync window: limit_sync_keys,
+ *     limit_overshoot_keys, limit_usage_max_ratio,
+ *     limit_share_skew_max_ratio, limit_nodes_max;
  *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
  *     (gauges), keys_reclaimed_total;
  *   with a redis_url only: health{state="healthy|degraded|recovering"}
@@ -531,7 +587,11 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     health_seconds_total{state}, health_transitions_total,
  *     degraded_decisions_total{policy="open|closed|local"},
  *     sync_rounds_total, sync_rounds_failed_total, sync_reports_total,
- *     sync_errors_total, sync_connected (gauge).
+ *     sync_errors_total, sync_errors_by_class_total{class="connect|timeout|
+ *     noscript|readonly|loading|busy|oom|auth|other"}, sync_connected
+ *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
+ *     rounds), sync_round_last_seconds, sync_round_max_seconds,
+ *     sync_reports_last_round (gauges).
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,
@@ -541,8 +601,9 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  * included: each counter is read as by rl_stats / rl_limit_stats; a limit
  * removed during the call is left out. Holds the limit registry's lock only
  * to copy names (never during a table walk); allocates a temporary snapshot
- * through the instance's allocator, freed before return. Cost: one key-table
- * walk per limit, O(limits x max_keys): a scrape, not a per-request call.
+ * through the instance's allocator, freed before return. Cost: two key-table
+ * walks per 64 limit indexes in use, O(max_keys) each: a scrape, not a
+ * per-request call.
  * Errors: RL_EINVAL (rl NULL, or buf NULL with len > 0), RL_ENOMEM,
  * RL_EFORKED.
  */
@@ -550,16 +611,19 @@ RL_EXTERN int rl_metrics_text(rl_t *rl, char *buf, size_t len);
 
 /* ------------------------------------------------------------------- misc */
 
-/* A static message for an error code ("unknown error" for others). */
+/* A static message for an error code: "success" for 0, "unknown error" for
+ * codes this library does not know. Thread-safe. */
 RL_EXTERN const char *rl_strerror(int err);
 
-/* The code's name, e.g. "RL_ENOMEM" ("RL_EUNKNOWN" for others). */
+/* The code's name, e.g. "RL_ENOMEM": "RL_OK" for 0, "RL_EUNKNOWN" for codes
+ * this library does not know. Thread-safe. */
 RL_EXTERN const char *rl_err_name(int err);
 
-/* The library's version, "MAJOR.MINOR.PATCH". */
+/* The library's version, "MAJOR.MINOR.PATCH". Thread-safe. */
 RL_EXTERN const char *rl_version(void);
 
-/* RL_VERSION_HEX of the library actually loaded, to compare with the header's. */
+/* RL_VERSION_HEX of the library actually loaded, to compare with the
+ * header's. Thread-safe. */
 RL_EXTERN uint32_t rl_version_hex(void);
 
 #ifdef __cplusplus

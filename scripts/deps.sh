@@ -19,6 +19,7 @@ PACKAGES=(
   check
   redis-server
   valgrind
+  python3
 )
 
 die() {

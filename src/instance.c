@@ -135,7 +135,6 @@ void rl_close(rl_t *rl)
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
-    rl__strfree(&a, rl->redis_url);
     rl__strfree(&a, rl->node_id);
     rl__strfree(&a, rl->key_prefix);
     if (rl->fork_page != NULL)

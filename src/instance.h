@@ -24,7 +24,6 @@ struct rl {
     struct rl_sync *sync; /* the global tier; NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */
     /* Copied configuration. */
-    char *redis_url;
     char *node_id;
     char *key_prefix;
     uint32_t sync_close_ms; /* how long rl_close may wait for the last round */

@@ -141,6 +141,11 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
     for (int i = 0; i < RL_STAT_STRIPES; i++)
         for (int j = 0; j < RL_STAT_N; j++)
             atomic_store_explicit(&s->stats[i].c[j], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->sync_keys, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->sync_over_keys, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->sync_usage_max_ppm, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->sync_skew_max_ppm, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->sync_nodes_max, 0, memory_order_relaxed);
     params_publish(s, &p);
     /* release: publishes name, params and zeroed counters with the id. */
     atomic_store_explicit(&s->id, id, memory_order_release);

@@ -90,6 +90,14 @@ typedef struct rl_limit_slot {
     char name[RL_NAME_MAX];       /* writer-only while live (readers take its address) */
     rl_limit_t def;               /* writer-only: as added/updated */
     rl_stat_stripe_t stats[RL_STAT_STRIPES];
+    /* What Redis said of this limit's keys over the last complete window of
+     * RL_STATS_SYNC_WINDOW rounds (rl_limit_stats_t): stored by the sync
+     * thread at each window's end, zeroed when the limit is added. */
+    _Atomic uint64_t sync_keys;
+    _Atomic uint64_t sync_over_keys;
+    _Atomic uint32_t sync_usage_max_ppm;
+    _Atomic uint32_t sync_skew_max_ppm;
+    _Atomic uint32_t sync_nodes_max;
 } rl_limit_slot_t;
 
 typedef struct rl_limits {
@@ -173,6 +181,17 @@ static inline void rl__stat_add_n(rl_limit_slot_t *ls, unsigned stripe, int whic
     if (n != 0)
         atomic_fetch_add_explicit(&ls->stats[stripe % RL_STAT_STRIPES].c[which], n,
                                   memory_order_relaxed);
+}
+
+/* The sync window's figures into a stats struct. */
+static inline void rl__limit_sync_stats(rl_limit_slot_t *ls, rl_limit_stats_t *o)
+{
+    /* relaxed: statistics, each figure self-contained. */
+    o->sync_keys = atomic_load_explicit(&ls->sync_keys, memory_order_relaxed);
+    o->overshoot_keys = atomic_load_explicit(&ls->sync_over_keys, memory_order_relaxed);
+    o->usage_max_ppm = atomic_load_explicit(&ls->sync_usage_max_ppm, memory_order_relaxed);
+    o->share_skew_max_ppm = atomic_load_explicit(&ls->sync_skew_max_ppm, memory_order_relaxed);
+    o->nodes_max = atomic_load_explicit(&ls->sync_nodes_max, memory_order_relaxed);
 }
 
 static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)

@@ -6,8 +6,8 @@
  * Choices, and why:
  * - Every family has its # HELP and # TYPE lines, and all of a family's
  *   samples follow them, as the format requires. So the per-limit counters
- *   are read once into a snapshot first (rl_limit_stats walks the key table,
- *   O(max_keys) per limit: reading it again per family would multiply that).
+ *   are read once into a snapshot first (the slot counts take a key-table
+ *   walk per 64 limits: reading them again per family would multiply that).
  * - The limit registry is walked under its writers' lock only to copy ids
  *   and names (a name is writer-owned while live; copying it under the lock
  *   is what makes reading it safe). The counters are read after the lock is
@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "instance.h"
 #include "metrics.h"
+#include "stats.h"
 #include "textsink.h"
 
 size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
@@ -51,14 +52,22 @@ size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
     return out;
 }
 
-/* Milliseconds as exact decimal seconds, e.g. 1234 -> "1.234". */
-static void put_seconds(rl_sink_t *s, uint64_t ms)
+/* v / 10^digits as an exact decimal, e.g. (1234, 3) -> "1.234". */
+static void put_fixed(rl_sink_t *s, uint64_t v, unsigned digits)
 {
-    rl__put_u64(s, ms / 1000);
-    char frac[4] = {'.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
-                    (char)('0' + ms % 10)};
-    rl__put_bytes(s, frac, sizeof frac);
+    uint64_t one = 1;
+    for (unsigned i = 0; i < digits; i++)
+        one *= 10;
+    rl__put_u64(s, v / one);
+    char frac[8] = {'.'};
+    uint64_t f = v % one;
+    for (unsigned i = digits; i > 0; i--, f /= 10)
+        frac[i] = (char)('0' + f % 10);
+    rl__put_bytes(s, frac, digits + 1);
 }
+
+/* Milliseconds as exact decimal seconds, e.g. 1234 -> "1.234". */
+static void put_seconds(rl_sink_t *s, uint64_t ms) { put_fixed(s, ms, 3); }
 
 static void put_escaped(rl_sink_t *s, const char *v)
 {
@@ -121,18 +130,38 @@ typedef struct entry {
     rl_limit_stats_t st;
 } entry_t;
 
-/* A per-limit family: one sample per limit of the snapshot. */
-static void per_limit(rl_sink_t *s, const entry_t *e, uint32_t n, const char *name, const char *type,
-                      const char *help, size_t field)
+/* A per-limit family: one sample per limit of the snapshot, of the field
+ * at `field` (`width` bytes), written as value / 10^digits. */
+static void per_limit_as(rl_sink_t *s, const entry_t *e, uint32_t n, const char *name,
+                         const char *type, const char *help, size_t field, size_t width,
+                         unsigned digits)
 {
     family(s, name, type, help);
     for (uint32_t i = 0; i < n; i++) {
         if (e[i].id == 0)
             continue;
-        uint64_t v;
-        memcpy(&v, (const char *)&e[i].st + field, sizeof v);
-        sample(s, name, "limit", e[i].name, v);
+        uint64_t v = 0;
+        const char *at = (const char *)&e[i].st + field;
+        if (width == sizeof(uint32_t)) {
+            uint32_t v32;
+            memcpy(&v32, at, sizeof v32);
+            v = v32;
+        } else {
+            memcpy(&v, at, sizeof v);
+        }
+        sample_head(s, name, "limit", e[i].name);
+        if (digits != 0)
+            put_fixed(s, v, digits);
+        else
+            rl__put_u64(s, v);
+        rl__put_bytes(s, "\n", 1);
     }
+}
+
+static void per_limit(rl_sink_t *s, const entry_t *e, uint32_t n, const char *name, const char *type,
+                      const char *help, size_t field)
+{
+    per_limit_as(s, e, n, name, type, help, field, sizeof(uint64_t), 0);
 }
 
 /* Copy the live limits' ids and names under the registry's lock, then read
@@ -154,11 +183,23 @@ static uint32_t snapshot(rl_t *rl, entry_t *e)
         n++;
     }
     pthread_mutex_unlock(&ls->lock);
-    for (uint32_t i = 0; i < n; i++) {
-        rl_limit_stats_init(&e[i].st);
-        /* Any error here is RL_ENOTFOUND: the limit was removed since. */
-        if (rl_limit_stats(rl, e[i].id, &e[i].st) != 0)
-            e[i].id = 0;
+    /* The entries are in index order, as rl__limit_stats_many wants; their
+     * stats go in ascending index windows, one table walk per window. */
+    enum { CHUNK = 64 };
+    int ids[CHUNK];
+    rl_limit_stats_t st[CHUNK];
+    for (uint32_t i = 0; i < n; i += CHUNK) {
+        uint32_t k = n - i < CHUNK ? n - i : CHUNK;
+        for (uint32_t j = 0; j < k; j++)
+            ids[j] = e[i + j].id;
+        rl__limit_stats_many(rl, ids, k, st);
+        for (uint32_t j = 0; j < k; j++) {
+            e[i + j].st = st[j];
+            e[i + j].st.size = sizeof st[j];
+            /* A limit removed since the copy is left out. */
+            if (rl__limit_get(&rl->limits, e[i + j].id) == NULL)
+                e[i + j].id = 0;
+        }
     }
     return n;
 }
@@ -182,6 +223,29 @@ static void render_limits(rl_sink_t *s, const entry_t *e, uint32_t n)
               offsetof(rl_limit_stats_t, degraded));
     per_limit(s, e, n, "ratelimit_limit_keys", "gauge", "Table slots held by the limit's keys now.",
               offsetof(rl_limit_stats_t, keys_live));
+}
+
+/* What Redis said of each limit's keys: only on instances with a redis_url. */
+static void render_limits_global(rl_sink_t *s, const entry_t *e, uint32_t n)
+{
+    per_limit(s, e, n, "ratelimit_limit_sync_keys", "gauge",
+              "Keys of the limit reported to Redis in the last complete window of "
+              "10 sync rounds.",
+              offsetof(rl_limit_stats_t, sync_keys));
+    per_limit(s, e, n, "ratelimit_limit_overshoot_keys", "gauge",
+              "Of those keys, the ones the whole fleet admitted faster than the limit's rate.",
+              offsetof(rl_limit_stats_t, overshoot_keys));
+    per_limit_as(s, e, n, "ratelimit_limit_usage_max_ratio", "gauge",
+                 "The highest fleet-wide admitted rate of one key in that window, as a fraction "
+                 "of the limit's rate (above 1: overshoot).",
+                 offsetof(rl_limit_stats_t, usage_max_ppm), sizeof(uint32_t), 6);
+    per_limit_as(s, e, n, "ratelimit_limit_share_skew_max_ratio", "gauge",
+                 "The highest share this node got of one key in that window, as a multiple of "
+                 "an even split among the key's live nodes.",
+                 offsetof(rl_limit_stats_t, share_skew_max_ppm), sizeof(uint32_t), 6);
+    per_limit_as(s, e, n, "ratelimit_limit_nodes_max", "gauge",
+                 "The most live nodes Redis saw on one key of the limit in that window.",
+                 offsetof(rl_limit_stats_t, nodes_max), sizeof(uint32_t), 0);
 }
 
 static void render_instance(rl_sink_t *s, const rl_stats_t *st)
@@ -237,6 +301,39 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
            st->sync_reports);
     single(s, "ratelimit_sync_errors_total", "counter",
            "Redis error replies, timeouts and failed connects.", st->sync_errors);
+    family(s, "ratelimit_sync_errors_by_class_total", "counter",
+           "Redis error replies, timeouts and failed connects, by class.");
+    const struct {
+        const char *name;
+        uint64_t v;
+    } cls[] = {{"connect", st->sync_err_connect},   {"timeout", st->sync_err_timeout},
+               {"noscript", st->sync_err_noscript}, {"readonly", st->sync_err_readonly},
+               {"loading", st->sync_err_loading},   {"busy", st->sync_err_busy},
+               {"oom", st->sync_err_oom},           {"auth", st->sync_err_auth},
+               {"other", st->sync_err_other}};
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++)
+        sample(s, "ratelimit_sync_errors_by_class_total", "class", cls[i].name, cls[i].v);
+    /* A summary without quantiles: _sum and _count give the mean latency
+     * over any scrape interval; last and max are gauges beside it. */
+    family(s, "ratelimit_sync_round_seconds", "summary",
+           "Latency of the sync rounds whose every reply arrived: from the round's start to "
+           "its last reply.");
+    sample_head(s, "ratelimit_sync_round_seconds_sum", NULL, NULL);
+    put_fixed(s, st->sync_round_us_sum, 6);
+    rl__put_bytes(s, "\n", 1);
+    sample(s, "ratelimit_sync_round_seconds_count", NULL, NULL, st->sync_rounds_completed);
+    family(s, "ratelimit_sync_round_last_seconds", "gauge",
+           "Latency of the last sync round that completed.");
+    sample_head(s, "ratelimit_sync_round_last_seconds", NULL, NULL);
+    put_fixed(s, st->sync_round_us_last, 6);
+    rl__put_bytes(s, "\n", 1);
+    family(s, "ratelimit_sync_round_max_seconds", "gauge",
+           "The longest latency of a completed sync round since the instance opened.");
+    sample_head(s, "ratelimit_sync_round_max_seconds", NULL, NULL);
+    put_fixed(s, st->sync_round_us_max, 6);
+    rl__put_bytes(s, "\n", 1);
+    single(s, "ratelimit_sync_reports_last_round", "gauge",
+           "Key usage reports the last sync round sent.", st->sync_reports_last_round);
     single(s, "ratelimit_sync_connected", "gauge",
            "1 while connected to Redis with the scripts loaded, else 0.", st->sync_connected);
 }
@@ -264,12 +361,14 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
 
     rl_sink_t s = {buf, len, 0};
     render_limits(&s, e, n);
+    if (rl->sync != NULL)
+        render_limits_global(&s, e, n);
     render_instance(&s, &st);
     if (rl->sync != NULL)
         render_global(&s, &st);
     rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
     rl__sink_finish(&s);
-    /* At most RL_MAX_LIMITS limits of about 600 bytes each plus a fixed 3 KB:
+    /* At most RL_MAX_LIMITS limits of about 1 KB each plus a fixed 5 KB:
      * far below INT_MAX. */
     return (int)s.len;
 }

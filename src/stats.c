@@ -1,5 +1,6 @@
 #include <string.h>
 #include "instance.h"
+#include "stats.h"
 #include "structsize.h"
 #include "sync.h"
 
@@ -19,31 +20,84 @@ void rl_limit_stats_init_sized(rl_limit_stats_t *s, size_t size)
     s->size = size;
 }
 
-/* Decisions still in the slots of the limit at index idx (not yet folded
- * into its totals). Walks the table: O(max_keys). */
-static void slot_counts(rl_t *rl, uint32_t lref, uint64_t *admitted, uint64_t *denied)
+/*
+ * The decision counts still in table slots (not yet folded into the limits'
+ * totals) are summed by walking the table: O(max_keys). One walk serves a
+ * window of RL_STATS_WINDOW consecutive limit indexes, so rl_stats and a
+ * metrics scrape cost one walk per 64 limit indexes in use, not one per
+ * limit (100 limits on a 1M-key table: 2 walks, where it took 100).
+ */
+#define RL_STATS_WINDOW 64
+
+typedef struct window {
+    uint32_t base;                   /* first limit index of the window */
+    uint64_t present;                /* bit i: index base + i is wanted */
+    uint32_t lref[RL_STATS_WINDOW];  /* the slot reference each one has */
+    uint64_t admitted[RL_STATS_WINDOW];
+    uint64_t denied[RL_STATS_WINDOW];
+} window_t;
+
+static void window_begin(window_t *w, uint32_t base)
+{
+    memset(w, 0, sizeof *w);
+    w->base = base;
+}
+
+static void window_want(window_t *w, int id)
+{
+    uint32_t i = ((uint32_t)id & RL_LIMIT_IDX_MASK) - w->base;
+    w->present |= UINT64_C(1) << i;
+    w->lref[i] = rl__limit_ref(id);
+}
+
+static void window_walk(rl_t *rl, window_t *w)
 {
     for (size_t i = 0; i < rl->table.nslots; i++) {
         rl_slot_t *s = &rl->table.slots[i];
         /* relaxed: statistics; a slot retired meanwhile was folded. */
         uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_relaxed);
-        if (RL_CTRL_STATE(c) == RL_SLOT_LIVE && RL_CTRL_LREF(c) == lref) {
-            *admitted += atomic_load_explicit(&s->admitted, memory_order_relaxed);
-            *denied += atomic_load_explicit(&s->denied, memory_order_relaxed);
+        if (RL_CTRL_STATE(c) != RL_SLOT_LIVE)
+            continue;
+        uint32_t lref = RL_CTRL_LREF(c);
+        uint32_t k = (lref & RL_LIMIT_IDX_MASK) - w->base; /* wraps below base */
+        if (k < RL_STATS_WINDOW && (w->present >> k & 1) && w->lref[k] == lref) {
+            w->admitted[k] += atomic_load_explicit(&s->admitted, memory_order_relaxed);
+            w->denied[k] += atomic_load_explicit(&s->denied, memory_order_relaxed);
         }
     }
 }
 
-static void limit_counts(rl_t *rl, rl_limit_slot_t *ls, int id, rl_limit_stats_t *o)
+/* A limit's counters but the slot counts, which the window adds. */
+static void limit_totals(rl_limit_slot_t *ls, rl_limit_stats_t *o)
 {
+    memset(o, 0, sizeof *o);
     o->admitted = rl__limit_stat_sum(ls, RL_STAT_ADMITTED);
     o->denied = rl__limit_stat_sum(ls, RL_STAT_DENIED);
-    slot_counts(rl, rl__limit_ref(id), &o->admitted, &o->denied);
     o->shadow_denied = rl__limit_stat_sum(ls, RL_STAT_SHADOW);
     o->noslot = rl__limit_stat_sum(ls, RL_STAT_NOSLOT);
     o->degraded = rl__limit_stat_sum(ls, RL_STAT_DEGRADED);
     /* relaxed: a statistic. */
     o->keys_live = atomic_load_explicit(&ls->nkeys, memory_order_relaxed);
+    rl__limit_sync_stats(ls, o);
+}
+
+void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
+{
+    window_t w;
+    for (uint32_t i = 0; i < n;) {
+        window_begin(&w, (uint32_t)ids[i] & RL_LIMIT_IDX_MASK);
+        uint32_t j = i;
+        for (; j < n && ((uint32_t)ids[j] & RL_LIMIT_IDX_MASK) - w.base < RL_STATS_WINDOW; j++)
+            window_want(&w, ids[j]);
+        window_walk(rl, &w);
+        for (; i < j; i++) {
+            uint32_t k = ((uint32_t)ids[i] & RL_LIMIT_IDX_MASK) - w.base;
+            rl_limit_slot_t *ls = &rl->limits.slots[(uint32_t)ids[i] & RL_LIMIT_IDX_MASK];
+            limit_totals(ls, &out[i]);
+            out[i].admitted += w.admitted[k];
+            out[i].denied += w.denied[k];
+        }
+    }
 }
 
 static void health_stats(rl_t *rl, rl_stats_t *o)
@@ -72,6 +126,20 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
         o->sync_reports = c.reports;
         o->sync_errors = c.errors;
         o->sync_connected = c.connected;
+        o->sync_err_connect = c.by_class[RL_SYNC_ERR_CONNECT];
+        o->sync_err_timeout = c.by_class[RL_SYNC_ERR_TIMEOUT];
+        o->sync_err_noscript = c.by_class[RL_SYNC_ERR_NOSCRIPT];
+        o->sync_err_readonly = c.by_class[RL_SYNC_ERR_READONLY];
+        o->sync_err_loading = c.by_class[RL_SYNC_ERR_LOADING];
+        o->sync_err_busy = c.by_class[RL_SYNC_ERR_BUSY];
+        o->sync_err_oom = c.by_class[RL_SYNC_ERR_OOM];
+        o->sync_err_auth = c.by_class[RL_SYNC_ERR_AUTH];
+        o->sync_err_other = c.by_class[RL_SYNC_ERR_OTHER];
+        o->sync_rounds_completed = c.rounds_ok;
+        o->sync_round_us_sum = c.round_us_sum;
+        o->sync_round_us_last = c.round_us_last;
+        o->sync_round_us_max = c.round_us_max;
+        o->sync_reports_last_round = c.reports_last;
     }
 }
 
@@ -86,22 +154,33 @@ int rl_stats(rl_t *rl, rl_stats_t *s)
         return rc;
     rl_stats_t o;
     memset(&o, 0, sizeof o);
-    for (uint32_t i = 0; i < rl->limits.cap; i++) {
-        rl_limit_slot_t *ls = &rl->limits.slots[i];
-        /* relaxed: a removed limit's counters are simply no longer summed. */
-        uint32_t id = atomic_load_explicit(&ls->id, memory_order_relaxed);
-        if (id == 0)
+    window_t w;
+    for (uint32_t base = 0; base < rl->limits.cap; base += RL_STATS_WINDOW) {
+        window_begin(&w, base);
+        for (uint32_t k = 0; k < RL_STATS_WINDOW && base + k < rl->limits.cap; k++) {
+            /* relaxed: a removed limit's counters are simply no longer summed. */
+            int id = (int)atomic_load_explicit(&rl->limits.slots[base + k].id, memory_order_relaxed);
+            if (id != 0)
+                window_want(&w, id);
+        }
+        if (w.present == 0)
             continue;
-        rl_limit_stats_t l;
-        limit_counts(rl, ls, (int)id, &l);
-        o.admitted += l.admitted;
-        o.denied += l.denied;
-        o.shadow_denied += l.shadow_denied;
-        o.noslot += l.noslot;
-        o.degraded += l.degraded;
-        o.degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
-        o.degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
-        o.degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
+        window_walk(rl, &w);
+        for (uint32_t k = 0; k < RL_STATS_WINDOW; k++) {
+            if ((w.present >> k & 1) == 0)
+                continue;
+            rl_limit_slot_t *ls = &rl->limits.slots[base + k];
+            rl_limit_stats_t l;
+            limit_totals(ls, &l);
+            o.admitted += l.admitted + w.admitted[k];
+            o.denied += l.denied + w.denied[k];
+            o.shadow_denied += l.shadow_denied;
+            o.noslot += l.noslot;
+            o.degraded += l.degraded;
+            o.degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
+            o.degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
+            o.degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
+        }
     }
     health_stats(rl, &o);
     /* relaxed: statistics. */
@@ -129,7 +208,7 @@ int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     if (ls == NULL)
         return RL_ENOTFOUND;
     rl_limit_stats_t o;
-    limit_counts(rl, ls, id, &o);
+    rl__limit_stats_many(rl, &id, 1, &o);
     o.size = s->size;
     memcpy(s, &o, s->size < sizeof o ? s->size : sizeof o);
     return 0;

@@ -26,6 +26,6 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
 #define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)
 #define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
 #define RL_STATS_SIZE_MIN offsetof(rl_stats_t, health_since_round)
-#define RL_LIMIT_STATS_SIZE_MIN sizeof(rl_limit_stats_t)
+#define RL_LIMIT_STATS_SIZE_MIN offsetof(rl_limit_stats_t, sync_keys)
 
 #endif

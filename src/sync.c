@@ -332,9 +332,26 @@ static void judge_round(rl_sync_t *s)
         set_health(s, RL_HEALTH_HEALTHY, "sync rounds succeed");
 }
 
+/* A finished round's figures for rl_stats. This thread is the only writer of
+ * these counters: plain (relaxed) stores, read as statistics. */
+static void round_figures(rl_sync_t *s)
+{
+    /* relaxed: statistics. */
+    atomic_store_explicit(&s->counters[C_REPORTS_LAST], s->round_reports, memory_order_relaxed);
+    if (s->round_failed)
+        return;
+    uint64_t us = (uv_hrtime() - s->round_start_ns) / 1000u;
+    rl__sync_count(s, C_ROUND_US_SUM, us);
+    /* relaxed: as above. */
+    atomic_store_explicit(&s->counters[C_ROUND_US_LAST], us, memory_order_relaxed);
+    if (us > atomic_load_explicit(&s->counters[C_ROUND_US_MAX], memory_order_relaxed))
+        atomic_store_explicit(&s->counters[C_ROUND_US_MAX], us, memory_order_relaxed);
+}
+
 void rl__sync_round_done(rl_sync_t *s)
 {
     uv_timer_stop(&s->deadline_timer);
+    round_figures(s);
     if (s->round_failed)
         rl__sync_count(s, C_ROUNDS_FAILED, 1);
     else
@@ -648,4 +665,8 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     out->nodes_writes = v[C_NODES_WRITES];
     out->nodes_errors = v[C_NODES_ERRORS];
     out->nodes_ready = v[C_NODES_READY];
+    out->round_us_sum = v[C_ROUND_US_SUM];
+    out->round_us_last = v[C_ROUND_US_LAST];
+    out->round_us_max = v[C_ROUND_US_MAX];
+    out->reports_last = v[C_REPORTS_LAST];
 }

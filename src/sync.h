@@ -21,6 +21,9 @@ typedef struct rl_sync rl_sync_t;
 #define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
 #define RL_REPORT_LINGER 3     /* silent rounds a busy key still reports */
+#define RL_SYNC_NODES_MAX (1 << 20) /* live nodes on one key a reply may claim */
+_Static_assert(RL_STATS_SYNC_WINDOW >= RL_REPORT_QUIET_MAX,
+               "every quiet key reports within one stats window");
 
 /* Why a round failed, counted per class. */
 typedef enum rl_sync_error_class {
@@ -52,6 +55,11 @@ typedef struct rl_sync_counters {
     uint64_t nodes_writes;
     uint64_t nodes_errors;
     uint64_t nodes_ready; /* 1 while the registry script is loaded */
+    /* Latency of the rounds counted in rounds_ok, from start to last reply. */
+    uint64_t round_us_sum;
+    uint64_t round_us_last;
+    uint64_t round_us_max;
+    uint64_t reports_last; /* key reports of the last finished round */
 } rl_sync_counters_t;
 
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.

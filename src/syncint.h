@@ -21,8 +21,21 @@ enum {
     C_NODES_WRITES = C_ERR_FIRST + RL_SYNC_ERR_N,
     C_NODES_ERRORS,
     C_NODES_READY,
+    /* completed rounds' latency (µs), and the last round's key reports */
+    C_ROUND_US_SUM,
+    C_ROUND_US_LAST,
+    C_ROUND_US_MAX,
+    C_REPORTS_LAST,
     C_N
 };
+
+/* One key's answer in a report script's reply (rl__sync_parse_shares). */
+typedef struct rl_share_reply {
+    uint64_t q;      /* this node's rate share, Q24; UINT64_MAX: skipped */
+    uint64_t tokens; /* this node's burst tokens */
+    uint64_t usage;  /* the fleet's admitted rate, Q24 of the limit's rate */
+    uint64_t nodes;  /* live nodes on the key */
+} rl_share_reply_t;
 
 /* What the sync thread remembers of one slot's occupant (sync thread only). */
 typedef struct rl_syncslot {
@@ -47,6 +60,14 @@ typedef struct rl_synclimit {
     uint64_t reported_round; /* the last round that reported one of its keys */
     rl_limit_params_t p;
     char name[RL_NAME_MAX];
+    /* What the replies said of its keys in the current stats window (sync
+     * thread only; published to the limit slot at the window's end). */
+    uint32_t w_lref;      /* the limit the window belongs to; 0: none */
+    uint64_t w_keys;
+    uint64_t w_over;
+    uint64_t w_usage_max; /* Q24 of the rate */
+    uint64_t w_skew_max;  /* ppm of an even split */
+    uint64_t w_nodes_max;
 } rl_synclimit_t;
 
 struct rl_sync {
@@ -92,8 +113,9 @@ struct rl_sync {
     int leaving;           /* the final round: hand shares back */
     rl_syncslot_t *slots;  /* one per table slot */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
-    uint64_t shares_q[256];     /* scratch: one reply's parsed shares */
-    uint64_t shares_tokens[256];
+    rl_share_reply_t shares[256]; /* scratch: one reply's parsed shares */
+    uint64_t round_start_ns;      /* uv_hrtime at the current round's start */
+    uint64_t round_reports;       /* key reports the current round sent */
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */
     /* Manual rounds (sync.h: rl__sync_step). */
@@ -139,12 +161,13 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 int rl__sync_classify(const redisReply *reply);
 
 /*
- * Interpret a report script's reply for n keys: per key, its rate share
- * (Q24) and burst tokens, or q = UINT64_MAX for an element that is not a
- * well-formed, in-range pair (skipped). -1 if the reply is not an array of n.
- * Pure: fuzzed in tests/fuzz/fuzz_reply.c.
+ * Interpret a report script's reply for n keys: per key {rate share (Q24),
+ * burst tokens, the fleet's admitted rate (Q24 of the limit's rate, above
+ * 2^24 when the fleet overshoots), live nodes}; q = UINT64_MAX for an
+ * element that is not a well-formed, in-range quadruple (skipped). -1 if the
+ * reply is not an array of n. Pure: fuzzed in tests/fuzz/fuzz_reply.c.
  */
-int rl__sync_parse_shares(const redisReply *reply, uint32_t n, uint64_t *q, uint64_t *tokens);
+int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
 

@@ -200,28 +200,82 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
     rl__bucket_rescale(&slot->tat, &before, &after, now);
 }
 
-int rl__sync_parse_shares(const redisReply *reply, uint32_t n, uint64_t *q, uint64_t *tokens)
+int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out)
 {
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != n)
         return -1;
     for (uint32_t j = 0; j < n; j++) {
         const redisReply *e = reply->element[j];
-        q[j] = UINT64_MAX;
-        tokens[j] = 0;
-        if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-            e->element[0] == NULL || e->element[1] == NULL ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER)
+        rl_share_reply_t *o = &out[j];
+        memset(o, 0, sizeof *o);
+        o->q = UINT64_MAX;
+        if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 4)
             continue;
-        long long a = e->element[0]->integer, b = e->element[1]->integer;
-        /* A share above the whole rate, or negative, is not one we sent for:
-         * skip it rather than trust it. */
-        if (a < 0 || a > RL_SHARE_ONE || b < 0 || (unsigned long long)b > RL_SHAREWORD_BURST_MAX)
+        long long v[4];
+        int ok = 1;
+        for (int i = 0; i < 4; i++) {
+            const redisReply *x = e->element[i];
+            ok &= x != NULL && x->type == REDIS_REPLY_INTEGER;
+            v[i] = ok ? x->integer : -1;
+        }
+        /* A share above the whole rate, a negative figure, or a usage no
+         * fleet of that many nodes could reach is not one we sent for: skip
+         * it rather than trust it. */
+        if (!ok || v[0] < 0 || v[0] > RL_SHARE_ONE || v[1] < 0 ||
+            (unsigned long long)v[1] > RL_SHAREWORD_BURST_MAX || v[3] < 0 ||
+            v[3] > RL_SYNC_NODES_MAX || v[2] < 0 || v[2] > v[3] * RL_SHARE_ONE)
             continue;
-        q[j] = (uint64_t)a;
-        tokens[j] = (uint64_t)b;
+        o->q = (uint64_t)v[0];
+        o->tokens = (uint64_t)v[1];
+        o->usage = (uint64_t)v[2];
+        o->nodes = (uint64_t)v[3];
     }
     return 0;
+}
+
+/* Fold one key's answer into its limit's stats window. */
+static void window_add(rl_synclimit_t *l, const rl_share_reply_t *r)
+{
+    l->w_keys++;
+    l->w_over += r->usage > RL_SHARE_ONE;
+    if (r->usage > l->w_usage_max)
+        l->w_usage_max = r->usage;
+    if (r->nodes > l->w_nodes_max)
+        l->w_nodes_max = r->nodes;
+    /* This node's share against an even split: q x nodes, in ppm. */
+    uint64_t skew = (uint64_t)(((unsigned __int128)r->q * r->nodes * 1000000u) >> 24);
+    if (skew > l->w_skew_max)
+        l->w_skew_max = skew;
+}
+
+static uint32_t clamp_u32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
+
+/* At a window's end: publish every synced limit's window to its slot, and
+ * start the next one. */
+static void window_publish(rl_sync_t *s)
+{
+    rl_limits_t *ls = &s->rl->limits;
+    for (uint32_t i = 0; i < ls->cap; i++) {
+        rl_synclimit_t *l = &s->limits[i];
+        rl_limit_slot_t *slot = &ls->slots[i];
+        /* relaxed: a statistic; a limit removed (or replaced) since the
+         * window began gets nothing, and rl_limit_add zeroes a new one's. */
+        uint32_t id = atomic_load_explicit(&slot->id, memory_order_relaxed);
+        if (l->w_lref != 0 && id != 0 && rl__limit_ref((int)id) == l->w_lref) {
+            /* relaxed: statistics, each figure self-contained. */
+            atomic_store_explicit(&slot->sync_keys, l->w_keys, memory_order_relaxed);
+            atomic_store_explicit(&slot->sync_over_keys, l->w_over, memory_order_relaxed);
+            atomic_store_explicit(&slot->sync_usage_max_ppm,
+                                  clamp_u32((l->w_usage_max * 1000000u) >> 24),
+                                  memory_order_relaxed);
+            atomic_store_explicit(&slot->sync_skew_max_ppm, clamp_u32(l->w_skew_max),
+                                  memory_order_relaxed);
+            atomic_store_explicit(&slot->sync_nodes_max, clamp_u32(l->w_nodes_max),
+                                  memory_order_relaxed);
+        }
+        l->w_lref = l->live ? l->lref : 0;
+        l->w_keys = l->w_over = l->w_usage_max = l->w_skew_max = l->w_nodes_max = 0;
+    }
 }
 
 int rl__sync_classify(const redisReply *reply)
@@ -289,11 +343,16 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
         if (current)
             s->round_failed = 1;
     } else if (age_ms * 2 < s->rl->key_ttl_ms &&
-               rl__sync_parse_shares(reply, call->n, s->shares_q, s->shares_tokens) == 0) {
-        for (uint32_t j = 0; j < call->n; j++)
-            if (s->shares_q[j] != UINT64_MAX)
-                apply_share(s, call->slot[j], call->ctrl[j], s->shares_q[j],
-                            s->shares_tokens[j]);
+               rl__sync_parse_shares(reply, call->n, s->shares) == 0) {
+        rl_synclimit_t *l = &s->limits[call->lidx];
+        int windowed = l->w_lref != 0 && l->w_lref == l->lref && l->live;
+        for (uint32_t j = 0; j < call->n; j++) {
+            if (s->shares[j].q == UINT64_MAX)
+                continue;
+            apply_share(s, call->slot[j], call->ctrl[j], s->shares[j].q, s->shares[j].tokens);
+            if (windowed)
+                window_add(l, &s->shares[j]);
+        }
     } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
@@ -391,6 +450,7 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     s->in_flight++;
     rl__sync_count(s, C_CALLS, 1);
     rl__sync_count(s, C_REPORTS, n);
+    s->round_reports += n;
     return 0;
 }
 
@@ -523,8 +583,14 @@ void rl__sync_round(rl_sync_t *s)
     s->round_id++;
     s->round_failed = 0;
     s->in_flight = 0;
+    s->round_start_ns = uv_hrtime();
+    s->round_reports = 0;
     rl__sync_count(s, C_ROUNDS, 1);
     snapshot_limits(s);
+    /* Every RL_STATS_SYNC_WINDOW rounds, in which each quiet key reports
+     * at least once (RL_REPORT_QUIET_MAX). */
+    if (s->round_id % RL_STATS_SYNC_WINDOW == 1)
+        window_publish(s);
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
     for (size_t wi = 0; wi < words; wi++) {

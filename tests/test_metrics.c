@@ -34,6 +34,7 @@ static int check_format(const char *text)
     char families[64][96];
     int nfam = 0, nsamples = 0;
     char cur[96] = "";
+    int summary = 0; /* the current family is a summary: _sum and _count */
     const char *p = text;
     ck_assert_msg(*p != '\0', "empty text");
     while (*p != '\0') {
@@ -57,13 +58,15 @@ static int check_format(const char *text)
             /* The TYPE line follows at once. */
             nl = strchr(p, '\n');
             ck_assert_ptr_nonnull(nl);
-            char want_c[128], want_g[128];
+            char want_c[128], want_g[128], want_s[128];
             snprintf(want_c, sizeof want_c, "# TYPE %s counter\n", name);
             snprintf(want_g, sizeof want_g, "# TYPE %s gauge\n", name);
+            snprintf(want_s, sizeof want_s, "# TYPE %s summary\n", name);
             size_t tl = (size_t)(nl + 1 - p);
             int is_counter = strlen(want_c) == tl && strncmp(p, want_c, tl) == 0;
             int is_gauge = strlen(want_g) == tl && strncmp(p, want_g, tl) == 0;
-            ck_assert_msg(is_counter || is_gauge, "no TYPE after HELP of %s", name);
+            summary = strlen(want_s) == tl && strncmp(p, want_s, tl) == 0;
+            ck_assert_msg(is_counter || is_gauge || summary, "no TYPE after HELP of %s", name);
             size_t nlen = strlen(name);
             int total = nlen > 6 && strcmp(name + nlen - 6, "_total") == 0;
             ck_assert_msg(is_counter == total, "%s: counters, and only they, end in _total", name);
@@ -73,9 +76,15 @@ static int check_format(const char *text)
         ck_assert_msg(line[0] != '#', "stray comment: %s", line);
         /* A sample of the current family. */
         size_t cl = strlen(cur);
-        ck_assert_msg(cl > 0 && strncmp(line, cur, cl) == 0 &&
-                          (line[cl] == ' ' || line[cl] == '{'),
-                      "sample outside its family: %s", line);
+        ck_assert_msg(cl > 0 && strncmp(line, cur, cl) == 0, "sample outside its family: %s", line);
+        if (summary) {
+            const char *suffix = strncmp(line + cl, "_sum", 4) == 0     ? "_sum"
+                                 : strncmp(line + cl, "_count", 6) == 0 ? "_count"
+                                                                        : "";
+            ck_assert_msg(*suffix != '\0', "summary sample neither _sum nor _count: %s", line);
+            cl += strlen(suffix);
+        }
+        ck_assert_msg(line[cl] == ' ' || line[cl] == '{', "sample outside its family: %s", line);
         const char *v = line + cl;
         if (*v == '{') {
             const char *q = v + 1;
@@ -498,6 +507,81 @@ START_TEST(concurrent_checks_and_limit_churn)
 }
 END_TEST
 
+/* The slot counts are summed one table walk per window of 64 limit
+ * indexes: limits in several windows, removed ones, and indexes reused by a
+ * later generation must each get exactly their own counts. */
+START_TEST(stats_across_index_windows)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.max_limits = 200;
+    c.max_keys = 4096;
+    rl_t *r = NULL;
+    ck_assert_int_eq(rl_open(&r, &c), 0);
+    enum { N = 150 };
+    int ids[N];
+    uint64_t want_a[N], want_d[N];
+    char spec[64], key[16];
+    for (int i = 0; i < N; i++) {
+        snprintf(spec, sizeof spec, "name=l%d rate=1/h burst=5", i);
+        ids[i] = rl_test_add(r, spec);
+        ck_assert_int_gt(ids[i], 0);
+        int checks = i % 9 + 1, keys = i % 4 + 1;
+        want_a[i] = want_d[i] = 0;
+        for (int k = 0; k < keys; k++) {
+            snprintf(key, sizeof key, "key%d", k);
+            for (int j = 0; j < checks; j++)
+                ck_assert_int_eq(rl_check(r, ids[i], key, strlen(key), 1, NULL),
+                                 j < 5 ? RL_ALLOW : RL_DENY);
+            want_a[i] += checks < 5 ? (uint64_t)checks : 5;
+            want_d[i] += checks > 5 ? (uint64_t)checks - 5 : 0;
+        }
+    }
+    /* Every 10th goes; new limits take the freed indexes with a new
+     * generation, and their keys' slots must not count for the old ones. */
+    for (int i = 0; i < N; i += 10)
+        ck_assert_int_eq(rl_limit_remove(r, ids[i]), 0);
+    for (int i = 0; i < N; i += 10) {
+        snprintf(spec, sizeof spec, "name=n%d rate=1/h burst=5", i);
+        ids[i] = rl_test_add(r, spec);
+        ck_assert_int_gt(ids[i], 0);
+        ck_assert_int_eq(rl_check(r, ids[i], "key0", 4, 1, NULL), RL_ALLOW);
+        want_a[i] = 1;
+        want_d[i] = 0;
+    }
+    uint64_t sum_a = 0, sum_d = 0;
+    for (int i = 0; i < N; i++) {
+        rl_limit_stats_t ls;
+        rl_limit_stats_init(&ls);
+        ck_assert_int_eq(rl_limit_stats(r, ids[i], &ls), 0);
+        ck_assert_msg(ls.admitted == want_a[i] && ls.denied == want_d[i],
+                      "limit %d: admitted %llu denied %llu, want %llu %llu", i,
+                      (unsigned long long)ls.admitted, (unsigned long long)ls.denied,
+                      (unsigned long long)want_a[i], (unsigned long long)want_d[i]);
+        sum_a += want_a[i];
+        sum_d += want_d[i];
+    }
+    rl_stats_t st;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(r, &st), 0);
+    ck_assert_uint_eq(st.admitted, sum_a);
+    ck_assert_uint_eq(st.denied, sum_d);
+    char *got = render(r);
+    check_format(got);
+    char line[96];
+    snprintf(line, sizeof line, "\nratelimit_limit_admitted_total{limit=\"l149\"} %llu\n",
+             (unsigned long long)want_a[149]);
+    ck_assert_ptr_nonnull(strstr(got, line));
+    snprintf(line, sizeof line, "\nratelimit_limit_denied_total{limit=\"l71\"} %llu\n",
+             (unsigned long long)want_d[71]);
+    ck_assert_ptr_nonnull(strstr(got, line));
+    ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limit_admitted_total{limit=\"n140\"} 1\n"));
+    ck_assert_ptr_null(strstr(got, "{limit=\"l140\"}"));
+    free(got);
+    rl_close(r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ global tier */
 
 START_TEST(global_tier_families)
@@ -534,6 +618,20 @@ START_TEST(global_tier_families)
                                       "ratelimit_health_seconds_total{state=\"healthy\"} "));
     ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_sync_rounds_failed_total counter\n"));
     ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_sync_errors_total counter\n"));
+    /* Nothing listens: connect errors, and no class that needs a server. */
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(r, &st), 0);
+    ck_assert_uint_ge(st.sync_err_connect, 1);
+    ck_assert_uint_eq(st.sync_err_auth + st.sync_err_noscript + st.sync_err_readonly, 0);
+    ck_assert_uint_eq(st.sync_rounds_completed, 0);
+    ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_sync_errors_by_class_total counter\n"
+                                      "ratelimit_sync_errors_by_class_total{class=\"connect\"} "));
+    ck_assert_ptr_nonnull(strstr(got, "\nratelimit_sync_errors_by_class_total{class=\"auth\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_sync_round_seconds summary\n"
+                                      "ratelimit_sync_round_seconds_sum 0.000000\n"
+                                      "ratelimit_sync_round_seconds_count 0\n"));
+    ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limit_usage_max_ratio{limit=\"c\"} 0.000000\n"));
+    ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limit_sync_keys{limit=\"c\"} 0\n"));
     ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_sync_reports_total counter\n"));
     ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_health_transitions_total counter\n"));
     ck_assert_ptr_nonnull(strstr(got, "\n# TYPE ratelimit_health_state_seconds gauge\n"
@@ -588,6 +686,7 @@ static Suite *suite(void)
     tcase_add_test(tc, einval);
     tcase_add_test(tc, eforked);
     tcase_add_test(tc, enomem);
+    tcase_add_test(tc, stats_across_index_windows);
     suite_add_tcase(s, tc);
     TCase *cc = tcase_create("concurrency");
     tcase_set_timeout(cc, 120);

@@ -188,6 +188,28 @@ START_TEST(global_limit_follows_skewed_demand)
      * manages to use is timing, not behaviour. */
     double granted = share_rate(nodes[0], ids[0], "tenant-1");
     ck_assert_msg(granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", granted);
+    /* What Redis said of the key, over a 10-round window (0.5 s here): one
+     * live node on it (the others never saw the key), using most of the
+     * rate and never above it (one node's smoothed rate is capped at the
+     * whole rate), and holding the key's whole share: over 95% of an even
+     * split among one node. */
+    rl_limit_stats_t ls;
+    rl_limit_stats_init(&ls);
+    ck_assert_int_eq(rl_limit_stats(nodes[0], ids[0], &ls), 0);
+    ck_assert_uint_ge(ls.sync_keys, 1);
+    ck_assert_uint_eq(ls.nodes_max, 1);
+    ck_assert_uint_eq(ls.overshoot_keys, 0);
+    ck_assert_uint_ge(ls.usage_max_ppm, 500000);
+    ck_assert_uint_le(ls.usage_max_ppm, 1000000);
+    ck_assert_uint_ge(ls.share_skew_max_ppm, 850000);
+    ck_assert_uint_le(ls.share_skew_max_ppm, 1000000);
+    rl_stats_t st;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(nodes[0], &st), 0);
+    ck_assert_uint_ge(st.sync_rounds_completed, 1);
+    ck_assert_uint_ge(st.sync_round_us_max, st.sync_round_us_last);
+    ck_assert_uint_ge(st.sync_round_us_sum, st.sync_round_us_max);
+    ck_assert_uint_gt(st.sync_round_us_sum, 0);
     double elapsed = (double)(t1 - t0) / 1e9;
     ck_assert_msg((double)total <= 20 + 200 * elapsed + 20,
                   "admitted %llu in %.2f s: above burst + rate x elapsed",
@@ -278,6 +300,14 @@ START_TEST(script_reply_shares)
     ck_assert_int_gt(qb, qi * 5);
     ck_assert_int_le(bb + bi, 10);
     ck_assert_int_ge(bb, 8);
+    /* Both see the same two live nodes, and the fleet's admitted rate (busy
+     * admits, idle does not) in Q24, within what two nodes can reach. */
+    ck_assert_uint_eq(busy->element[0]->elements, 4);
+    ck_assert_uint_eq(idle->element[0]->elements, 4);
+    ck_assert_int_eq(busy->element[0]->element[3]->integer, 2);
+    ck_assert_int_eq(idle->element[0]->element[3]->integer, 2);
+    ck_assert_int_gt(idle->element[0]->element[2]->integer, 0);
+    ck_assert_int_le(idle->element[0]->element[2]->integer, 2LL << 24);
     freeReplyObject(busy);
     freeReplyObject(idle);
     redisFree(r);

@@ -205,6 +205,21 @@ class Stats(ctypes.Structure):
         ("sync_errors", _u64),
         ("sync_connected", _u64),
         ("health_since_round", _u64),
+        # appended fields: sync errors by class, round latency
+        ("sync_err_connect", _u64),
+        ("sync_err_timeout", _u64),
+        ("sync_err_noscript", _u64),
+        ("sync_err_readonly", _u64),
+        ("sync_err_loading", _u64),
+        ("sync_err_busy", _u64),
+        ("sync_err_oom", _u64),
+        ("sync_err_auth", _u64),
+        ("sync_err_other", _u64),
+        ("sync_rounds_completed", _u64),
+        ("sync_round_us_sum", _u64),
+        ("sync_round_us_last", _u64),
+        ("sync_round_us_max", _u64),
+        ("sync_reports_last_round", _u64),
     ]
 
 
@@ -218,6 +233,13 @@ class LimitStats(ctypes.Structure):
         ("noslot", _u64),
         ("degraded", _u64),
         ("keys_live", _u64),
+        # appended fields: the last complete sync window of the limit's keys
+        ("sync_keys", _u64),
+        ("overshoot_keys", _u64),
+        ("usage_max_ppm", _u32),
+        ("share_skew_max_ppm", _u32),
+        ("nodes_max", _u32),
+        ("reserved0", _u32),
     ]
 
 

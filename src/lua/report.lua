@@ -11,7 +11,10 @@
 --          then per key i, at 13 + 4*(i-1): epoch, cumulative admitted,
 --          cumulative offered, stale ms (how long this node's entry lives
 --          without a new report).
--- Returns  per key: {rate share (Q24), burst tokens}; {} when leaving.
+-- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
+--          rate (the live nodes' smoothed rates summed, Q24 of the limit's
+--          rate: above 2^24 is overshoot), live nodes}; zeros for a node
+--          that is leaving or has left.
 --
 -- Reports are idempotent and order-free: a node sends cumulative counters per
 -- key occupancy (epoch); a repeated or late report is not greater than what is
@@ -93,7 +96,7 @@ local function report_key(i)
   local gone = me ~= nil and me.x == nil
   if gone and epoch <= me.e and cum_a <= me.a and cum_o <= me.o then
     -- A late report of a node that has left: nothing new, nothing to revive.
-    return {0, 0}
+    return {0, 0, 0, 0}
   end
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
@@ -151,8 +154,9 @@ local function report_key(i)
   end
   redis.call('PEXPIRE', key, ttl)
   if not mine then
-    return {0, 0}
+    return {0, 0, 0, 0}
   end
+  local usage, live = over, #demand
   -- A young key (its first rounds): the nodes report one after another, and
   -- the first would see only itself and take the whole limit, the second
   -- half of it... Until the key is `young` ms old, the expected nodes not
@@ -167,7 +171,7 @@ local function report_key(i)
   end
   over = math.max(0, over - SHARE_ONE)
   local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
-  return {q[mine], tokens[mine]}
+  return {q[mine], tokens[mine], usage, live}
 end
 
 local out = {}

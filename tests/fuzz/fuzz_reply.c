@@ -51,14 +51,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int cls = rl__sync_classify(rep);
             if (cls < 0 || cls >= RL_SYNC_ERR_N)
                 abort();
-            uint64_t q[256], t[256];
+            rl_share_reply_t out[256];
             uint32_t n = rep->type == REDIS_REPLY_ARRAY && rep->elements <= 256
                              ? (uint32_t)rep->elements
                              : 1;
-            if (rl__sync_parse_shares(rep, n, q, t) == 0)
+            if (rl__sync_parse_shares(rep, n, out) == 0)
                 for (uint32_t j = 0; j < n; j++)
-                    if (q[j] != UINT64_MAX &&
-                        (q[j] > RL_SHARE_ONE || t[j] > RL_SHAREWORD_BURST_MAX))
+                    if (out[j].q != UINT64_MAX &&
+                        (out[j].q > RL_SHARE_ONE || out[j].tokens > RL_SHAREWORD_BURST_MAX ||
+                         out[j].nodes > RL_SYNC_NODES_MAX ||
+                         out[j].usage > out[j].nodes * RL_SHARE_ONE))
                         abort();
             freeReplyObject(reply);
             reply = NULL;
