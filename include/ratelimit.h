@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define RL_VERSION_MAJOR 0
-#define RL_VERSION_MINOR 1
+#define RL_VERSION_MINOR 2
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_HEX \
     ((RL_VERSION_MAJOR << 16) | (RL_VERSION_MINOR << 8) | RL_VERSION_PATCH)
