@@ -51,12 +51,13 @@ fi
 # prints the path of the real file (libratelimit.so.X.Y.Z).
 build_lib() {
   local src=$1 out=$2
+  mkdir -p "$out"
   cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DRL_WERROR=ON -DRL_ASAN=OFF -DRL_TSAN=OFF \
-    -DRL_BUILD_TESTS=OFF -DRL_BUILD_EXAMPLES=OFF -DRL_BUILD_BENCH=OFF >"$out.configure.log" 2>&1 \
-    || { tail -30 "$out.configure.log" >&2; die "configure of $src failed"; }
-  cmake --build "$out" --target ratelimit -j "$(nproc 2>/dev/null || echo 2)" >"$out.build.log" 2>&1 \
-    || { tail -30 "$out.build.log" >&2; die "build of $src failed"; }
+    -DRL_BUILD_TESTS=OFF -DRL_BUILD_EXAMPLES=OFF -DRL_BUILD_BENCH=OFF >"$out/configure.log" 2>&1 \
+    || { tail -30 "$out/configure.log" >&2; die "configure of $src failed"; }
+  cmake --build "$out" --target ratelimit -j "$(nproc 2>/dev/null || echo 2)" >"$out/build.log" 2>&1 \
+    || { tail -30 "$out/build.log" >&2; die "build of $src failed"; }
   readlink -f "$out/libratelimit.so"
 }
 
