@@ -270,21 +270,7 @@ END_TEST
  * admit N times its rate. */
 START_TEST(modes_governed_by_global_tier)
 {
-    rl_config_t c;
-    rl_config_init(&c);
-    c.redis_url = "redis://127.0.0.1:1";
-    c.sync_interval_ms = 50;
-    rl_t *x = NULL;
-    ck_assert_int_eq(rl_open(&x, &c), 0);
-    rl_stats_t st;
-    for (int i = 0; i < 500; i++) {
-        rl_stats_init(&st);
-        ck_assert_int_eq(rl_stats(x, &st), 0);
-        if (st.health == RL_HEALTH_DEGRADED)
-            break;
-        usleep(10000);
-    }
-    ck_assert_int_eq(st.health, RL_HEALTH_DEGRADED);
+    rl_t *x = rl_test_open_degraded(50);
     static const struct {
         const char *spec;
         int synced;

@@ -1,5 +1,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "testutil.h"
 
 int rl_test_run(Suite *s)
@@ -53,4 +54,24 @@ int rl_test_add(rl_t *rl, const char *spec)
     int id = rl_limit_add(rl, &lim);
     ck_assert_msg(id >= 0, "rl_limit_add(%s): %s", spec, rl_err_name(id));
     return id;
+}
+
+rl_t *rl_test_open_degraded(uint32_t interval_ms)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = "redis://127.0.0.1:1";
+    c.sync_interval_ms = interval_ms;
+    rl_t *r = NULL;
+    ck_assert_int_eq(rl_open(&r, &c), 0);
+    rl_stats_t st;
+    for (int i = 0; i < 500; i++) {
+        rl_stats_init(&st);
+        ck_assert_int_eq(rl_stats(r, &st), 0);
+        if (st.health == RL_HEALTH_DEGRADED)
+            return r;
+        usleep(10000);
+    }
+    ck_abort_msg("not degraded after 5 s with nothing listening");
+    return NULL;
 }

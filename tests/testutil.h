@@ -41,6 +41,11 @@ void rl_test_clock_advance(rl_test_clock_t *c, uint64_t ns);
 /* Open an instance using the test clock (NULL: real clocks). */
 rl_t *rl_test_open(rl_test_clock_t *clk, uint32_t max_keys);
 
+/* Open an instance whose Redis is unreachable (nothing listens on port 1),
+ * syncing every interval_ms, and wait until it is degraded (it fails the
+ * test after 5 s). */
+rl_t *rl_test_open_degraded(uint32_t interval_ms);
+
 /* Add a limit from a spec string; fails the test on error. */
 int rl_test_add(rl_t *rl, const char *spec);
 
