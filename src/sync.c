@@ -121,15 +121,23 @@ void rl__sync_drop_connection(rl_sync_t *s)
     schedule_reconnect(s);
 }
 
+/* A SCRIPT LOAD reply: 1 and the SHA in sha[41] if it is one, else 0. */
+static int sha_reply(const redisReply *reply, char *sha)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_STRING || reply->len != 40)
+        return 0;
+    memcpy(sha, reply->str, 40);
+    sha[40] = '\0';
+    return 1;
+}
+
 static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
     rl_sync_t *s = priv;
     redisReply *reply = r;
     s->loading = 0;
-    if (reply != NULL && reply->type == REDIS_REPLY_STRING && reply->len == 40) {
-        memcpy(s->sha, reply->str, 40);
-        s->sha[40] = '\0';
+    if (sha_reply(reply, s->sha)) {
         s->script_ready = 1;
         s->attempt = 0;
         set_connected(s, 1);
@@ -164,9 +172,7 @@ static void on_nodes_loaded(redisAsyncContext *ac, void *r, void *priv)
     rl_sync_t *s = priv;
     redisReply *reply = r;
     s->nodes_loading = 0;
-    if (reply != NULL && reply->type == REDIS_REPLY_STRING && reply->len == 40) {
-        memcpy(s->nodes_sha, reply->str, 40);
-        s->nodes_sha[40] = '\0';
+    if (sha_reply(reply, s->nodes_sha)) {
         rl__sync_nodes_ready(s, 1);
     } else if (reply != NULL && s->script_ready) {
         /* Only when the report script loaded: otherwise both failed for one
