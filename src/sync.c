@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <hiredis/adapters/libuv.h>
 #include "syncint.h"
+#include "redisuv.h"
 #include "alloc.h"
 #include "scripts.h"
 #include "backoff.h"
@@ -283,7 +283,7 @@ static void start_connect(rl_sync_t *s)
         return;
     }
     ac->data = s;
-    if (redisLibuvAttach(ac, &s->loop) != REDIS_OK) {
+    if (rl__redisuv_attach(ac, &s->loop, &s->rl->alloc) != REDIS_OK) {
         redisAsyncFree(ac);
         schedule_reconnect(s);
         return;
