@@ -59,8 +59,11 @@ static void window_walk(rl_t *rl, window_t *w)
         if (RL_CTRL_STATE(c) != RL_SLOT_LIVE)
             continue;
         uint32_t lref = RL_CTRL_LREF(c);
-        uint32_t k = (lref & RL_LIMIT_IDX_MASK) - w->base; /* wraps below base */
-        if (k < RL_STATS_WINDOW && (w->present >> k & 1) && w->lref[k] == lref) {
+        uint32_t idx = lref & RL_LIMIT_IDX_MASK;
+        if (idx < w->base || idx - w->base >= RL_STATS_WINDOW)
+            continue;
+        uint32_t k = idx - w->base;
+        if ((w->present >> k & 1) && w->lref[k] == lref) {
             w->admitted[k] += atomic_load_explicit(&s->admitted, memory_order_relaxed);
             w->denied[k] += atomic_load_explicit(&s->denied, memory_order_relaxed);
         }
@@ -87,6 +90,7 @@ void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t
     for (uint32_t i = 0; i < n;) {
         window_begin(&w, (uint32_t)ids[i] & RL_LIMIT_IDX_MASK);
         uint32_t j = i;
+        /* Ascending: every index from here on is >= base. */
         for (; j < n && ((uint32_t)ids[j] & RL_LIMIT_IDX_MASK) - w.base < RL_STATS_WINDOW; j++)
             window_want(&w, ids[j]);
         window_walk(rl, &w);
