@@ -20,6 +20,7 @@ PACKAGES=(
   redis-server
   valgrind
   python3
+  curl
 )
 
 die() {

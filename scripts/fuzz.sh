@@ -15,7 +15,10 @@
 # writable corpus per target (seeded from tests/fuzz/corpus/<target>, which
 # is never written), crash artifacts and logs. Prints one summary line per
 # target and exits non-zero if any target crashed, leaked, hit undefined
-# behaviour, timed out or failed to build. Runs scripts/deps.sh first, and
+# behaviour, timed out or failed to build. fuzz_http targets the gateway
+# example's parser, which is not in the library: its one source file,
+# examples/gateway/http_parser.c, is compiled into that target. Runs
+# scripts/deps.sh first, and
 # installs clang-14 and libclang-rt-14-dev (libFuzzer) when no clang can
 # link a fuzzer (needs root then, like deps.sh). RL_FUZZ_CC picks a compiler.
 set -euo pipefail
@@ -97,9 +100,11 @@ for t in "${targets[@]}"; do
   src=$root/tests/fuzz/$t.c
   [[ -f $src ]] || { echo "fuzz.sh: no such target: $src" >&2; exit 2; }
   log "build $t"
+  extra_src=()
+  [[ $t == fuzz_http ]] && extra_src=(-I"$root/examples/gateway" "$root/examples/gateway/http_parser.c")
   # shellcheck disable=SC2086 # $san, $extra_libs, RL_FUZZ_CFLAGS are word lists
   "$cc" -std=gnu11 "${warn[@]}" ${RL_FUZZ_CFLAGS:-} -fsanitize=fuzzer $san -I"$root/include" -I"$root/src" \
-    "$src" "$lib" $extra_libs -lpthread -o "$out/$t"
+    "$src" "${extra_src[@]}" "$lib" $extra_libs -lpthread -o "$out/$t"
 done
 
 # LeakSanitizer needs ptrace-like access; it is on by default with ASan.

@@ -1,0 +1,46 @@
+/*
+ * What each request gets: the routes, the rate-limit check, and the bodies
+ * of error responses. No I/O: the server formats and sends the reply.
+ *
+ * Routes: GET or HEAD /metrics (Prometheus text); every other path is the
+ * API this example stands in front of, answered 200 with a small JSON body
+ * when every rule that matches it admits the request, 429 otherwise.
+ */
+#ifndef GATEWAY_HANDLER_H
+#define GATEWAY_HANDLER_H
+
+#include <ratelimit.h>
+
+#include "http_parser.h"
+#include "limits_config.h"
+#include "metrics.h"
+#include "response.h"
+
+typedef struct gateway {
+    rl_t *rl;
+    limit_set_t *limits; /* the rules in force; a reload swaps them */
+    gw_metrics_t metrics;
+} gateway_t;
+
+/* A response and the buffers it points into, until it is formatted. */
+typedef struct reply {
+    response_t resp;
+    char headers[1024]; /* rl_headers needs at most 517 bytes */
+    char body[2 * HTTP_TARGET_CAP + 256]; /* JSON, the escaped path included */
+    char *owned;        /* a heap body (the metrics), or NULL */
+} reply_t;
+
+/* The reply to a parsed request from client_ip (a numeric address). */
+void handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out);
+
+/* The reply to a request the parser refused (counted by reason); it closes
+ * the connection. */
+void handler_parse_error(gateway_t *g, http_error_t e, reply_t *out);
+
+/* The reply to a request that did not arrive within the request timeout. */
+void handler_timeout(reply_t *out);
+
+/* Free what a reply owns (after formatting it). */
+void reply_free(reply_t *r);
+
+#endif
