@@ -44,7 +44,7 @@ typedef struct rl_syncslot {
     uint64_t cum_a;  /* admitted since the occupancy began */
     uint64_t cum_o;  /* offered (admitted + denied) since then */
     uint64_t pend_o; /* offered since the last report */
-    uint32_t quiet;  /* rounds since the last report */
+    uint64_t last_round; /* the round of the last report (round_id) */
     uint16_t reported; /* reported at least once (must leave on close) */
     uint8_t queued;    /* listed in this round's reports */
     uint8_t linger;    /* idle rounds still to report after a busy one */

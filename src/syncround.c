@@ -94,6 +94,7 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         memset(ss, 0, sizeof *ss);
         ss->ctrl = c;
         ss->epoch = ++s->next_epoch;
+        ss->last_round = s->round_id - 1; /* its counts span this round */
     }
     /* relaxed: values only; the bitmap swap (acq_rel) ordered them. */
     uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_relaxed);
@@ -125,14 +126,20 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     }
     /* Report every round while the key uses half of what its share could
      * admit since its last report; otherwise every RL_REPORT_QUIET_MAX
-     * rounds. Sync traffic then scales with the keys near their limits. */
+     * rounds. Sync traffic then scales with the keys near their limits.
+     * "Since" counts the silent rounds too (the slot is not visited then):
+     * judged against one round of its share, a sparse key's single request
+     * looked near whenever the share rounded below one token a round, and
+     * each such request cost a near report, three lingering ones and an
+     * announcing one (bench/accuracy/README.md, many). Capped at the quiet
+     * period: a key back from a long silence with a burst is still near. */
     rl_gcra_t tmp;
     const rl_gcra_t *g = current_gcra(slot, l, &tmp);
-    uint64_t span_fp = (uint64_t)(ss->quiet + 1) * s->rl->sync_interval_ms * RL_FP_PER_MS;
+    uint64_t since = s->round_id - ss->last_round;
+    uint64_t span = since < RL_REPORT_QUIET_MAX ? since : RL_REPORT_QUIET_MAX;
+    uint64_t span_fp = span * s->rl->sync_interval_ms * RL_FP_PER_MS;
     uint64_t could = span_fp / g->t_fp + g->burst;
-    int near = ss->pend_o * 2 >= could || atomic_load_explicit(&slot->share,
-                                                               memory_order_relaxed) == 0;
-    if (near) {
+    if (ss->pend_o * 2 >= could) {
         ss->linger = RL_REPORT_LINGER;
         ss->announce = 1;
         mark_again(t, i);
@@ -141,11 +148,19 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     /* Quiet: report every RL_REPORT_QUIET_MAX rounds, announcing that
      * period. A key whose last report announced every round reports at once
      * to announce the longer one, before Redis drops its entry (3 rounds)
-     * while this node still holds its share. */
+     * while this node still holds its share. A key whose last report is a
+     * period or more old reports at once too: its entry may be gone (3
+     * periods), and the stale share it admits at must be replaced within
+     * this round, not a period later. So does a key without a share yet
+     * (share word 0), so the pre-sync share is used for one round at most
+     * (the bound's E_pre); it announces the quiet period and does not linger:
+     * a quiet new key is not busy, and lingering cost every new key four
+     * more reports on every node (bench/accuracy/README.md, many). */
     ss->announce = RL_REPORT_QUIET_MAX;
-    if (ss->period < RL_REPORT_QUIET_MAX || ss->quiet + 1 >= RL_REPORT_QUIET_MAX)
+    /* relaxed: a self-contained word; this thread is its only writer. */
+    uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
+    if (w == 0 || ss->period < RL_REPORT_QUIET_MAX || since >= RL_REPORT_QUIET_MAX)
         return 1;
-    ss->quiet++;
     mark_again(t, i); /* come back next round even without new counts */
     return 0;
 }
@@ -430,7 +445,7 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
         call->slot[j] = idx[j];
         call->ctrl[j] = ss->ctrl;
         ss->pend_o = 0;
-        ss->quiet = 0;
+        ss->last_round = s->round_id;
         ss->reported = 1;
         ss->queued = 0;
     }

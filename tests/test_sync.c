@@ -517,6 +517,109 @@ START_TEST(reports_scale_with_near_limit_keys)
 }
 END_TEST
 
+/* One manual round on one node: advance 100 ms of virtual time and sync.
+ * Returns the key reports the round sent. */
+static uint64_t manual_round(rl_t *n, rl_test_clock_t *clk)
+{
+    uint64_t before = counters(n).reports;
+    rl_test_clock_advance(clk, 100000000);
+    ck_assert_int_eq(rl__sync_step(n->sync, atomic_load(&clk->precise_ns) / 1000000), 0);
+    return counters(n).reports - before;
+}
+
+START_TEST(sparse_keys_report_once_a_period)
+{
+    /* Keys checked once every 10 rounds on a 5/s burst-1 limit: one node
+     * holds the whole share, a token and 0.5 of one a round. One request is
+     * a tenth of what that share admits in the 10 rounds since the key's
+     * last report, but half of one round's worth: judged against one round,
+     * every request looked near and cost four reports (a near one and three
+     * lingering ones). A sparse key reports once per request (its period),
+     * never less: Redis must keep counting it. */
+    enum { KEYS = 40, PERIOD = RL_REPORT_QUIET_MAX, WARM = 30, MEASURED = 20 };
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *n = open_manual("sparse", 1, &clk);
+    int id = rl_test_add(n, "name=sparse rate=5/s burst=1");
+    wait_connected(&n, 1);
+    char key[32];
+    uint64_t reports = 0, requests = 0;
+    for (int round = 0; round < WARM + MEASURED; round++) {
+        for (int k = 0; k < KEYS; k++) {
+            if (round % PERIOD != k % PERIOD)
+                continue;
+            snprintf(key, sizeof key, "sparse-%d", k);
+            ck_assert_int_eq(rl_check(n, id, key, strlen(key), 1, NULL), RL_ALLOW);
+            requests += round >= WARM;
+        }
+        uint64_t sent = manual_round(n, &clk);
+        if (round >= WARM)
+            reports += sent;
+    }
+    ck_assert_uint_eq(requests, (uint64_t)KEYS * MEASURED / PERIOD);
+    ck_assert_msg(reports >= requests && reports <= requests + requests / 10,
+                  "%llu key reports for %llu requests of sparse keys",
+                  (unsigned long long)reports, (unsigned long long)requests);
+    rl_close(n);
+}
+END_TEST
+
+/* The expiry (script time, virtual ms) Redis holds for the one node on the
+ * one key of a limit under key prefix "v"; -1 without one. */
+static long long entry_expiry(const char *limit)
+{
+    redisContext *r = client();
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(keys->elements, 1);
+    redisReply *h = redisCommand(r, "HGETALL %s", keys->element[0]->str);
+    long long x = -1;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const char *f = h->element[i]->str;
+        size_t len = strlen(f);
+        if (len > 2 && strcmp(f + len - 2, "|x") == 0)
+            x = atoll(h->element[i + 1]->str);
+    }
+    freeReplyObject(h);
+    freeReplyObject(keys);
+    redisFree(r);
+    return x;
+}
+
+START_TEST(quiet_key_announces_its_period_and_reports_after_expiry)
+{
+    /* A quiet key (announced period 10 rounds) silent for longer than Redis
+     * keeps its entry (3 periods) still holds its share on the node. Its
+     * next request must report in that round, so the share it admits at is
+     * counted again at once, not a period later. */
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(4000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *n = open_manual("stale", 1, &clk);
+    int id = rl_test_add(n, "name=stale rate=100/s burst=20");
+    wait_connected(&n, 1);
+    /* First check, far below the limit: the key has no share yet, so it
+     * reports in that round, and being quiet it announces the quiet period
+     * at once (no lingering: it was never busy). */
+    ck_assert_int_eq(rl_check(n, id, "k", 1, 1, NULL), RL_ALLOW);
+    ck_assert_uint_eq(manual_round(n, &clk), 1);
+    long long announced = entry_expiry("stale");
+    uint64_t now_ms = atomic_load(&clk.precise_ns) / 1000000;
+    ck_assert_int_ge(announced, (long long)now_ms + 3 * RL_REPORT_QUIET_MAX * 100);
+    /* Silent (not one report) until Redis no longer counts it. */
+    while (atomic_load(&clk.precise_ns) / 1000000 <= (uint64_t)announced)
+        ck_assert_uint_eq(manual_round(n, &clk), 0);
+    ck_assert_int_eq(rl_check(n, id, "k", 1, 1, NULL), RL_ALLOW);
+    ck_assert_uint_eq(manual_round(n, &clk), 1);
+    now_ms = atomic_load(&clk.precise_ns) / 1000000;
+    ck_assert_int_gt(entry_expiry("stale"), (long long)now_ms);
+    rl_close(n);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sync");
@@ -530,6 +633,8 @@ static Suite *suite(void)
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
     tcase_add_test(tc, virtual_skew_then_shift);
     tcase_add_test(tc, reports_scale_with_near_limit_keys);
+    tcase_add_test(tc, sparse_keys_report_once_a_period);
+    tcase_add_test(tc, quiet_key_announces_its_period_and_reports_after_expiry);
     suite_add_tcase(s, tc);
     /* A forked child cannot tear down the parent's loop and connection (they
      * are not its to close), so it exits holding them: valgrind calls that a
