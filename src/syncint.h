@@ -51,6 +51,8 @@ typedef struct rl_syncslot {
     uint32_t period;   /* rounds between reports the last report announced
                           (Redis drops the entry after 3 such periods) */
     uint32_t announce; /* the period this round's report announces */
+    uint32_t win_seen; /* the stats window (low 31 bits of window_no) that
+                          counted this key; top bit: counted as over too */
 } rl_syncslot_t;
 
 /* One limit as a round sees it (snapshot taken at the round's start). */
@@ -115,6 +117,7 @@ struct rl_sync {
     uint32_t *order;       /* scratch: slot indices of this round's reports */
     rl_share_reply_t shares[256]; /* scratch: one reply's parsed shares */
     uint64_t round_start_ns;      /* uv_hrtime at the current round's start */
+    uint32_t window_no;           /* the current stats window, from 1 */
     uint64_t round_reports;       /* key reports the current round sent */
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */

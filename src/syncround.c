@@ -248,11 +248,21 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
     return 0;
 }
 
-/* Fold one key's answer into its limit's stats window. */
-static void window_add(rl_synclimit_t *l, const rl_share_reply_t *r)
+/* Fold one key's answer into its limit's stats window: the maxima over
+ * every answer, each key counted once (a near key reports every round). */
+static void window_add(rl_sync_t *s, rl_synclimit_t *l, size_t slot, const rl_share_reply_t *r)
 {
-    l->w_keys++;
-    l->w_over += r->usage > RL_SHARE_ONE;
+    const uint32_t over_bit = UINT32_C(1) << 31;
+    uint32_t tag = s->window_no & ~over_bit;
+    rl_syncslot_t *ss = &s->slots[slot];
+    if ((ss->win_seen & ~over_bit) != tag) {
+        ss->win_seen = tag;
+        l->w_keys++;
+    }
+    if (r->usage > RL_SHARE_ONE && !(ss->win_seen & over_bit)) {
+        ss->win_seen |= over_bit;
+        l->w_over++;
+    }
     if (r->usage > l->w_usage_max)
         l->w_usage_max = r->usage;
     if (r->nodes > l->w_nodes_max)
@@ -291,6 +301,10 @@ static void window_publish(rl_sync_t *s)
         l->w_lref = l->live ? l->lref : 0;
         l->w_keys = l->w_over = l->w_usage_max = l->w_skew_max = l->w_nodes_max = 0;
     }
+    /* Never 0 in its low 31 bits: a fresh slot's win_seen (0) is no window. */
+    s->window_no = (s->window_no + 1) & ~(UINT32_C(1) << 31);
+    if (s->window_no == 0)
+        s->window_no = 1;
 }
 
 int rl__sync_classify(const redisReply *reply)
@@ -365,8 +379,9 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             if (s->shares[j].q == UINT64_MAX)
                 continue;
             apply_share(s, call->slot[j], call->ctrl[j], s->shares[j].q, s->shares[j].tokens);
-            if (windowed)
-                window_add(l, &s->shares[j]);
+            /* Only for the occupant the report was for. */
+            if (windowed && s->slots[call->slot[j]].ctrl == call->ctrl[j])
+                window_add(s, l, call->slot[j], &s->shares[j]);
         }
     } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
