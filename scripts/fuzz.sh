@@ -40,39 +40,9 @@ log() { echo "==> fuzz.sh: $*"; }
 # The library's own build dependencies (cmake, hiredis, libuv, ...).
 bash "$root/scripts/deps.sh"
 
-find_cc() {
-  cc=${RL_FUZZ_CC:-}
-  if [[ -z $cc ]]; then
-    for c in clang clang-14; do
-      if command -v "$c" >/dev/null 2>&1; then cc=$c; break; fi
-    done
-  fi
-}
-# Can $cc link a libFuzzer program? (clang without libclang-rt-14-dev cannot.)
-fuzzer_ok() {
-  [[ -n $cc ]] || return 1
-  local d rc=0
-  d=$(mktemp -d)
-  printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
-    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);' \
-    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' >"$d/p.c"
-  "$cc" -fsanitize=fuzzer,address,undefined "$d/p.c" -o "$d/p" >/dev/null 2>&1 || rc=1
-  rm -rf "$d"
-  return $rc
-}
-find_cc
-if ! fuzzer_ok; then
-  # Debian 12: clang 14, whose libFuzzer and sanitizer runtimes are a
-  # separate package. Installed here, as scripts/deps.sh does for its own.
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    log "installing clang-14 and libclang-rt-14-dev"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update >/dev/null && apt-get install -y --no-install-recommends clang-14 libclang-rt-14-dev >/dev/null \
-      || { echo "fuzz.sh: apt-get install clang-14 libclang-rt-14-dev failed" >&2; exit 1; }
-    find_cc
-  fi
-  fuzzer_ok || { echo "fuzz.sh: no clang that links libFuzzer (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 1; }
-fi
+# A clang that links libFuzzer with ASan and UBSan (scripts/clang.sh installs
+# clang-14, libclang-rt-14-dev and llvm-14 when none can).
+cc=$(RL_CLANG=${RL_FUZZ_CC:-} bash "$root/scripts/clang.sh" -fsanitize=fuzzer,address,undefined) || exit 1
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 
