@@ -1023,6 +1023,16 @@ START_TEST(bad_input_instance)
     EXPECT(&m, RL_ENOTFOUND, rl_limit_stats(rl, -1, &ls));
     ls.size = 1;
     EXPECT(&m, RL_ESIZE, rl_limit_stats(rl, a, &ls));
+    /* 0.1's layout (up to keys_live) is accepted and gets only its fields;
+     * shorter is not. */
+    size_t old_size = offsetof(rl_limit_stats_t, sync_keys);
+    ls.size = old_size - 1;
+    EXPECT(&m, RL_ESIZE, rl_limit_stats(rl, a, &ls));
+    memset(&ls, 0xa5, sizeof ls);
+    ls.size = old_size;
+    EXPECT(&m, 0, rl_limit_stats(rl, a, &ls));
+    ck_assert_uint_eq(ls.size, old_size);
+    ck_assert_uint_eq(ls.sync_keys, UINT64_C(0xa5a5a5a5a5a5a5a5)); /* past its end: untouched */
 
     /* rl_headers: errors, and the contract with a zero-length buffer. */
     rl_decision_t d;
