@@ -5,8 +5,9 @@
 #                                                   examples, consumer test)
 #   bash scripts/test.sh --asan        build-asan/  same, ASan + UBSan
 #   bash scripts/test.sh --tsan        build-tsan/  same, ThreadSanitizer
-#   bash scripts/test.sh --valgrind    build/       each tests/test_* suite
-#                                                   under valgrind memcheck
+#   bash scripts/test.sh --valgrind    build/       each tests/test_* suite and
+#                                                   the gateway's, under
+#                                                   valgrind memcheck
 #   bash scripts/test.sh --integer     build-int/   the Check suites (not the
 #                                                   Redis fault suite), clang
 #                                                   -fsanitize=undefined,integer
@@ -226,7 +227,9 @@ run_valgrind() {
   if [[ -f $root/tests/valgrind.supp ]]; then
     vg_supp=("--suppressions=$root/tests/valgrind.supp")
   fi
-  for t in "$build_dir"/tests/test_*; do
+  # The library's suites, and the gateway example's (its parser and limits
+  # file: pure code, where memcheck earns its keep).
+  for t in "$build_dir"/tests/test_* "$build_dir"/examples/gateway/test_gateway_*; do
     [[ -f $t && -x $t ]] || continue
     name=$(basename "$t")
     if [[ ${RL_VALGRIND_ALL:-0} != 1 && ( $name == *concurrency* || $name == *stress* ) ]]; then
