@@ -291,7 +291,8 @@ static void window_publish(rl_sync_t *s)
             atomic_store_explicit(&slot->sync_keys, l->w_keys, memory_order_relaxed);
             atomic_store_explicit(&slot->sync_over_keys, l->w_over, memory_order_relaxed);
             atomic_store_explicit(&slot->sync_usage_max_ppm,
-                                  clamp_u32((l->w_usage_max * 1000000u) >> 24),
+                                  clamp_u32((uint64_t)(((unsigned __int128)l->w_usage_max *
+                                                        1000000u) >> 24)),
                                   memory_order_relaxed);
             atomic_store_explicit(&slot->sync_skew_max_ppm, clamp_u32(l->w_skew_max),
                                   memory_order_relaxed);
