@@ -1,12 +1,5 @@
 #include "clock.h"
 
-static uint64_t raw_builtin(int32_t source)
-{
-    struct timespec ts;
-    clock_gettime(source == RL_CLOCK_COARSE ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t builtin_coarse_tick(void)
 {
     struct timespec res;
@@ -23,7 +16,7 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
      * coarse reading is never more than one tick behind a precise one.
      * Modular: a raw reading below the origin wraps base, and differences
      * from it are still right. */
-    uint64_t raw = user ? user(ud, RL_CLOCK_PRECISE) : raw_builtin(RL_CLOCK_PRECISE);
+    uint64_t raw = rl__clock_raw(c, RL_CLOCK_PRECISE);
     for (int s = 0; s < 2; s++) {
         c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS;
         atomic_init(&c->guard[s].offset_ns, 0);
@@ -32,7 +25,7 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
     /* The coarse source starts where it really reads (up to a tick behind
      * the origin), or its first reading would look like a backward step and
      * lift it a tick ahead for good. */
-    uint64_t coarse = user ? user(ud, RL_CLOCK_COARSE) : raw_builtin(RL_CLOCK_COARSE);
+    uint64_t coarse = rl__clock_raw(c, RL_CLOCK_COARSE);
     int64_t behind = (int64_t)(raw - coarse);
     atomic_init(&c->guard[RL_CLOCK_COARSE].last_ns,
                 behind <= 0 ? RL_CLOCK_ORIGIN_NS
@@ -49,19 +42,6 @@ int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp)
     if (c->coarse_tick_ns == 0 || c->coarse_tick_ns > (UINT64_MAX >> RL_FP_SHIFT))
         return RL_CLOCK_PRECISE;
     return (c->coarse_tick_ns << RL_FP_SHIFT) <= slack_fp ? RL_CLOCK_COARSE : RL_CLOCK_PRECISE;
-}
-
-uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source)
-{
-    int s = source == RL_CLOCK_COARSE;
-    /* acquire, and BEFORE the clock read: a reading taken before a backward
-     * jump must not be lifted by the offset another thread raised for that
-     * jump (it would move time forward by the jump and refill every
-     * bucket), nor compared with a `last` newer than itself (a false jump).
-     * The clock read cannot move above these loads. */
-    uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_acquire);
-    uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
-    return rl__clock_guard(c, s, c->user(c->user_ud, source), off, last);
 }
 
 uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint64_t last)

@@ -51,8 +51,6 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
 /* Which source a bucket may use, from its slack tau - T. */
 int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp);
 
-uint64_t rl__clock_user_ns(rl_clock_t *c, int32_t source);
-
 /* The guard's slow path: a backward step, a reading before the origin, or
  * `last` due to advance. `off` and `last` were loaded before `raw` was read. */
 uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint64_t last);
@@ -62,19 +60,29 @@ static inline uint64_t rl__clock_to_fp(uint64_t rel_ns)
     return rel_ns >= (RL_NOW_FP_MAX >> RL_FP_SHIFT) ? RL_NOW_FP_MAX : rel_ns << RL_FP_SHIFT;
 }
 
+/* A raw reading of `source`: the user hook's, or the vDSO clock's. */
+static inline uint64_t rl__clock_raw(const rl_clock_t *c, int32_t source)
+{
+    if (__builtin_expect(c->user != NULL, 0))
+        return c->user(c->user_ud, source);
+    struct timespec ts;
+    clock_gettime(source == RL_CLOCK_COARSE ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Instance time in fixed point from `source`. Hot path: one clock read, two
  * loads of a line that is written once per grain, two compares. */
 static inline uint64_t rl__clock_now_fp(rl_clock_t *c, int32_t source)
 {
-    if (__builtin_expect(c->user != NULL, 0))
-        return rl__clock_to_fp(rl__clock_user_ns(c, source));
     int s = source == RL_CLOCK_COARSE;
-    /* acquire, before the clock read: see rl__clock_user_ns. */
+    /* acquire, and BEFORE the clock read: a reading taken before a backward
+     * jump must not be lifted by the offset another thread raised for that
+     * jump (it would move time forward by the jump and refill every
+     * bucket), nor compared with a `last` newer than itself (a false jump).
+     * The clock read cannot move above these loads. */
     uint64_t off = atomic_load_explicit(&c->guard[s].offset_ns, memory_order_acquire);
     uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
-    struct timespec ts;
-    clock_gettime(s ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts);
-    uint64_t raw = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t raw = rl__clock_raw(c, source);
     uint64_t d = raw - c->base_ns[s];
     /* d < 2^62 and off <= 2^63: the sum cannot wrap. Anything else, and a
      * reading outside [last - grain, last + grain), takes the slow path. */

@@ -1132,8 +1132,8 @@ START_TEST(known_bug_refund_huge_cost)
 END_TEST
 
 /*
- * Bug: rl__clock_user_ns reads the hook, then the offset. A checker that
- * read the hook just before a backward jump and loads the offset just
+ * Bug: the hook path (then rl__clock_user_ns) read the hook, then the
+ * offset. A checker that read the hook just before a backward jump and loads the offset just
  * after another checker absorbed that jump computes now = old reading +
  * new offset: the instance clock leaps forward by the size of the jump
  * (and `last` with it, for everyone), refilling every bucket. Here the
@@ -1211,8 +1211,8 @@ START_TEST(known_bug_stale_clock_reading)
 END_TEST
 
 /*
- * Bug: rl__clock_user_ns computes `last - rel` and `rel + off` in int64_t;
- * a hook that swings by more than 2^62 ns around the origin (or swings
+ * Bug: the hook path (then rl__clock_user_ns) computed `last - rel` and
+ * `rel + off` in int64_t; a hook that swings by more than 2^62 ns around the origin (or swings
  * repeatedly until the absorbed offset passes 2^62) overflows them:
  * undefined behaviour (UBSan: "signed integer overflow", clock.c). Only a
  * UBSan build (scripts/test.sh --asan, scripts/fuzz.sh) reports it; here
