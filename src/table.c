@@ -308,8 +308,10 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
              * own window, else from a batch of the table, then look again. */
             int room = idle_d != RL_PROBE_MAX &&
                        retire_idle(t, slot_at(t, p->home, idle_d), idle_c, idle_tat);
-            if (!room && rl__table_sweep_some(t, now_fp) == 0)
-                return 0;
+            /* A batch that freed nothing does not end the insert: the bound
+             * on failed inserts (table.h) counts a batch per attempt. */
+            if (!room)
+                rl__table_sweep_some(t, now_fp);
             continue;
         }
         rl_slot_t *s = slot_at(t, p->home, free_d);
