@@ -601,8 +601,8 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  * included: each counter is read as by rl_stats / rl_limit_stats; a limit
  * removed during the call is left out. Holds the limit registry's lock only
  * to copy names (never during a table walk); allocates a temporary snapshot
- * through the instance's allocator, freed before return. Cost: two key-table
- * walks per 64 limit indexes in use, O(max_keys) each: a scrape, not a
+ * through the instance's allocator, freed before return. Cost: one key-table
+ * walk per 64 limit indexes in use, O(max_keys) each: a scrape, not a
  * per-request call.
  * Errors: RL_EINVAL (rl NULL, or buf NULL with len > 0), RL_ENOMEM,
  * RL_EFORKED.

@@ -8,6 +8,7 @@
  *   samples follow them, as the format requires. So the per-limit counters
  *   are read once into a snapshot first (the slot counts take a key-table
  *   walk per 64 limits: reading them again per family would multiply that).
+ *   The instance-wide families need no slot counts, so they walk nothing.
  * - The limit registry is walked under its writers' lock only to copy ids
  *   and names (a name is writer-owned while live; copying it under the lock
  *   is what makes reading it safe). The counters are read after the lock is
@@ -351,13 +352,10 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
     if (e == NULL)
         return RL_ENOMEM;
     uint32_t n = snapshot(rl, e);
+    /* The instance families read no decision counts (the per-limit ones
+     * above have them): no second table walk. */
     rl_stats_t st;
-    rl_stats_init(&st);
-    rc = rl_stats(rl, &st);
-    if (rc != 0) { /* cannot fail with a valid instance and our own struct */
-        rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
-        return rc;
-    }
+    rl__stats_read(rl, &st, 0);
 
     rl_sink_t s = {buf, len, 0};
     render_limits(&s, e, n);

@@ -147,6 +147,46 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     }
 }
 
+void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)
+{
+    memset(o, 0, sizeof *o);
+    for (uint32_t base = 0; base < rl->limits.cap; base += RL_STATS_WINDOW) {
+        int ids[RL_STATS_WINDOW];
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < RL_STATS_WINDOW && base + j < rl->limits.cap; j++) {
+            /* relaxed: a removed limit's counters are simply no longer summed. */
+            int id = (int)atomic_load_explicit(&rl->limits.slots[base + j].id, memory_order_relaxed);
+            if (id != 0)
+                ids[k++] = id;
+        }
+        rl_limit_stats_t l[RL_STATS_WINDOW];
+        if (slot_counts)
+            rl__limit_stats_many(rl, ids, k, l);
+        for (uint32_t j = 0; j < k; j++) {
+            rl_limit_slot_t *ls = &rl->limits.slots[(uint32_t)ids[j] & RL_LIMIT_IDX_MASK];
+            if (!slot_counts)
+                limit_totals(ls, &l[j]);
+            o->admitted += l[j].admitted;
+            o->denied += l[j].denied;
+            o->shadow_denied += l[j].shadow_denied;
+            o->noslot += l[j].noslot;
+            o->degraded += l[j].degraded;
+            o->degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
+            o->degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
+            o->degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
+        }
+    }
+    health_stats(rl, o);
+    /* relaxed: statistics. */
+    o->keys_live = atomic_load_explicit(&rl->table.live, memory_order_relaxed);
+    o->reclaimed = atomic_load_explicit(&rl->table.reclaimed, memory_order_relaxed);
+    o->limits = atomic_load_explicit(&rl->limits.count, memory_order_relaxed);
+    o->keys_capacity = rl->max_keys;
+    o->table_slots = rl->table.nslots;
+    o->table_bytes = rl__table_bytes(&rl->table);
+    o->size = sizeof *o;
+}
+
 int rl_stats(rl_t *rl, rl_stats_t *s)
 {
     if (rl == NULL || s == NULL)
@@ -157,43 +197,7 @@ int rl_stats(rl_t *rl, rl_stats_t *s)
     if ((rc = rl__fork_check(rl)) != 0)
         return rc;
     rl_stats_t o;
-    memset(&o, 0, sizeof o);
-    window_t w;
-    for (uint32_t base = 0; base < rl->limits.cap; base += RL_STATS_WINDOW) {
-        window_begin(&w, base);
-        for (uint32_t k = 0; k < RL_STATS_WINDOW && base + k < rl->limits.cap; k++) {
-            /* relaxed: a removed limit's counters are simply no longer summed. */
-            int id = (int)atomic_load_explicit(&rl->limits.slots[base + k].id, memory_order_relaxed);
-            if (id != 0)
-                window_want(&w, id);
-        }
-        if (w.present == 0)
-            continue;
-        window_walk(rl, &w);
-        for (uint32_t k = 0; k < RL_STATS_WINDOW; k++) {
-            if ((w.present >> k & 1) == 0)
-                continue;
-            rl_limit_slot_t *ls = &rl->limits.slots[base + k];
-            rl_limit_stats_t l;
-            limit_totals(ls, &l);
-            o.admitted += l.admitted + w.admitted[k];
-            o.denied += l.denied + w.denied[k];
-            o.shadow_denied += l.shadow_denied;
-            o.noslot += l.noslot;
-            o.degraded += l.degraded;
-            o.degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
-            o.degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
-            o.degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
-        }
-    }
-    health_stats(rl, &o);
-    /* relaxed: statistics. */
-    o.keys_live = atomic_load_explicit(&rl->table.live, memory_order_relaxed);
-    o.reclaimed = atomic_load_explicit(&rl->table.reclaimed, memory_order_relaxed);
-    o.limits = atomic_load_explicit(&rl->limits.count, memory_order_relaxed);
-    o.keys_capacity = rl->max_keys;
-    o.table_slots = rl->table.nslots;
-    o.table_bytes = rl__table_bytes(&rl->table);
+    rl__stats_read(rl, &o, 1);
     o.size = s->size;
     memcpy(s, &o, s->size < sizeof o ? s->size : sizeof o);
     return 0;

@@ -11,4 +11,12 @@
  */
 void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out);
 
+/*
+ * The instance's counters into *o (size set to sizeof *o). slot_counts 0
+ * leaves out the decisions still in table slots (admitted and denied then
+ * count only what retires and sync rounds folded into the limits' totals)
+ * and skips the table walks: for a caller that does not read those two.
+ */
+void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts);
+
 #endif
