@@ -67,8 +67,6 @@ static void put_fixed(rl_sink_t *s, uint64_t v, unsigned digits)
     rl__put_bytes(s, frac, digits + 1);
 }
 
-/* Milliseconds as exact decimal seconds, e.g. 1234 -> "1.234". */
-static void put_seconds(rl_sink_t *s, uint64_t ms) { put_fixed(s, ms, 3); }
 
 static void put_escaped(rl_sink_t *s, const char *v)
 {
@@ -110,11 +108,22 @@ static void sample_head(rl_sink_t *s, const char *name, const char *label, const
     rl__put_bytes(s, " ", 1);
 }
 
-static void sample(rl_sink_t *s, const char *name, const char *label, const char *value, uint64_t v)
+/* A whole sample line whose value is v / 10^digits (an exact decimal:
+ * digits 3 for milliseconds as seconds, 6 for microseconds or ppm). */
+static void sample_fixed(rl_sink_t *s, const char *name, const char *label, const char *value,
+                         uint64_t v, unsigned digits)
 {
     sample_head(s, name, label, value);
-    rl__put_u64(s, v);
+    if (digits != 0)
+        put_fixed(s, v, digits);
+    else
+        rl__put_u64(s, v);
     rl__put_bytes(s, "\n", 1);
+}
+
+static void sample(rl_sink_t *s, const char *name, const char *label, const char *value, uint64_t v)
+{
+    sample_fixed(s, name, label, value, v, 0);
 }
 
 /* A family with one unlabelled sample. */
@@ -150,12 +159,7 @@ static void per_limit_as(rl_sink_t *s, const entry_t *e, uint32_t n, const char 
         } else {
             memcpy(&v, at, sizeof v);
         }
-        sample_head(s, name, "limit", e[i].name);
-        if (digits != 0)
-            put_fixed(s, v, digits);
-        else
-            rl__put_u64(s, v);
-        rl__put_bytes(s, "\n", 1);
+        sample_fixed(s, name, "limit", e[i].name, v, digits);
     }
 }
 
@@ -275,16 +279,11 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
         sample(s, "ratelimit_health", "state", states[i], st->health == i);
     family(s, "ratelimit_health_state_seconds", "gauge",
            "Time since the global tier entered its current health state.");
-    sample_head(s, "ratelimit_health_state_seconds", NULL, NULL);
-    put_seconds(s, st->health_since_ms);
-    rl__put_bytes(s, "\n", 1);
+    sample_fixed(s, "ratelimit_health_state_seconds", NULL, NULL, st->health_since_ms, 3);
     family(s, "ratelimit_health_seconds_total", "counter",
            "Time spent in each health state since the instance opened.");
-    for (int i = 0; i < 3; i++) {
-        sample_head(s, "ratelimit_health_seconds_total", "state", states[i]);
-        put_seconds(s, ms_in[i]);
-        rl__put_bytes(s, "\n", 1);
-    }
+    for (int i = 0; i < 3; i++)
+        sample_fixed(s, "ratelimit_health_seconds_total", "state", states[i], ms_in[i], 3);
     single(s, "ratelimit_health_transitions_total", "counter", "Health state changes.",
            st->health_transitions);
 
@@ -319,20 +318,14 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     family(s, "ratelimit_sync_round_seconds", "summary",
            "Latency of the sync rounds whose every reply arrived: from the round's start to "
            "its last reply.");
-    sample_head(s, "ratelimit_sync_round_seconds_sum", NULL, NULL);
-    put_fixed(s, st->sync_round_us_sum, 6);
-    rl__put_bytes(s, "\n", 1);
+    sample_fixed(s, "ratelimit_sync_round_seconds_sum", NULL, NULL, st->sync_round_us_sum, 6);
     sample(s, "ratelimit_sync_round_seconds_count", NULL, NULL, st->sync_rounds_completed);
     family(s, "ratelimit_sync_round_last_seconds", "gauge",
            "Latency of the last sync round that completed.");
-    sample_head(s, "ratelimit_sync_round_last_seconds", NULL, NULL);
-    put_fixed(s, st->sync_round_us_last, 6);
-    rl__put_bytes(s, "\n", 1);
+    sample_fixed(s, "ratelimit_sync_round_last_seconds", NULL, NULL, st->sync_round_us_last, 6);
     family(s, "ratelimit_sync_round_max_seconds", "gauge",
            "The longest latency of a completed sync round since the instance opened.");
-    sample_head(s, "ratelimit_sync_round_max_seconds", NULL, NULL);
-    put_fixed(s, st->sync_round_us_max, 6);
-    rl__put_bytes(s, "\n", 1);
+    sample_fixed(s, "ratelimit_sync_round_max_seconds", NULL, NULL, st->sync_round_us_max, 6);
     single(s, "ratelimit_sync_reports_last_round", "gauge",
            "Key usage reports the last sync round sent.", st->sync_reports_last_round);
     single(s, "ratelimit_sync_connected", "gauge",
