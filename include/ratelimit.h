@@ -274,11 +274,22 @@ typedef struct rl_decision {
 /*
  * Instance-wide counters, read with rl_stats. Versioned by size: fields are
  * only appended.
+ *
+ * admitted and denied count requests by the answer their caller got: an
+ * rl_check answered RL_ALLOW (shadow would-denies included) or RL_DENY, and
+ * each request an rl_check_multi checked, on its own limit, by the batch's
+ * answer: an allowed batch admits all of them, a denied one admits none (the
+ * requests checked up to the denier count as denied, even those whose charge
+ * was made and then refunded; those after it are not counted). A check with
+ * cost 0 (a peek) and an error count nothing. rl_refund changes no count: it
+ * gives tokens back, the request it follows stays admitted. A synced key
+ * with a table slot reports the same figure to Redis as its usage, so
+ * rl_stats, rl_limit_stats, rl_metrics_text and the fleet's usage agree.
  */
 typedef struct rl_stats_s {
     size_t size;            /* set by rl_stats_init */
-    uint64_t admitted;      /* checks answered RL_ALLOW (shadow included) */
-    uint64_t denied;        /* checks answered RL_DENY */
+    uint64_t admitted;      /* requests answered RL_ALLOW (above) */
+    uint64_t denied;        /* requests answered RL_DENY (above) */
     uint64_t shadow_denied; /* shadow checks that would have denied */
     uint64_t noslot;        /* checks with no table slot (on_failure applied) */
     uint64_t degraded;      /* checks decided by an on_failure policy */
@@ -326,8 +337,8 @@ typedef struct rl_stats_s {
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
 typedef struct rl_limit_stats_s {
     size_t size; /* set by rl_limit_stats_init */
-    uint64_t admitted;
-    uint64_t denied;
+    uint64_t admitted; /* this limit's requests answered RL_ALLOW (rl_stats_t) */
+    uint64_t denied;   /* this limit's requests answered RL_DENY (rl_stats_t) */
     uint64_t shadow_denied;
     uint64_t noslot;
     uint64_t degraded;
@@ -500,6 +511,9 @@ RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
  * Give back `cost` tokens to (limit id, key), e.g. when a request was not
  * served after all. A bucket never holds more than its burst. A key with no
  * state (never charged, or reclaimed) is already full: nothing to do.
+ * Counts nothing: the request stays admitted in rl_stats, the metrics and
+ * the usage a synced key reports to Redis (rl_stats_t), and the tokens it
+ * gives back count again when a later check is admitted with them.
  * Lock-free and thread-safe like rl_check.
  * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE.
  */
@@ -523,6 +537,8 @@ static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(re
  * validated before anything is charged: an invalid one returns its error,
  * charges nothing, and *denied_index is its index. Under concurrency another
  * check may briefly observe the tokens a failed batch held before its refund.
+ * Counted by the batch's answer (rl_stats_t): a denied batch admits none of
+ * its requests, and reports none of its refunded charges to Redis as usage.
  * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
  * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
  * n > RL_MULTI_MAX.

@@ -142,10 +142,16 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
     }
 }
 
-/* Count what the slot's own counters do not: decisions without a slot, and
- * the rare flags. */
-static void count(target_t *t, const outcome_t *o)
+/* Count a decision by the answer its caller gets (shadow would-denies are
+ * allows): on its slot, which the sync thread harvests and reports to Redis
+ * as the key's usage, or on the limit's stripes when it has none; and the
+ * rare flags. Called once a decision is final and, in rl_check_multi, before
+ * the batch's refunds: a bucket just charged (or in debt, having denied) is
+ * not idle, so its slot is not retired and reused before the count lands. */
+static void count(rl_t *rl, target_t *t, const outcome_t *o)
 {
+    if (o->slot != NULL)
+        rl__table_count(&rl->table, o->slot, o->allowed);
     if (o->slot != NULL && !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED)))
         return;
     unsigned stripe = o->stripe;
@@ -245,9 +251,8 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
         }
         o->bucket = o->allowed ? &ref->slot->tat : NULL;
     }
-    /* Counted like any decision, so the usage is reported after recovery
-     * and Redis's totals match what the nodes admitted. */
-    rl__table_count(&rl->table, ref->slot, o->allowed);
+    /* Counted (count()) like any decision, so the usage is reported after
+     * recovery and Redis's totals match what the nodes admitted. */
 }
 
 /* Charge cost > 0 to the target's key. */
@@ -272,12 +277,11 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
         if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, t->detail, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
-            /* A shadow would-deny is answered (and counted) as an allow. */
-            rl__table_count(&rl->table, ref.slot, o->allowed || t->p.shadow);
             break;
         }
         /* The slot was retired under us: look the key up again. */
     }
+    /* A shadow would-deny is answered (and counted) as an allow. */
     if (!o->allowed && t->p.shadow) {
         o->allowed = 1;
         o->flags |= RL_FLAG_SHADOW;
@@ -351,7 +355,7 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
         peek(rl, &t, &o);
     } else {
         charge(rl, &t, cost, &o);
-        count(&t, &o);
+        count(rl, &t, &o);
     }
     if (out != NULL)
         write_decision(out, &t, &o);
@@ -469,8 +473,19 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
             break;
         }
     }
+    /* All or nothing: after a deny, no request of the batch was admitted. */
+    for (size_t j = 0; j < denier && denier < n; j++)
+        o[j].allowed = 0;
+    /* Count each request once, by its final outcome, before any refund (see
+     * count()): the refunded charges are counted denied, never admitted, so
+     * they never reach Redis as usage. */
+    for (size_t i = 0; i < n && i <= denier; i++) {
+        const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
+        if (r->cost != 0 && (i < denier || rc == 0))
+            count(rl, &t[i], &o[i]);
+    }
     if (denier < n) {
-        /* All or nothing: give back what the earlier requests took. */
+        /* Give back what the earlier requests took. */
         for (size_t j = denier; j-- > 0;) {
             const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
             if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
@@ -481,14 +496,7 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
                 o[j].remaining = rl__gcra_remaining(o[j].g, tat, t[j].now);
                 o[j].reset_ms = rl__gcra_reset_ms(tat, t[j].now);
             }
-            o[j].allowed = 0;
         }
-    }
-    /* Count each request once, by its final outcome. */
-    for (size_t i = 0; i < n && i <= denier; i++) {
-        const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
-        if (r->cost != 0 && (i < denier || rc == 0))
-            count(&t[i], &o[i]);
     }
     if (out != NULL) {
         for (size_t i = 0; i < n; i++) {

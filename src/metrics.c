@@ -212,9 +212,11 @@ static uint32_t snapshot(rl_t *rl, entry_t *e)
 static void render_limits(rl_sink_t *s, const entry_t *e, uint32_t n)
 {
     per_limit(s, e, n, "ratelimit_limit_admitted_total", "counter",
-              "Checks answered allow, shadow limits included, by limit.",
+              "Requests answered allow (shadow would-denies included; a denied "
+              "rl_check_multi admits none of its requests), by limit.",
               offsetof(rl_limit_stats_t, admitted));
-    per_limit(s, e, n, "ratelimit_limit_denied_total", "counter", "Checks answered deny, by limit.",
+    per_limit(s, e, n, "ratelimit_limit_denied_total", "counter",
+              "Requests answered deny (each one a denied rl_check_multi checked), by limit.",
               offsetof(rl_limit_stats_t, denied));
     per_limit(s, e, n, "ratelimit_limit_shadow_denied_total", "counter",
               "Checks of a shadow limit that would have denied (they were allowed), by limit.",

@@ -171,13 +171,14 @@ static void small_instance(void)
 }
 
 static const char exact_fmt[] =
-    "# HELP ratelimit_limit_admitted_total Checks answered allow, shadow limits included, by "
-    "limit.\n"
+    "# HELP ratelimit_limit_admitted_total Requests answered allow (shadow would-denies "
+    "included; a denied rl_check_multi admits none of its requests), by limit.\n"
     "# TYPE ratelimit_limit_admitted_total counter\n"
     "ratelimit_limit_admitted_total{limit=\"api\"} 3\n"
     "ratelimit_limit_admitted_total{limit=\"beta.shadow:v1\"} 2\n"
     "ratelimit_limit_admitted_total{limit=\"capped\"} 1\n"
-    "# HELP ratelimit_limit_denied_total Checks answered deny, by limit.\n"
+    "# HELP ratelimit_limit_denied_total Requests answered deny (each one a denied "
+    "rl_check_multi checked), by limit.\n"
     "# TYPE ratelimit_limit_denied_total counter\n"
     "ratelimit_limit_denied_total{limit=\"api\"} 2\n"
     "ratelimit_limit_denied_total{limit=\"beta.shadow:v1\"} 0\n"
