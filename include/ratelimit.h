@@ -551,7 +551,11 @@ RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_
  * CRLF-terminated lines:
  *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-11),
  *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds),
- *   and Retry-After (whole seconds, rounded up) when the decision is a deny.
+ *   and Retry-After (whole seconds, rounded up, at least 1) when the decision
+ *   is a deny. RateLimit's t is the seconds until the bucket is full on an
+ *   allow, and on a deny the Retry-After value itself (the draft: Retry-After
+ *   SHOULD NOT end before the effective window t does); t saturates at 15
+ *   digits, so past 10^15 s Retry-After is the later of the two.
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. Thread-safe, pure; it reads d->policy, the limit's

@@ -23,6 +23,16 @@
  *   and Retry-After lines are plain decimal and carry the full uint64 value.
  * - Millisecond values become whole seconds rounded up, so a client that
  *   waits that long is never early.
+ * - t: on an allow, the seconds until the bucket is full again (as
+ *   X-RateLimit-Reset). On a deny, the Retry-After value itself, both taken
+ *   from one rounded-up figure: section 6 says Retry-After SHOULD NOT
+ *   reference a point in time earlier than the end of the effective window,
+ *   and a bucket that denies can be full again long after it admits the
+ *   retry (t=100 with Retry-After: 1 told a client both "wait 1 s" and "no
+ *   more than r=0 for 100 s"). Retry-After is the sooner, exact answer and
+ *   the one clients must follow (section 7), so t follows it. Only
+ *   saturation (t at 15 digits, Retry-After past 10^15 s) makes them differ,
+ *   and then Retry-After is the later one, as the draft wants.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +93,12 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
 
     rl_sink_t s = {buf, len, 0};
     uint64_t reset_s = ms_to_s_up(d->reset_ms);
+    /* Anything but an allow is a refusal (compare with RL_ALLOW, never 0). */
+    int deny = d->allowed != RL_ALLOW;
+    uint64_t retry_s = ms_to_s_up(d->retry_after_ms);
+    /* Retry-After: 0 invites an immediate retry that will be refused. */
+    if (retry_s == 0)
+        retry_s = 1;
 
     /* window_ms and policy exist only in the appended part of the struct: an
      * older caller's decision ends before them, so they must not be read. */
@@ -105,7 +121,7 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
         PUT_LIT(&s, ";r=");
         rl__put_u64(&s, sf_int(d->remaining));
         PUT_LIT(&s, ";t=");
-        rl__put_u64(&s, sf_int(reset_s));
+        rl__put_u64(&s, sf_int(deny ? retry_s : reset_s));
         PUT_LIT(&s, "\r\n");
     }
 
@@ -118,12 +134,7 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
     rl__put_u64(&s, reset_s);
     PUT_LIT(&s, "\r\n");
 
-    /* Anything but an allow is a refusal (compare with RL_ALLOW, never 0). */
-    if (d->allowed != RL_ALLOW) {
-        uint64_t retry_s = ms_to_s_up(d->retry_after_ms);
-        /* Retry-After: 0 invites an immediate retry that will be refused. */
-        if (retry_s == 0)
-            retry_s = 1;
+    if (deny) {
         PUT_LIT(&s, "Retry-After: ");
         rl__put_u64(&s, retry_s);
         PUT_LIT(&s, "\r\n");

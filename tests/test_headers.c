@@ -1,6 +1,7 @@
 /* rl_headers: exact rendering, rounding, saturation, ABI sizes, snprintf contract. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
@@ -77,7 +78,7 @@ START_TEST(deny_exact)
     rl_decision_t d = mk(RL_DENY, 10, 0, 9500, 1200, 10000, "login:per-ip_v2.1");
     render(&d, out);
     ck_assert_str_eq(out, "RateLimit-Policy: \"login:per-ip_v2.1\";q=10;w=10\r\n"
-                          "RateLimit: \"login:per-ip_v2.1\";r=0;t=10\r\n"
+                          "RateLimit: \"login:per-ip_v2.1\";r=0;t=2\r\n"
                           "X-RateLimit-Limit: 10\r\n"
                           "X-RateLimit-Remaining: 0\r\n"
                           "X-RateLimit-Reset: 10\r\n"
@@ -382,6 +383,108 @@ START_TEST(esize)
 }
 END_TEST
 
+/* RateLimit's t and Retry-After in a rendering: -1 for an absent one. */
+static void t_and_retry(const char *out, long long *t, long long *retry)
+{
+    char v[160];
+    const char *rl = field(out, "RateLimit", v, sizeof v);
+    const char *p = rl != NULL ? strstr(rl, ";t=") : NULL;
+    *t = p != NULL ? strtoll(p + 3, NULL, 10) : -1;
+    const char *ra = field(out, "Retry-After", v, sizeof v);
+    *retry = ra != NULL ? strtoll(ra, NULL, 10) : -1;
+}
+
+/* A figure in ms of every magnitude: 0, around a second, up to 2^60. */
+static uint64_t random_ms(uint64_t *seed)
+{
+    uint64_t x = next_u64(seed);
+    switch (x & 7) {
+    case 0:
+        return 0;
+    case 1:
+        return x >> 54; /* under 1024 ms */
+    case 2:
+        return 1000 * ((x >> 32) % 5); /* whole seconds */
+    default:
+        return (x >> 4) >> (x >> 58); /* up to 2^60 */
+    }
+}
+
+START_TEST(deny_retry_after_is_t)
+{
+    /* On every deny, Retry-After and RateLimit's t are the same number of
+     * seconds, over random decisions: the draft's Retry-After SHOULD NOT end
+     * before the effective window, and both come from one figure. */
+    uint64_t seed = 0x7e77;
+    char out[OUT_CAP];
+    int later = 0;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t reset = random_ms(&seed), retry = random_ms(&seed);
+        int32_t allowed = next_u64(&seed) % 4 == 0 ? RL_ALLOW : RL_DENY;
+        rl_decision_t d = mk(allowed, 100, next_u64(&seed) % 3, reset, retry, 60000, "p");
+        render(&d, out);
+        long long t, ra;
+        t_and_retry(out, &t, &ra);
+        REQUIRE(t >= 0, "no t in %s", out);
+        if (allowed == RL_ALLOW) {
+            REQUIRE(ra == -1, "Retry-After on an allow: %s", out);
+            continue;
+        }
+        REQUIRE(ra >= 1, "deny without a Retry-After of at least 1 s: %s", out);
+        REQUIRE(ra == t || (t == 999999999999999LL && ra > t),
+                "Retry-After %lld against t=%lld (reset %llu ms, retry %llu ms)", ra, t,
+                (unsigned long long)reset, (unsigned long long)retry);
+        later += reset / 1000 > retry / 1000 + 1;
+    }
+    ck_assert_int_gt(later, 1000); /* the case the issue saw: full much later */
+}
+END_TEST
+
+START_TEST(deny_retry_after_is_t_from_checks)
+{
+    /* The same on decisions rl_check makes: random limits, costs and clock
+     * steps; every deny's Retry-After equals its t, and a client that waits
+     * that long is admitted. */
+    rl_test_clock_t clk = {UINT64_C(1000000000000), 0};
+    rl_t *rl = rl_test_open(&clk, 1024);
+    static const char *units[] = {"s", "m", "h"};
+    uint64_t seed = 0xdecade;
+    char spec[96], out[OUT_CAP];
+    int denies = 0, full_later = 0;
+    for (int l = 0; l < 40; l++) {
+        uint64_t x = next_u64(&seed);
+        unsigned burst = 1 + (unsigned)(x % 50);
+        snprintf(spec, sizeof spec, "name=h%d rate=%u/%s burst=%u", l,
+                 1 + (unsigned)((x >> 8) % 20), units[(x >> 16) % 3], burst);
+        int id = rl_test_add(rl, spec);
+        for (int i = 0; i < 300; i++) {
+            uint64_t y = next_u64(&seed);
+            uint32_t cost = 1 + (uint32_t)(y % burst);
+            rl_decision_t d;
+            rl_decision_init(&d);
+            int rc = rl_check(rl, id, "k", 1, cost, &d);
+            ck_assert(rc == RL_ALLOW || rc == RL_DENY);
+            render(&d, out);
+            long long t, ra;
+            t_and_retry(out, &t, &ra);
+            if (rc == RL_DENY) {
+                denies++;
+                full_later += d.reset_ms / 1000 > d.retry_after_ms / 1000 + 1;
+                REQUIRE(ra >= 1 && ra == t, "Retry-After %lld, t=%lld: %s", ra, t, out);
+                if (y >> 60 == 0) { /* now and then, wait as told and retry */
+                    rl_test_clock_advance(&clk, (uint64_t)ra * 1000000000u);
+                    ck_assert_int_eq(rl_check(rl, id, "k", 1, cost, NULL), RL_ALLOW);
+                }
+            }
+            rl_test_clock_advance(&clk, (y >> 32) % 2000 * 1000000u);
+        }
+    }
+    ck_assert_int_gt(denies, 1000);
+    ck_assert_int_gt(full_later, 100);
+    rl_close(rl);
+}
+END_TEST
+
 static Suite *headers_suite(void)
 {
     Suite *s = suite_create("headers");
@@ -389,6 +492,8 @@ static Suite *headers_suite(void)
     tcase_add_test(tc, allow_exact);
     tcase_add_test(tc, deny_exact);
     tcase_add_test(tc, non_allow_values_deny);
+    tcase_add_test(tc, deny_retry_after_is_t);
+    tcase_add_test(tc, deny_retry_after_is_t_from_checks);
     tcase_add_loop_test(tc, retry_after_rounding, 0,
                         (int)(sizeof retry_cases / sizeof retry_cases[0]));
     tcase_add_loop_test(tc, reset_rounding, 0, (int)(sizeof reset_cases / sizeof reset_cases[0]));
