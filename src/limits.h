@@ -42,8 +42,12 @@ enum {
 };
 
 typedef struct rl_stat_stripe {
-    _Atomic uint64_t c[8];
+    _Atomic uint64_t c[RL_STAT_N];
 } __attribute__((aligned(64))) rl_stat_stripe_t;
+
+/* Sized by the enum it is indexed by; a counter more than fits one cache
+ * line must widen the stripe on purpose, not spill into a second line. */
+_Static_assert(sizeof(rl_stat_stripe_t) == 64, "RL_STAT_N counters fit one cache line");
 
 /* What the hot path needs of a limit, as one consistent snapshot. Every
  * field is a 64-bit integer: the reader stores the published words straight
