@@ -115,7 +115,7 @@ class Basics(unittest.TestCase):
         # A minute per token, so the figures cannot move within the test.
         self.assertEqual(deny.headers(),
                          'RateLimit-Policy: "api";q=1;w=60\r\n'
-                         'RateLimit: "api";r=0;t=120\r\n'
+                         'RateLimit: "api";r=0;t=60\r\n'
                          "X-RateLimit-Limit: 1\r\n"
                          "X-RateLimit-Remaining: 0\r\n"
                          "X-RateLimit-Reset: 120\r\n"
