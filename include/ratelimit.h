@@ -280,8 +280,10 @@ typedef struct rl_decision {
  * each request an rl_check_multi checked, on its own limit, by the batch's
  * answer: an allowed batch admits all of them, a denied one admits none (the
  * requests checked up to the denier count as denied, even those whose charge
- * was made and then refunded; those after it are not counted). A check with
- * cost 0 (a peek) and an error count nothing. rl_refund changes no count: it
+ * was made and then refunded; those after it are not counted; a batch that
+ * meets a limit removed under it answers RL_ENOTFOUND and counts those before
+ * it as denied). A check with cost 0 (a peek) and a call rejected with an
+ * error count nothing. rl_refund changes no count: it
  * gives tokens back, the request it follows stays admitted. A synced key
  * with a table slot reports the same figure to Redis as its usage, so
  * rl_stats, rl_limit_stats, rl_metrics_text and the fleet's usage agree.

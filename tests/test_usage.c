@@ -114,6 +114,24 @@ START_TEST(refund_keeps_the_counts)
 }
 END_TEST
 
+START_TEST(degraded_shadow_counts_its_allow)
+{
+    /* A shadow limit whose on_failure denies while Redis is out answers
+     * allow (shadow never denies) and is counted as the allow it answered,
+     * with its would-deny in shadow_denied, as in a healthy instance. */
+    rl_t *rl = rl_test_open_degraded(50);
+    int id = rl_test_add(rl, "name=ds rate=10/s on_failure=closed shadow=1");
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, &d), RL_ALLOW);
+    ck_assert_uint_eq(d.flags & (RL_FLAG_DEGRADED | RL_FLAG_SHADOW),
+                      RL_FLAG_DEGRADED | RL_FLAG_SHADOW);
+    expect_counts(rl, id, "ds", 1, 0);
+    ck_assert_uint_eq(limit_stats(rl, id).shadow_denied, 1);
+    rl_close(rl);
+}
+END_TEST
+
 /* ---------------------------------------------------- four threads */
 
 enum { THREADS = 4, BATCHES = 6000, KEYS = 8 };
@@ -320,6 +338,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, denied_multi_admits_nothing);
     tcase_add_test(tc, refund_keeps_the_counts);
+    tcase_add_test(tc, degraded_shadow_counts_its_allow);
     tcase_add_test(tc, counts_match_answers_under_threads);
     suite_add_tcase(s, tc);
     TCase *rd = tcase_create("redis");
