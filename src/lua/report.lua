@@ -8,9 +8,12 @@
 --          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
 --          11 virtual now in ms (0: use TIME; simulations only)
 --          12 expected nodes   13 young window ms (see below)
---          then per key i, at 13 + 4*(i-1): epoch, cumulative admitted,
+--          then per key i, at 13 + 7*(i-1): epoch, cumulative admitted,
 --          cumulative offered, stale ms (how long this node's entry lives
---          without a new report).
+--          without a new report), admitted and offered since this node's
+--          last report of the key, and the ms those span. New counts equal
+--          to the cumulative ones: the occupancy's first report (nothing of
+--          it was ever sent).
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
 --          rate: above 2^24 is overshoot), live nodes}; zeros for a node
@@ -82,39 +85,58 @@ end
 -- One key's report: fold it in, then this node's share of the key.
 local function report_key(i)
   local key = KEYS[i]
-  local base = 13 + 4 * (i - 1)
+  local base = 13 + 7 * (i - 1)
   local epoch = tonumber(ARGV[base + 1])
   local cum_a = tonumber(ARGV[base + 2])
   local cum_o = tonumber(ARGV[base + 3])
   local stale = tonumber(ARGV[base + 4])
+  local new_a = tonumber(ARGV[base + 5])
+  local new_o = tonumber(ARGV[base + 6])
+  local span = math.max(1, tonumber(ARGV[base + 7]))
+  local first = new_a >= cum_a and new_o >= cum_o
   local nodes, order, meta = load_nodes(key)
   local now = math.max(wall, meta['t'] or 0)
   local me = nodes[inc]
 
-  -- Fold this report in: deltas since what Redis already has.
+  -- Fold this report in: deltas since what Redis already has (the totals
+  -- count them all, whatever happened to the entry in between).
   local da, doff = 0, 0
   local gone = me ~= nil and me.x == nil
   if gone and epoch <= me.e and cum_a <= me.a and cum_o <= me.o then
     -- A late report of a node that has left: nothing new, nothing to revive.
     return {0, 0, 0, 0}
   end
+  -- An entry made again for a node that reported this occupancy before (its
+  -- hash flushed, evicted or expired, or the node stale for 3 periods): its
+  -- demand and rate start at what is new since its last report over the
+  -- time that spans. The cumulative counters would put its whole history
+  -- into one round (a node offered 10% of the limit read as 75%), and an
+  -- EWMA from 0 would start it at alpha of its rate.
+  local again = false
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
     -- A first report covers about one report period (stale / 3).
     me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
+    again = not first
     if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
     nodes[inc] = me
   elseif gone then
     -- epoch == me.e with new counts: a node that went stale is back.
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
     if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
-    me.d, me.r, me.t = 0, 0, now - math.max(1, share_floor(stale / 3))
+    me.d, me.r = 0, 0
+    again = true
   elseif epoch == me.e then
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
     if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
   end
-  local dt = math.max(1, now - me.t)
-  if epoch >= me.e then
+  if again then
+    me.d = rate_q(new_o, span)
+    me.r = rate_q(new_a, span)
+    me.t = now
+    me.x = now + stale
+  elseif epoch >= me.e then
+    local dt = math.max(1, now - me.t)
     me.d = share_ewma(me.d, rate_q(doff, dt), alpha)
     me.r = share_ewma(me.r, rate_q(da, dt), alpha)
     me.t = now
@@ -132,10 +154,15 @@ local function report_key(i)
                inc .. '|x', me.x)
   end
   redis.call('HSET', key, 'a', total, 't', now)
+  -- A hash made by a node that had reported it before was lost (flushed,
+  -- evicted, expired), not new: it is not young. The stand-ins below are
+  -- for nodes still at their pre-sync share; here every node holds the
+  -- share it had, and with stand-ins the first to report, however busy,
+  -- would get about 1/expected for two rounds.
   local created = meta['c']
   if not created then
-    created = now
-    redis.call('HSET', key, 'c', now)
+    created = first and now or now - young
+    redis.call('HSET', key, 'c', created)
   end
 
   -- Live nodes only: an entry not refreshed in time has left.
