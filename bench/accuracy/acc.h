@@ -78,6 +78,10 @@ struct acc_scen {
     uint64_t event_ms;      /* shift or death (a round boundary); 0: none */
     double load;            /* offered load as a multiple of the limit */
     int even_only;          /* always evenly spaced arrivals, whatever --load says */
+    int flush_at_event;     /* delete every Redis key of the scenario at event_ms,
+                               as FLUSHALL, an empty restart or eviction would */
+    double residual;        /* shift: what set A still offers after it, as a
+                               fraction of the limit (all of A together) */
     uint64_t join_ms[ACC_MAX_NODES];  /* first ms a node is driven */
     uint64_t death_ms[ACC_MAX_NODES]; /* first ms it is not (ACC_NEVER) */
     acc_offered_fn offered;
@@ -219,6 +223,9 @@ typedef struct acc_redis_stats {
 } acc_redis_stats_t;
 
 int acc_redis_stats(const char *url, acc_redis_stats_t *st);
+/* Delete every key under a fleet's key prefix (key hashes and the node
+ * registry); the number deleted, or -1. */
+long long acc_flush_prefix(const char *url, const char *prefix);
 
 /* --------------------------------------------------------- drivers */
 

@@ -252,3 +252,35 @@ int acc_redis_stats(const char *url, acc_redis_stats_t *st)
     redisFree(r);
     return rc;
 }
+
+long long acc_flush_prefix(const char *url, const char *prefix)
+{
+    redisContext *r = info_client(url);
+    if (r == NULL)
+        return -1;
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "{%s:v1*", prefix);
+    long long deleted = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *page = redisCommand(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (page == NULL || page->type != REDIS_REPLY_ARRAY || page->elements != 2) {
+            if (page != NULL)
+                freeReplyObject(page);
+            deleted = -1;
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", page->element[0]->str);
+        redisReply *keys = page->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            redisReply *d = redisCommand(r, "DEL %s", keys->element[i]->str);
+            if (d != NULL && d->type == REDIS_REPLY_INTEGER)
+                deleted += d->integer;
+            if (d != NULL)
+                freeReplyObject(d);
+        }
+        freeReplyObject(page);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(r);
+    return deleted;
+}

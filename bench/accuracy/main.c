@@ -3,7 +3,7 @@
  *
  *   rl_accuracy [options] [scenario...]     (default: every scenario)
  *
- * Scenarios: uniform skew shift churn high low cold many. Options:
+ * Scenarios: uniform skew shift churn high low cold flush residual many. Options:
  *   --quick        shortened scenarios (CI: well under a minute in all)
  *   --realtime     real clocks, automatic sync rounds, load threads
  *                  (figures reported, never gated)
@@ -41,7 +41,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: rl_accuracy [--quick] [--realtime | --processes] [--csv DIR | --no-csv]\n"
                "                   [--seed N] [--load poisson|even] [--all-rounds] "
                "[--threads N] [scenario...]\n"
-               "scenarios: uniform skew shift churn high low cold many (default: all)\n");
+               "scenarios: uniform skew shift churn high low cold flush residual many (default: all)\n");
 }
 
 typedef struct args {

@@ -176,6 +176,11 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
         else
             started++;
     }
+    if (rc == 0 && started == threads && sc->flush_at_event) {
+        sleep_until(start + sc->event_ms * 1000000u);
+        if (acc_flush_prefix(o->redis_url, fc.prefix) <= 0)
+            rc = -1;
+    }
     for (int k = 0; k < started; k++) {
         pthread_join(tid[k], NULL);
         res->lag_ms = drv[k].lag_ms > res->lag_ms ? drv[k].lag_ms : res->lag_ms;
@@ -297,6 +302,13 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
         for (int i = 0; i < sc->nodes; i++)
             if (pid[i] > 0)
                 kill(pid[i], SIGKILL);
+    }
+    if (rc == 0 && sc->flush_at_event) {
+        acc_fleet_cfg_t fc;
+        acc_fleet_cfg_init(&fc, o, sc, "p");
+        sleep_until(start + sc->event_ms * 1000000u);
+        if (acc_flush_prefix(o->redis_url, fc.prefix) <= 0)
+            rc = -1;
     }
     rc |= supervise(sc, pid, start);
     if (rc == 0)

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "acc.h"
 #include "testutil.h"
 
@@ -23,6 +24,8 @@ typedef struct vrun {
     acc_node_t nodes[ACC_MAX_NODES];
     acc_gen_t gens[ACC_MAX_NODES];
     int errors;
+    const char *url;  /* the Redis the fleet shares, and its key prefix */
+    char prefix[40];
 } vrun_t;
 
 static const char check_key[] = "k";
@@ -73,6 +76,9 @@ static void end_round(vrun_t *v, uint64_t t)
 {
     uint32_t round = (uint32_t)(t / v->sc->interval_ms);
     record_shares(v, round, t);
+    if (v->sc->flush_at_event && t + 1 == v->sc->event_ms &&
+        acc_flush_prefix(v->url, v->prefix) <= 0)
+        v->errors++;
     /* relaxed: this thread is the only writer; see virtual_clock. */
     uint64_t vms = atomic_load_explicit(&v->clk.precise_ns, memory_order_relaxed) / 1000000u;
     for (int i = 0; i < v->sc->nodes; i++) {
@@ -91,6 +97,8 @@ static int open_fleet(vrun_t *v, const acc_opts_t *o)
     acc_fleet_cfg_init(&fc, o, v->sc, "v");
     fc.clock = &v->clk;
     fc.manual = 1;
+    v->url = o->redis_url;
+    memcpy(v->prefix, fc.prefix, sizeof v->prefix);
     for (int i = 0; i < v->sc->nodes; i++) {
         if (acc_node_open(&v->nodes[i], &fc, i) != 0)
             return -1;
