@@ -687,6 +687,17 @@ START_TEST(report_policy_follows_a_fall)
 }
 END_TEST
 
+START_TEST(scripts_fit_an_unauthenticated_load)
+{
+    /* Redis 7 refuses a bulk argument over 16384 bytes from a client that
+     * has not authenticated with a protocol error, not NOAUTH, and rl_open
+     * tells a wrong or missing password (RL_EAUTH) by that NOAUTH. The
+     * embedded scripts (share.lua prepended) must stay under it. */
+    ck_assert_uint_le(strlen(rl__lua_report), 16384);
+    ck_assert_uint_le(strlen(rl__lua_nodes), 16384);
+}
+END_TEST
+
 /* A node's field (d, r, x...) in the one key hash of a limit under prefix
  * "v"; -1 if absent. Nodes are named "<node>:<hex>" by their incarnation. */
 static long long node_field(const char *limit, const char *node, char what)
@@ -904,6 +915,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     TCase *pol = tcase_create("policy");
     tcase_add_test(pol, report_policy_follows_a_fall);
+    tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
     suite_add_tcase(s, pol);
     /* A forked child cannot tear down the parent's loop and connection (they
      * are not its to close), so it exits holding them: valgrind calls that a

@@ -8,21 +8,19 @@
 --          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
 --          11 virtual now in ms (0: use TIME; simulations only)
 --          12 expected nodes   13 young window ms (see below)
---          then per key i, at 13 + 7*(i-1): epoch, cumulative admitted,
---          cumulative offered, stale ms (how long this node's entry lives
---          without a new report), admitted and offered since this node's
---          last report of the key, and the ms those span. New counts equal
---          to the cumulative ones: the occupancy's first report (nothing of
---          it was ever sent).
+--          then per key i, at 13 + 7*(i-1): epoch, cumulative admitted and
+--          offered, stale ms (how long this node's entry lives unreported),
+--          admitted and offered since the node's last report, the ms they span.
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
 --          rate: above 2^24 is overshoot), live nodes}; zeros for a node
 --          that is leaving or has left.
 --
--- Reports are idempotent and order-free: a node sends cumulative counters per
--- key occupancy (epoch); a repeated or late report is not greater than what is
--- stored and changes nothing. Redis TIME is used only to measure the interval
--- between two reports, kept monotonic per key with max(last, now).
+-- Idempotent and order-free: counters are cumulative per occupancy (epoch),
+-- so a repeated or late report changes nothing. Redis TIME only measures the
+-- interval between reports, kept monotonic per key with max(last, now).
+-- Under 16 KB with share.lua: Redis 7 answers a longer SCRIPT LOAD from an
+-- unauthenticated client with a protocol error, not NOAUTH (rl_open's EAUTH).
 local inc = ARGV[1]
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
@@ -73,11 +71,10 @@ local function load_nodes(key)
   return nodes, order, meta
 end
 
--- A node that left (or went stale) loses its liveness and demand, but keeps
--- its counters' high-water marks (e, a, o) for as long as the key lives: a
--- report of it that Redis executes late (a frozen server replaying a dropped
--- connection's queue, a node's last round racing its close) is then no
--- larger than what is stored and counts nothing twice.
+-- A node that left (or went stale) loses its liveness and demand but keeps
+-- its high-water marks (e, a, o) while the key lives: a report of it that
+-- Redis runs late (a replayed queue, a last round racing the close) then
+-- counts nothing twice.
 local function drop(key, who)
   redis.call('HDEL', key, who .. '|d', who .. '|r', who .. '|t', who .. '|x')
 end
@@ -93,25 +90,20 @@ local function report_key(i)
   local new_a = tonumber(ARGV[base + 5])
   local new_o = tonumber(ARGV[base + 6])
   local span = math.max(1, tonumber(ARGV[base + 7]))
-  local first = new_a >= cum_a and new_o >= cum_o
+  local first = new_a >= cum_a and new_o >= cum_o -- nothing sent before
   local nodes, order, meta = load_nodes(key)
   local now = math.max(wall, meta['t'] or 0)
   local me = nodes[inc]
 
-  -- Fold this report in: deltas since what Redis already has (the totals
-  -- count them all, whatever happened to the entry in between).
+  -- Fold this report in: deltas since what Redis already has.
   local da, doff = 0, 0
   local gone = me ~= nil and me.x == nil
   if gone and epoch <= me.e and cum_a <= me.a and cum_o <= me.o then
     -- A late report of a node that has left: nothing new, nothing to revive.
     return {0, 0, 0, 0}
   end
-  -- An entry made again for a node that reported this occupancy before (its
-  -- hash flushed, evicted or expired, or the node stale for 3 periods): its
-  -- demand and rate start at what is new since its last report over the
-  -- time that spans. The cumulative counters would put its whole history
-  -- into one round (a node offered 10% of the limit read as 75%), and an
-  -- EWMA from 0 would start it at alpha of its rate.
+  -- An entry made again (hash lost, node stale) starts at the rate of what is
+  -- new since the node's last report, not its history over one period.
   local again = false
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
@@ -154,11 +146,7 @@ local function report_key(i)
                inc .. '|x', me.x)
   end
   redis.call('HSET', key, 'a', total, 't', now)
-  -- A hash made by a node that had reported it before was lost (flushed,
-  -- evicted, expired), not new: it is not young. The stand-ins below are
-  -- for nodes still at their pre-sync share; here every node holds the
-  -- share it had, and with stand-ins the first to report, however busy,
-  -- would get about 1/expected for two rounds.
+  -- A hash made by a node that had reported it was lost, not new: not young.
   local created = meta['c']
   if not created then
     created = first and now or now - young
@@ -184,12 +172,9 @@ local function report_key(i)
     return {0, 0, 0, 0}
   end
   local usage, live = over, #demand
-  -- A young key (its first rounds): the nodes report one after another, and
-  -- the first would see only itself and take the whole limit, the second
-  -- half of it... Until the key is `young` ms old, the expected nodes not
-  -- seen yet are stood in for, each with an even part of the distributable
-  -- rate, so early reporters get about 1/expected each, as before their
-  -- first sync; the stand-ins' shares and tokens go to nobody.
+  -- A young key: the first reporter would see only itself and take the whole
+  -- limit. Until `young` ms old, the expected nodes not seen yet are stood in
+  -- for with even parts (their shares and tokens go to nobody).
   if now - created < young and #demand < expected then
     local part = share_floor((SHARE_ONE - reserve) / expected)
     for _ = #demand + 1, expected do
