@@ -11,7 +11,7 @@
 #include "acc.h"
 
 const char *const acc_scen_names[] = {"uniform", "skew",  "shift", "churn",    "high", "low",
-                                      "cold",    "flush", "residual", "many", NULL};
+                                      "cold",    "flush", "residual", "partition", "many", NULL};
 
 int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms)
 {
@@ -63,6 +63,19 @@ static double offered_residual(const acc_scen_t *sc, int node, uint64_t t_ms)
     if (t_ms >= sc->event_ms && !shift_in_b(sc, node))
         return sc->residual * (double)sc->rate / half;
     return offered_shift(sc, node, t_ms);
+}
+
+/* partition: the cut node carries 75% of the load until the cut, so it
+ * holds a large share then and its ramp down to the degraded rate counts;
+ * from the cut on the others' load grows to the whole offered load (their
+ * clients fail over to them), so they can use all the rate Redis hands
+ * them once the cut node's entry expires: the worst case of the bound. */
+static double offered_partition(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    double all = sc->load * (double)sc->rate;
+    if (node == sc->cut_node)
+        return 0.75 * all;
+    return (t_ms < sc->event_ms ? 0.25 : 1.0) * all / (sc->nodes - 1);
 }
 
 /* flush: n00 carries 80% of the load, the others share the rest, so each
@@ -272,6 +285,51 @@ static void judge_residual(const acc_scen_t *sc, const acc_result_t *res, int ga
     acc_judge_bound(sc, res, gated, v);
 }
 
+/* partition: n00 cut off from Redis (its rounds fail, it is degraded and
+ * admits by on_failure=local) while the other nine still sync. The bound
+ * checked is the partial-partition one (docs/operations.md): the whole
+ * rate for the connected nodes once n00's entry expired, plus n00's
+ * degraded rate, tokens and ramp. Shown beside it: the same windows
+ * against the bound without the cut node's terms, which they pass once
+ * n00's share is handed to the others. */
+static void judge_partition(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                            acc_verdicts_t *v)
+{
+    acc_bound_t plain, part;
+    acc_bound_init(&plain, sc);
+    part = plain;
+    acc_bound_cut(&part, sc, res);
+    uint64_t win = res->duration_ms >= ACC_LONG_WINDOW_MS ? ACC_LONG_WINDOW_MS : ACC_WINDOW_MS;
+    acc_windows_t w;
+    acc_check_windows(res->adm_ms, res->duration_ms, win, res->interval_ms, &plain, &w);
+    uint32_t cut = (uint32_t)(sc->event_ms / sc->interval_ms);
+    uint32_t heal = (uint32_t)(sc->heal_ms / sc->interval_ms);
+    uint64_t node = UINT64_C(1) << sc->cut_node;
+    uint64_t others = acc_all_nodes(sc->nodes) & ~node;
+    char target[112];
+    snprintf(target, sizeof target, "%.0f-s windows against the bound without the cut node",
+             (double)win / 1000.0);
+    /* Settled: from the ramp's end (1 s) to the heal, when there is one. */
+    uint32_t from = cut + 10 < heal ? cut + 10 : cut;
+    double secs = (double)(heal - from) * sc->interval_ms / 1000.0;
+    double cut_rate = secs > 0 ? (double)acc_round_adm(res, from, node) : 0.0;
+    for (uint32_t r = from + 1; r < heal; r++)
+        cut_rate += (double)acc_round_adm(res, r, node);
+    cut_rate = secs > 0 ? cut_rate / secs : 0.0;
+    acc_verdict(v, sc->name, ACC_INFO, 1, target,
+                "worst %" PRIu64 " at %" PRIu64 " ms = %.1f%% of %.0f (%.0f with n00's terms)",
+                w.worst_adm, w.worst_at, 100.0 * w.worst, acc_bound_at(&plain, (double)win),
+                acc_bound_at(&part, (double)win));
+    char held[80] = "its share when cut not read in real time (the bound assumes 1)";
+    if (res->cut_q >= 0.0)
+        snprintf(held, sizeof held, "held %.3f of the rate and %.0f tokens when cut",
+                 res->cut_q, res->cut_b);
+    acc_verdict(v, sc->name, ACC_INFO, 1, "n00 while cut off, after its ramp",
+                "%s; admitted %.1f/s, the others %.1f%% of the limit", held, cut_rate,
+                100.0 * mean_share(sc, res, from, heal, others));
+    acc_judge_bound(sc, res, gated, v);
+}
+
 /* cold: every node far over its share from the first ms, so every node
  * reports every round and only the cold start itself can overshoot. */
 static void judge_cold(const acc_scen_t *sc, const acc_result_t *res, int gated,
@@ -330,6 +388,7 @@ static void base(acc_scen_t *sc, const char *name, int nodes, uint64_t rate, uin
     for (int i = 0; i < ACC_MAX_NODES; i++)
         sc->death_ms[i] = ACC_NEVER;
     sc->offered = offered_even;
+    sc->cut_node = -1;
 }
 
 static void make_churn(acc_scen_t *sc, int quick)
@@ -371,6 +430,15 @@ int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc)
         sc->residual = 0.10;
         sc->offered = offered_residual;
         sc->judge = judge_residual;
+    } else if (strcmp(name, "partition") == 0) {
+        base(sc, "partition", 10, 1000, 100, 2.0, q ? 5 : 15);
+        sc->what = "n00 offered 1.5x the limit throughout, the others 0.5x, 2x from the cut; "
+                   "n00 cut off from Redis (on_failure=local, default degraded rate)";
+        sc->cut_node = 0;
+        sc->offered = offered_partition;
+        sc->event_ms = q ? 1000 : 2000;
+        sc->heal_ms = q ? 4000 : 14000;
+        sc->judge = judge_partition;
     } else if (strcmp(name, "flush") == 0) {
         base(sc, "flush", 10, 1000, 100, 2.0, q ? 5 : 10);
         sc->what = "offered 2x the limit, 80% of it on n00; every Redis key deleted at the "
