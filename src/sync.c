@@ -476,7 +476,7 @@ static void on_wake(uv_async_t *async)
     }
     rl__sync_round(s);
     if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, s->rl->sync_close_ms, 0);
+        uv_timer_start(&s->deadline_timer, on_round_deadline, s->close_ms, 0);
 }
 
 static void thread_main(void *arg)
@@ -628,7 +628,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     }
     *out = s;
     if (!manual && wait_first_outcome(s) == FIRST_AUTH) {
-        rl__sync_stop(s, 0);
+        rl__sync_stop(s, rl->sync_close_ms);
         *out = NULL;
         return RL_EAUTH;
     }
@@ -637,7 +637,8 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
 
 void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms)
 {
-    (void)deadline_ms; /* enforced inside the loop: see on_wake */
+    /* Read by on_wake, on the loop thread: uv_async_send orders it. */
+    s->close_ms = deadline_ms;
     /* relaxed: published to the loop thread by uv_async_send. */
     atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
     uv_async_send(&s->wake);

@@ -20,10 +20,47 @@ typedef struct rl_sync rl_sync_t;
 
 #define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
-#define RL_REPORT_LINGER 3     /* silent rounds a busy key still reports */
+#define RL_REPORT_LINGER 3     /* rounds a key still reports every round after
+                                  it was near its limit (silent or not) */
 #define RL_SYNC_NODES_MAX (1 << 20) /* live nodes on one key a reply may claim */
 _Static_assert(RL_STATS_SYNC_WINDOW >= RL_REPORT_QUIET_MAX,
                "every quiet key reports within one stats window");
+
+/*
+ * The report policy of one key in one round (syncround.c, harvest_slot):
+ * pure, so tests drive it round by round. Sync traffic scales with the keys
+ * near their limits, and Redis never holds a stale picture of a key in use:
+ * - near (offered at least half of what its share could admit since its
+ *   last report, over at most RL_REPORT_QUIET_MAX rounds): report every
+ *   round, announcing a period of one round, and linger;
+ * - lingering (near within the last RL_REPORT_LINGER rounds), silent or
+ *   not: report every round, announcing one round, so a demand that fell,
+ *   to nothing or to a residue, reaches Redis's EWMA in consecutive rounds
+ *   (within (1 - alpha)^2 of the new level in two) instead of one step a
+ *   quiet period;
+ * - otherwise, with new counts: report once every RL_REPORT_QUIET_MAX
+ *   rounds, announcing that period, and at once when the last report
+ *   announced a shorter period, is a whole period old (its entry may be
+ *   gone), or the key has no share yet;
+ * - silent and not lingering: nothing (its share stays).
+ */
+typedef struct rl_report_view {
+    uint64_t pend_o;  /* offered since the key's last report */
+    uint64_t since;   /* rounds since that report (>= 1) */
+    uint64_t could;   /* what its share admits over min(since, QUIET_MAX) rounds */
+    uint32_t period;  /* the period its last report announced; 0: none yet */
+    uint32_t linger;  /* lingering rounds left */
+    int has_share;    /* Redis has given it a share (its share word is set) */
+} rl_report_view_t;
+
+typedef struct rl_report_action {
+    int report;        /* report this round */
+    int revisit;       /* visit it next round even without new counts */
+    uint32_t announce; /* the period the report announces, in rounds */
+    uint32_t linger;   /* lingering rounds left after this one */
+} rl_report_action_t;
+
+void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out);
 
 /* Why a round failed, counted per class. */
 typedef enum rl_sync_error_class {
@@ -39,7 +76,7 @@ typedef enum rl_sync_error_class {
     RL_SYNC_ERR_N
 } rl_sync_error_class_t;
 
-/* Counters of the sync thread, read by rl_sync_stats (tests, observability). */
+/* Counters of the sync thread, read by rl__sync_counters (rl_stats, tests). */
 typedef struct rl_sync_counters {
     uint64_t rounds;        /* rounds started */
     uint64_t rounds_ok;     /* rounds whose every reply came before the deadline */
@@ -75,8 +112,9 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
  */
 int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms);
 
-/* Report the last usage, hand back this node's shares, stop and join the
- * thread, free everything, all within about deadline_ms. */
+/* Report the last usage and hand back this node's shares in one last round
+ * whose replies are awaited at most deadline_ms, then stop and join the
+ * thread and free everything. */
 void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
 
 /* In a fork child: free memory without touching the parent's thread. */

@@ -29,6 +29,10 @@ enum {
     C_N
 };
 
+/* Most keys one report script call carries: the call's slot lists
+ * (syncround.c) and the reply scratch below are sized by it. */
+#define RL_SYNC_KEYS_PER_CALL 256u
+
 /* One key's answer in a report script's reply (rl__sync_parse_shares). */
 typedef struct rl_share_reply {
     uint64_t q;      /* this node's rate share, Q24; UINT64_MAX: skipped */
@@ -43,17 +47,19 @@ typedef struct rl_syncslot {
     uint64_t epoch;  /* occupancy number sent with its counters */
     uint64_t cum_a;  /* admitted since the occupancy began */
     uint64_t cum_o;  /* offered (admitted + denied) since then */
+    uint64_t pend_a; /* admitted since the last report */
     uint64_t pend_o; /* offered since the last report */
     uint64_t last_round; /* the round of the last report (round_id) */
-    uint16_t reported; /* reported at least once (must leave on close) */
-    uint8_t queued;    /* listed in this round's reports */
-    uint8_t linger;    /* idle rounds still to report after a busy one */
-    uint32_t period;   /* rounds between reports the last report announced
-                          (Redis drops the entry after 3 such periods) */
-    uint32_t announce; /* the period this round's report announces */
     uint32_t win_seen; /* the stats window (low 31 bits of window_no) that
                           counted this key; top bit: counted as over too */
+    uint8_t queued;    /* listed in this round's reports */
+    uint8_t linger;    /* rounds still to report every round after a busy one */
+    uint8_t period;    /* rounds between reports the last report announced
+                          (Redis drops the entry after 3 such periods);
+                          0: not reported yet in this occupancy */
+    uint8_t announce;  /* the period this round's report announces */
 } rl_syncslot_t;
+_Static_assert(RL_REPORT_QUIET_MAX <= UINT8_MAX, "a period fits rl_syncslot_t.period");
 
 /* One limit as a round sees it (snapshot taken at the round's start). */
 typedef struct rl_synclimit {
@@ -113,9 +119,11 @@ struct rl_sync {
     int drop_after_round;  /* READONLY seen: reconnect once the round ends */
     uint64_t ping_round;   /* the round the outstanding PING belongs to */
     int leaving;           /* the final round: hand shares back */
+    uint32_t close_ms;     /* how long the final round's replies are awaited
+                              (rl__sync_stop's deadline) */
     rl_syncslot_t *slots;  /* one per table slot */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
-    rl_share_reply_t shares[256]; /* scratch: one reply's parsed shares */
+    rl_share_reply_t shares[RL_SYNC_KEYS_PER_CALL]; /* scratch: one reply's parsed shares */
     uint64_t round_start_ns;      /* uv_hrtime at the current round's start */
     uint32_t window_no;           /* the current stats window, from 1 */
     uint64_t round_reports;       /* key reports the current round sent */
@@ -139,7 +147,7 @@ struct rl_sync {
 
 static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 {
-    /* relaxed: statistics read by rl_sync_counters. */
+    /* relaxed: statistics read by rl__sync_counters. */
     atomic_fetch_add_explicit(&s->counters[which], n, memory_order_relaxed);
 }
 

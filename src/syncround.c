@@ -13,9 +13,8 @@
 #include "shareword.h"
 #include "syncnodes.h"
 
-#define MAX_KEYS_PER_CALL 256u
 #define ARGS_FIXED 13u
-#define ARGS_PER_KEY 4u
+#define ARGS_PER_KEY 7u
 
 /* One script call in flight: which slots its reply answers. */
 typedef struct call {
@@ -24,9 +23,16 @@ typedef struct call {
     uint64_t sent_ns;
     uint32_t lidx;
     uint32_t n;
-    uint32_t slot[MAX_KEYS_PER_CALL];
-    uint64_t ctrl[MAX_KEYS_PER_CALL];
+    uint32_t slot[RL_SYNC_KEYS_PER_CALL];
+    uint64_t ctrl[RL_SYNC_KEYS_PER_CALL];
 } call_t;
+
+/* A reply is parsed into rl_sync_t.shares, one element per key of its call. */
+_Static_assert(sizeof ((call_t *)0)->slot / sizeof ((call_t *)0)->slot[0] ==
+                   sizeof ((rl_sync_t *)0)->shares / sizeof ((rl_sync_t *)0)->shares[0],
+               "a call's keys and a reply's parsed shares are sized alike");
+_Static_assert(sizeof ((call_t *)0)->ctrl / sizeof ((call_t *)0)->ctrl[0] == RL_SYNC_KEYS_PER_CALL,
+               "a call records each key's occupant");
 
 static void snapshot_limits(rl_sync_t *s)
 {
@@ -104,30 +110,9 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     rl__stat_add_n(ls, (unsigned)i, RL_STAT_DENIED, d);
     ss->cum_a += a;
     ss->cum_o += a + d;
+    ss->pend_a += a;
     ss->pend_o += a + d;
-    if (ss->pend_o == 0) {
-        /* A key that was busy and went silent keeps reporting (no new
-         * counts) for a few rounds, so its demand in Redis decays by the
-         * EWMA instead of staying frozen until its entry expires: another
-         * node taking over its traffic gets the limit within rounds. */
-        if (ss->linger > 0) {
-            ss->linger--;
-            ss->announce = 1;
-            mark_again(t, i);
-            return 1;
-        }
-        /* Silent and done lingering. Its local share stays: going back to the
-         * pre-sync share instead (tried) hands every node fresh tokens each
-         * time a sparse key returns (10 nodes checking a 1/s key in turn
-         * admitted 10/s). A stale share is used for at most one round before
-         * the key's next report replaces it: the formula's one-round term
-         * (bench/accuracy/README.md). */
-        return 0;
-    }
-    /* Report every round while the key uses half of what its share could
-     * admit since its last report; otherwise every RL_REPORT_QUIET_MAX
-     * rounds. Sync traffic then scales with the keys near their limits.
-     * "Since" counts the silent rounds too (the slot is not visited then):
+    /* "Could" counts the silent rounds too (the slot is not visited then):
      * judged against one round of its share, a sparse key's single request
      * looked near whenever the share rounded below one token a round, and
      * each such request cost a near report, three lingering ones and an
@@ -138,31 +123,78 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     uint64_t since = s->round_id - ss->last_round;
     uint64_t span = since < RL_REPORT_QUIET_MAX ? since : RL_REPORT_QUIET_MAX;
     uint64_t span_fp = span * s->rl->sync_interval_ms * RL_FP_PER_MS;
-    uint64_t could = span_fp / g->t_fp + g->burst;
-    if (ss->pend_o * 2 >= could) {
-        ss->linger = RL_REPORT_LINGER;
-        ss->announce = 1;
-        mark_again(t, i);
-        return 1;
-    }
-    /* Quiet: report every RL_REPORT_QUIET_MAX rounds, announcing that
-     * period. A key whose last report announced every round reports at once
-     * to announce the longer one, before Redis drops its entry (3 rounds)
-     * while this node still holds its share. A key whose last report is a
-     * period or more old reports at once too: its entry may be gone (3
-     * periods), and the stale share it admits at must be replaced within
-     * this round, not a period later. So does a key without a share yet
-     * (share word 0), so the pre-sync share is used for one round at most
-     * (the bound's E_pre); it announces the quiet period and does not linger:
-     * a quiet new key is not busy, and lingering cost every new key four
-     * more reports on every node (bench/accuracy/README.md, many). */
-    ss->announce = RL_REPORT_QUIET_MAX;
     /* relaxed: a self-contained word; this thread is its only writer. */
     uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
-    if (w == 0 || ss->period < RL_REPORT_QUIET_MAX || since >= RL_REPORT_QUIET_MAX)
-        return 1;
-    mark_again(t, i); /* come back next round even without new counts */
-    return 0;
+    rl_report_view_t v = {
+        .pend_o = ss->pend_o,
+        .since = since,
+        .could = span_fp / g->t_fp + g->burst,
+        .period = ss->period,
+        .linger = ss->linger,
+        .has_share = w != 0,
+    };
+    rl_report_action_t act;
+    rl__sync_report_policy(&v, &act);
+    ss->linger = (uint8_t)act.linger;
+    ss->announce = (uint8_t)act.announce;
+    if (act.revisit)
+        mark_again(t, i);
+    return act.report;
+}
+
+void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
+{
+    out->report = 0;
+    out->revisit = 0;
+    out->announce = RL_REPORT_QUIET_MAX;
+    out->linger = v->linger;
+    if (v->pend_o > 0 && v->pend_o * 2 >= v->could) {
+        /* Near its limit: every round. (No counts is never near: a share of
+         * no tokens and no rate could admit nothing, and 0 >= 0.) */
+        out->report = out->revisit = 1;
+        out->announce = 1;
+        out->linger = RL_REPORT_LINGER;
+        return;
+    }
+    if (v->linger > 0) {
+        /* Near a moment ago and now not, silent or with a residue: its demand
+         * fell, and Redis's EWMA moves a fraction alpha of the way per report.
+         * Reporting every round for a few more rounds gets the new level into
+         * Redis within (1 - alpha)^2 in two; one report and a quiet period
+         * (the policy before) left a node whose traffic dropped from 80% of
+         * the limit to 10% at 27% for a second, and another node taking over
+         * the traffic that much short. Silent lingering reports also decay an
+         * idle node's demand instead of freezing it until its entry expires. */
+        out->report = out->revisit = 1;
+        out->announce = 1;
+        out->linger = v->linger - 1;
+        return;
+    }
+    if (v->pend_o == 0) {
+        /* Silent and done lingering. Its local share stays: going back to the
+         * pre-sync share instead (tried) hands every node fresh tokens each
+         * time a sparse key returns (10 nodes checking a 1/s key in turn
+         * admitted 10/s). A stale share is used for at most one round before
+         * the key's next report replaces it: the formula's one-round term
+         * (bench/accuracy/README.md). */
+        return;
+    }
+    /* Quiet: report every RL_REPORT_QUIET_MAX rounds, announcing that
+     * period. A key whose last report announced a shorter period reports at
+     * once to announce the longer one, before Redis drops its entry (3 short
+     * periods) while this node still holds its share. A key whose last report
+     * is a period or more old reports at once too: its entry may be gone (3
+     * periods), and the stale share it admits at must be replaced within
+     * this round, not a period later. So does a key without a share yet, so
+     * the pre-sync share is used for one round at most (the bound's E_pre);
+     * it announces the quiet period and does not linger: a quiet new key is
+     * not busy, and lingering cost every new key four more reports on every
+     * node (bench/accuracy/README.md, many). */
+    if (!v->has_share || v->period < RL_REPORT_QUIET_MAX || v->since >= RL_REPORT_QUIET_MAX) {
+        out->report = 1;
+        return;
+    }
+    out->revisit = 1; /* come back next round even without new counts */
 }
 
 int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
@@ -396,7 +428,8 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
     rl__free(&s->rl->alloc, call, sizeof *call, 8);
 }
 
-/* Send the reports of slots order[from, to), all of limit l and one vshard. */
+/* Send the reports of slots idx[0, n), all of limit l and one vshard
+ * (n <= RL_SYNC_KEYS_PER_CALL). */
 static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint32_t *idx,
                      uint32_t n)
 {
@@ -405,7 +438,7 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     size_t argc = 3 + n + ARGS_FIXED + ARGS_PER_KEY * n;
     size_t argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
     const char **argv = rl__calloc(a, argv_bytes, 8);
-    size_t text_cap = (size_t)n * (96 + RL_NAME_MAX + 32 + 4 * 24) + 512;
+    size_t text_cap = (size_t)n * (96 + RL_NAME_MAX + 32 + ARGS_PER_KEY * 24) + 512;
     char *text = rl__calloc(a, text_cap, 1);
     if (call == NULL || argv == NULL || text == NULL) {
         rl__free(a, call, sizeof *call, 8);
@@ -453,16 +486,23 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
          * one 3 of its longer periods: a dead node frees its busy keys'
          * shares within 3 rounds. */
         uint32_t period = ss->announce ? ss->announce : 1;
-        ss->period = period;
+        ss->period = (uint8_t)period;
         ARG("%" PRIu64, ss->epoch);
         ARG("%" PRIu64, ss->cum_a);
         ARG("%" PRIu64, ss->cum_o);
         ARG("%" PRIu64, (uint64_t)3 * period * s->rl->sync_interval_ms);
+        /* What is new since this node's last report, and the time it spans:
+         * the script's rate sample for an entry it must create again (its
+         * key hash flushed, evicted or expired), where the cumulative
+         * counters would put the key's whole history into one round. */
+        ARG("%" PRIu64, ss->pend_a);
+        ARG("%" PRIu64, ss->pend_o);
+        ARG("%" PRIu64, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
         call->slot[j] = idx[j];
         call->ctrl[j] = ss->ctrl;
+        ss->pend_a = 0;
         ss->pend_o = 0;
         ss->last_round = s->round_id;
-        ss->reported = 1;
         ss->queued = 0;
     }
 #undef ARG
@@ -559,7 +599,7 @@ static void send_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
 }
 
 /* Group the reporting slots by (limit, vshard) with a counting sort, then
- * send each group in calls of at most MAX_KEYS_PER_CALL keys. */
+ * send each group in calls of at most RL_SYNC_KEYS_PER_CALL keys. */
 static void send_reports(rl_sync_t *s, uint32_t n)
 {
     rl_table_t *t = &s->rl->table;
@@ -586,12 +626,24 @@ static void send_reports(rl_sync_t *s, uint32_t n)
         uint32_t end = count[g];
         uint32_t lidx = g / RL_VSHARDS;
         while (start < end) {
-            uint32_t m = end - start < MAX_KEYS_PER_CALL ? end - start : MAX_KEYS_PER_CALL;
+            uint32_t m = end - start < RL_SYNC_KEYS_PER_CALL ? end - start
+                                                              : RL_SYNC_KEYS_PER_CALL;
             if (send_call(s, &s->limits[lidx], lidx, sorted + start, m) != 0)
                 s->round_failed = 1;
             start += m;
         }
     }
+}
+
+/* Whether Redis may still count this node's entry for the key: it drops it
+ * 3 announced periods after the report (Redis time). Rounds are at least
+ * 90% of the interval apart (jitter), and the round that asks (rl_close's)
+ * may come at once after the one before, so `since` rounds prove at least
+ * 0.9 x (since - 1) intervals. */
+static int entry_may_live(const rl_sync_t *s, const rl_syncslot_t *ss)
+{
+    uint64_t since = s->round_id - ss->last_round;
+    return since <= 1 || (since - 1) * 9 < (uint64_t)30 * ss->period;
 }
 
 /* Limits with at least one of order[0, n) (for the heartbeat). */
@@ -637,10 +689,16 @@ void rl__sync_round(rl_sync_t *s)
         }
     }
     if (s->leaving) {
-        /* Hand back every share this node holds, active this round or not. */
+        /* Hand back the shares Redis still counts and report the usage it
+         * has not seen. Not every key ever reported: one whose entry expired
+         * long ago holds nothing in Redis, and its write-back would create
+         * its hash again (five nodes closing after 8000 keys each made 28665
+         * dead hashes, cost Redis 490 ms, ran every close into its deadline,
+         * and under allkeys-lru evicted the live hot keys). */
         for (size_t i = 0; i < t->nslots; i++) {
             rl_syncslot_t *ss = &s->slots[i];
-            if (ss->reported && ss->ctrl != 0 && !ss->queued) {
+            if (ss->period != 0 && ss->ctrl != 0 && !ss->queued &&
+                (ss->pend_o > 0 || entry_may_live(s, ss))) {
                 ss->queued = 1;
                 s->order[n++] = (uint32_t)i;
             }

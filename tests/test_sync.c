@@ -13,6 +13,7 @@
 #include "redis_harness.h"
 #include "instance.h"
 #include "scripts.h"
+#include "share.h"
 #include "shareword.h"
 #include "sync.h"
 
@@ -236,9 +237,11 @@ END_TEST
 static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
                           long cum_a, long cum_o)
 {
+    /* Each report as the occupancy's first (new counts = cumulative ones),
+     * spanning 100 ms. */
     return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 1 0 "
-                           "%ld %ld %ld 300",
-                        rl__lua_report, key, inc, epoch, cum_a, cum_o);
+                           "%ld %ld %ld 300 %ld %ld 100",
+                        rl__lua_report, key, inc, epoch, cum_a, cum_o, cum_a, cum_o);
 }
 
 START_TEST(reports_are_idempotent_and_order_free)
@@ -620,6 +623,277 @@ START_TEST(quiet_key_announces_its_period_and_reports_after_expiry)
 }
 END_TEST
 
+/* ------------------------------------------- faults: lost entries, falls, close */
+
+START_TEST(report_policy_follows_a_fall)
+{
+    /* Pure: one key, round by round. Near its limit it reports every round
+     * and lingers; when its traffic drops to a residue (new counts, far from
+     * near) it keeps reporting every round while it lingers, so Redis's
+     * EWMA takes the fall in consecutive steps, then announces the quiet
+     * period once and goes quiet. The policy before this reported once and
+     * then every tenth round. */
+    rl_report_view_t v = {.pend_o = 60, .since = 1, .could = 110, .period = 1, .linger = 0,
+                          .has_share = 1};
+    rl_report_action_t a;
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_int_eq(a.revisit, 1);
+    ck_assert_uint_eq(a.announce, 1);
+    ck_assert_uint_eq(a.linger, RL_REPORT_LINGER);
+    uint32_t linger = a.linger;
+    for (int r = 1; r <= RL_REPORT_LINGER; r++) { /* a residue: 5 of 110 */
+        v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 110, .period = 1,
+                               .linger = linger, .has_share = 1};
+        rl__sync_report_policy(&v, &a);
+        ck_assert_msg(a.report == 1 && a.announce == 1, "round %d after the fall: report %d "
+                      "announcing %u", r, a.report, a.announce);
+        ck_assert_uint_eq(a.linger, linger - 1);
+        linger = a.linger;
+    }
+    /* Done lingering: one report announcing the quiet period... */
+    v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 110, .period = 1, .linger = 0,
+                           .has_share = 1};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
+    ck_assert_uint_eq(a.linger, 0);
+    /* ...then quiet until the period is over, visited meanwhile. */
+    for (uint64_t since = 1; since <= RL_REPORT_QUIET_MAX; since++) {
+        v = (rl_report_view_t){.pend_o = 5 * since, .since = since, .could = 1000,
+                               .period = RL_REPORT_QUIET_MAX, .linger = 0, .has_share = 1};
+        rl__sync_report_policy(&v, &a);
+        ck_assert_int_eq(a.report, since == RL_REPORT_QUIET_MAX);
+        ck_assert_int_eq(a.revisit, since < RL_REPORT_QUIET_MAX);
+    }
+    /* Silent and not lingering: nothing, not even a visit. */
+    v = (rl_report_view_t){.pend_o = 0, .since = 3, .could = 0, .period = 1, .linger = 0,
+                           .has_share = 1};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report + a.revisit, 0);
+    /* Silent while lingering: reports (its demand decays in Redis). */
+    v.linger = 2;
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, 1);
+    ck_assert_uint_eq(a.linger, 1);
+    /* A key without a share yet reports at once, quiet, without lingering. */
+    v = (rl_report_view_t){.pend_o = 1, .since = 1, .could = 50, .period = 0, .linger = 0,
+                           .has_share = 0};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
+    ck_assert_uint_eq(a.linger, 0);
+}
+END_TEST
+
+START_TEST(scripts_fit_an_unauthenticated_load)
+{
+    /* Redis 7 refuses a bulk argument over 16384 bytes from a client that
+     * has not authenticated with a protocol error, not NOAUTH, and rl_open
+     * tells a wrong or missing password (RL_EAUTH) by that NOAUTH. The
+     * embedded scripts (share.lua prepended) must stay under it. */
+    ck_assert_uint_le(strlen(rl__lua_report), 16384);
+    ck_assert_uint_le(strlen(rl__lua_nodes), 16384);
+}
+END_TEST
+
+/* A node's field (d, r, x...) in the one key hash of a limit under prefix
+ * "v"; -1 if absent. Nodes are named "<node>:<hex>" by their incarnation. */
+static long long node_field(const char *limit, const char *node, char what)
+{
+    redisContext *r = client();
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(keys->elements, 1);
+    redisReply *h = redisCommand(r, "HGETALL %s", keys->element[0]->str);
+    long long v = -1;
+    size_t nlen = strlen(node);
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const char *f = h->element[i]->str;
+        size_t len = strlen(f);
+        if (strncmp(f, node, nlen) == 0 && f[nlen] == ':' && len > 2 && f[len - 2] == '|' &&
+            f[len - 1] == what)
+            v = atoll(h->element[i + 1]->str);
+    }
+    freeReplyObject(h);
+    freeReplyObject(keys);
+    redisFree(r);
+    return v;
+}
+
+/* Delete every key under prefix "v" of a limit, as FLUSHALL, eviction or an
+ * empty restart would. */
+static void delete_limit_keys(const char *limit)
+{
+    redisContext *r = client();
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < keys->elements; i++)
+        freeReplyObject(redisCommand(r, "DEL %s", keys->element[i]->str));
+    freeReplyObject(keys);
+    redisFree(r);
+}
+
+static size_t count_limit_keys(const char *limit)
+{
+    redisContext *r = client();
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    size_t n = keys->elements;
+    freeReplyObject(keys);
+    redisFree(r);
+    return n;
+}
+
+/* One 100 ms virtual round: node i checks "key" checks[i] times, then every
+ * node syncs. */
+static void burst_round(rl_t **nodes, const int *ids, int n, rl_test_clock_t *clk,
+                        const int *checks)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < checks[i]; k++)
+            rl_check(nodes[i], ids[i], "key", 3, 1, NULL);
+    rl_test_clock_advance(clk, 100000000);
+    uint64_t vms = atomic_load(&clk->precise_ns) / 1000000;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(rl__sync_step(nodes[i]->sync, vms), 0);
+}
+
+START_TEST(recreated_entry_is_not_a_spike)
+{
+    /* A hot node (160 a round on 100 a round) and a quiet one (2 a round,
+     * reporting every 10th round) share a key for 15 s; then its hash is
+     * deleted. The quiet node's next report makes its entry again: its
+     * demand must be what it offers (2%), not its 15-s history over one
+     * period (30%, and 75% after a minute). And the hot node, first to
+     * report after the loss, must not be cut to about 1/expected_nodes for
+     * two rounds as if the key were new. */
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(5000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *nodes[2] = {open_manual("hot", 2, &clk), open_manual("quiet", 2, &clk)};
+    int ids[2];
+    for (int i = 0; i < 2; i++)
+        ids[i] = rl_test_add(nodes[i], "name=re rate=1000/s burst=20");
+    wait_connected(nodes, 2);
+    int checks[2] = {160, 2};
+    for (int round = 0; round < 150; round++)
+        burst_round(nodes, ids, 2, &clk, checks);
+    long long quiet_d = node_field("re", "quiet", 'd');
+    ck_assert_int_le(quiet_d, (long long)RL_SHARE_ONE / 25); /* <= 4%: it offers 2% */
+    double hot_before = share_rate(nodes[0], ids[0], "key");
+    ck_assert_double_ge(hot_before, 800.0);
+    delete_limit_keys("re");
+    /* The hot node reports in the next round (it is near): its share. */
+    uint64_t quiet_reports = counters(nodes[1]).reports;
+    burst_round(nodes, ids, 2, &clk, checks);
+    double hot_after = share_rate(nodes[0], ids[0], "key");
+    ck_assert_msg(hot_after >= 0.9 * hot_before,
+                  "the hot node's share fell from %.0f/s to %.0f/s when its hash was made again",
+                  hot_before, hot_after);
+    /* The quiet node reports within its period. */
+    int rounds = 1;
+    while (counters(nodes[1]).reports == quiet_reports) {
+        ck_assert_int_le(rounds, RL_REPORT_QUIET_MAX + 1);
+        burst_round(nodes, ids, 2, &clk, checks);
+        rounds++;
+    }
+    quiet_d = node_field("re", "quiet", 'd');
+    ck_assert_msg(quiet_d <= (long long)RL_SHARE_ONE / 25,
+                  "the quiet node's re-created entry reads %.3f of the limit (it offers 0.02)",
+                  (double)quiet_d / RL_SHARE_ONE);
+    for (int i = 0; i < 2; i++)
+        rl_close(nodes[i]);
+}
+END_TEST
+
+START_TEST(falling_demand_reaches_redis_in_two_rounds)
+{
+    /* A node at twice the limit drops to 5% and keeps offering that. Two
+     * rounds later Redis's smoothed demand for it must be within
+     * (1 - alpha)^2 of the fall (two EWMA steps at the default alpha 0.75):
+     * reported once and then quiet for 10 rounds, it stayed at 29%. */
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(6000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *n = open_manual("fall", 1, &clk);
+    int id = rl_test_add(n, "name=fall rate=1000/s burst=10");
+    wait_connected(&n, 1);
+    int checks = 200;
+    for (int round = 0; round < 10; round++)
+        burst_round(&n, &id, 1, &clk, &checks);
+    ck_assert_int_ge(node_field("fall", "fall", 'd'), (long long)RL_SHARE_ONE * 99 / 100);
+    checks = 5; /* 50/s: 5% of the limit */
+    burst_round(&n, &id, 1, &clk, &checks);
+    burst_round(&n, &id, 1, &clk, &checks);
+    long long d = node_field("fall", "fall", 'd');
+    long long now_level = RL_SHARE_ONE / 20, fall = RL_SHARE_ONE - now_level;
+    ck_assert_msg(d <= now_level + fall / 16 + RL_SHARE_ONE / 100,
+                  "2 rounds after a fall from 1.0 to 0.05 Redis holds %.3f",
+                  (double)d / RL_SHARE_ONE);
+    ck_assert_int_ge(d, now_level);
+    rl_close(n);
+}
+END_TEST
+
+START_TEST(close_writes_back_only_live_or_unreported)
+{
+    /* 20 keys used once and then idle for 40 rounds: Redis dropped this
+     * node's entries after 3 quiet periods (30 rounds), and the hashes
+     * expire (deleted here: their TTL runs on Redis's own clock, >= 13 s).
+     * 5 keys used since, with live entries, and 3 of the old keys used
+     * again just before rl_close, their usage not reported yet. The close
+     * hands back the 5 keys' shares and reports the 3 keys' usage, and makes
+     * none of the other 17 hashes again: 8 hashes, none holding the node. */
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(7000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *n = open_manual("wb", 1, &clk);
+    int id = rl_test_add(n, "name=wb rate=100/s burst=20");
+    wait_connected(&n, 1);
+    char key[32];
+    for (int k = 0; k < 20; k++) {
+        snprintf(key, sizeof key, "old-%d", k);
+        ck_assert_int_eq(rl_check(n, id, key, strlen(key), 1, NULL), RL_ALLOW);
+    }
+    ck_assert_uint_eq(manual_round(n, &clk), 20);
+    for (int round = 0; round < 40; round++)
+        ck_assert_uint_eq(manual_round(n, &clk), 0);
+    delete_limit_keys("wb");
+    for (int k = 0; k < 5; k++) {
+        snprintf(key, sizeof key, "live-%d", k);
+        ck_assert_int_eq(rl_check(n, id, key, strlen(key), 1, NULL), RL_ALLOW);
+    }
+    ck_assert_uint_eq(manual_round(n, &clk), 5);
+    for (int k = 0; k < 3; k++) {
+        snprintf(key, sizeof key, "old-%d", k);
+        ck_assert_int_eq(rl_check(n, id, key, strlen(key), 1, NULL), RL_ALLOW);
+    }
+    rl_close(n);
+    ck_assert_uint_eq(count_limit_keys("wb"), 8);
+    redisContext *r = client();
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:wb:*");
+    for (size_t i = 0; i < keys->elements; i++) {
+        redisReply *h = redisCommand(r, "HGETALL %s", keys->element[i]->str);
+        ck_assert_int_ge(hash_field(h, "a"), 1);
+        for (size_t j = 0; j + 1 < h->elements; j += 2) {
+            const char *f = h->element[j]->str;
+            size_t len = strlen(f);
+            ck_assert_msg(!(len > 2 && strcmp(f + len - 2, "|x") == 0),
+                          "the node still holds %s in %s after closing", f,
+                          keys->element[i]->str);
+        }
+        freeReplyObject(h);
+    }
+    freeReplyObject(keys);
+    redisFree(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sync");
@@ -635,7 +909,14 @@ static Suite *suite(void)
     tcase_add_test(tc, reports_scale_with_near_limit_keys);
     tcase_add_test(tc, sparse_keys_report_once_a_period);
     tcase_add_test(tc, quiet_key_announces_its_period_and_reports_after_expiry);
+    tcase_add_test(tc, recreated_entry_is_not_a_spike);
+    tcase_add_test(tc, falling_demand_reaches_redis_in_two_rounds);
+    tcase_add_test(tc, close_writes_back_only_live_or_unreported);
     suite_add_tcase(s, tc);
+    TCase *pol = tcase_create("policy");
+    tcase_add_test(pol, report_policy_follows_a_fall);
+    tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
+    suite_add_tcase(s, pol);
     /* A forked child cannot tear down the parent's loop and connection (they
      * are not its to close), so it exits holding them: valgrind calls that a
      * leak. The case is skipped under scripts/test.sh --valgrind. */

@@ -10,7 +10,9 @@
 #ifndef RL_ACC_H
 #define RL_ACC_H
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "ratelimit.h"
@@ -38,6 +40,7 @@ typedef struct acc_opts {
     char redis_url[160];
     unsigned run_tag;        /* makes this run's Redis key prefixes unique */
     int driver_threads;      /* real-time: load generator threads */
+    const char *cut_url;     /* processes: the cut node's URL (the parent's proxy) */
 } acc_opts_t;
 
 /* ------------------------------------------------------------- load (load.c) */
@@ -78,6 +81,13 @@ struct acc_scen {
     uint64_t event_ms;      /* shift or death (a round boundary); 0: none */
     double load;            /* offered load as a multiple of the limit */
     int even_only;          /* always evenly spaced arrivals, whatever --load says */
+    int flush_at_event;     /* delete every Redis key of the scenario at event_ms,
+                               as FLUSHALL, an empty restart or eviction would */
+    double residual;        /* shift: what set A still offers after it, as a
+                               fraction of the limit (all of A together) */
+    int cut_node;           /* the node cut off from Redis from event_ms to
+                               heal_ms; -1: none */
+    uint64_t heal_ms;
     uint64_t join_ms[ACC_MAX_NODES];  /* first ms a node is driven */
     uint64_t death_ms[ACC_MAX_NODES]; /* first ms it is not (ACC_NEVER) */
     acc_offered_fn offered;
@@ -95,6 +105,10 @@ int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms);
 /* In any window of W ms: fleet admitted <= rate * W / 1000 + burst + e. */
 typedef struct acc_bound {
     double rate, burst;
+    /* A node cut off (docs/operations.md, "When only some nodes are cut
+     * off"): its degraded rate on top of the limit, and its tokens and ramp. */
+    double cut_rate;
+    double e_cut;
     double e_presync; /* (a) pre-sync start */
     double e_moves;   /* (b) one round of share increases before decreases */
     double e_lease;   /* (c) burst re-leased while the old lease is still held */
@@ -102,6 +116,8 @@ typedef struct acc_bound {
 } acc_bound_t;
 
 void acc_bound_init(acc_bound_t *b, const acc_scen_t *sc);
+/* The partial-partition terms for the scenario's cut node, if any. */
+void acc_bound_cut(acc_bound_t *b, const acc_scen_t *sc, const acc_result_t *res);
 double acc_bound_at(const acc_bound_t *b, double window_ms);
 
 /* --------------------------------------------------------- results */
@@ -121,6 +137,8 @@ struct acc_result {
     double *step_ms;     /* wall time of each rl__sync_step */
     size_t nsteps, step_cap;
     uint64_t lag_ms;     /* real-time: how far the drivers fell behind */
+    double cut_q, cut_b; /* the cut node's share when cut (fraction, tokens);
+                            cut_q < 0: not known (the bound assumes 1) */
     char note[160];      /* anything the driver wants on the report */
 };
 
@@ -194,6 +212,8 @@ typedef struct acc_fleet_cfg {
     uint32_t expected;
     uint32_t max_keys;
     struct rl_test_clock *clock; /* NULL: real clocks */
+    const char *cut_url;         /* the cut node's Redis URL (the proxy) */
+    int cut_node;                /* -1: none */
     int manual;                  /* rounds only through rl__sync_step */
     uint64_t rate, burst;
 } acc_fleet_cfg_t;
@@ -219,6 +239,32 @@ typedef struct acc_redis_stats {
 } acc_redis_stats_t;
 
 int acc_redis_stats(const char *url, acc_redis_stats_t *st);
+/* Delete every key under a fleet's key prefix (key hashes and the node
+ * registry); the number deleted, or -1. */
+long long acc_flush_prefix(const char *url, const char *prefix);
+
+/* --------------------------------------------------------- cut (cut.c) */
+
+/* A proxy between one node and Redis that can cut it off. */
+typedef struct acc_cut {
+    int listen_fd;
+    int port;   /* where the node connects */
+    int target; /* Redis's port */
+    int running;
+    _Atomic int cut;
+    _Atomic int stop;
+    pthread_t thread;
+} acc_cut_t;
+
+int acc_cut_start(acc_cut_t *c, int target_port);
+void acc_cut_set(acc_cut_t *c, int cut);
+void acc_cut_stop(acc_cut_t *c);
+/* Start a proxy to the run's Redis and point the fleet's cut node at it:
+ * 0 (nothing to do without a cut node), or -1. */
+int acc_cut_setup(acc_cut_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+                  acc_fleet_cfg_t *fc, char *url, size_t url_len);
+/* Wait (bounded, real time) until node n's connected counter is `want`. */
+int acc_wait_state(acc_node_t *n, int want, uint32_t timeout_ms);
 
 /* --------------------------------------------------------- drivers */
 

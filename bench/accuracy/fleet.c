@@ -63,6 +63,7 @@ void acc_fleet_cfg_init(acc_fleet_cfg_t *c, const acc_opts_t *o, const acc_scen_
     c->max_keys = 1024;
     c->rate = sc->rate;
     c->burst = sc->burst;
+    c->cut_node = -1;
 }
 
 static int add_limit(acc_node_t *n, uint64_t rate, uint64_t burst)
@@ -86,7 +87,7 @@ int acc_node_open(acc_node_t *n, const acc_fleet_cfg_t *c, int index)
     snprintf(n->name, sizeof n->name, "n%02d", index);
     rl_config_t cfg;
     rl_config_init(&cfg);
-    cfg.redis_url = c->redis_url;
+    cfg.redis_url = index == c->cut_node && c->cut_url != NULL ? c->cut_url : c->redis_url;
     cfg.node_id = n->name;
     cfg.sync_interval_ms = c->interval_ms;
     cfg.expected_nodes = c->expected;
@@ -139,6 +140,43 @@ int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms)
         acc_sleep_ms(5);
     }
     return -1;
+}
+
+int acc_wait_state(acc_node_t *n, int want, uint32_t timeout_ms)
+{
+    for (uint32_t waited = 0; waited <= timeout_ms; waited += 2) {
+        if (counters(n).connected == (uint64_t)want)
+            return 0;
+        acc_sleep_ms(2);
+    }
+    return -1;
+}
+
+int acc_cut_setup(acc_cut_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+                  acc_fleet_cfg_t *fc, char *url, size_t url_len)
+{
+    memset(c, 0, sizeof *c);
+    if (sc->cut_node < 0)
+        return 0;
+    rl_redisurl_t u;
+    if (rl__redisurl_parse(o->redis_url, &u, NULL, 0) != 0 || acc_cut_start(c, u.port) != 0)
+        return -1;
+    /* The same server, credentials and database, through the proxy. */
+    const char *at = strchr(o->redis_url, '@');
+    const char *db = strchr(o->redis_url + 8, '/');
+    int len;
+    if (at != NULL)
+        len = snprintf(url, url_len, "%.*s@127.0.0.1:%d%s", (int)(at - o->redis_url),
+                       o->redis_url, c->port, db != NULL && db > at ? db : "");
+    else
+        len = snprintf(url, url_len, "redis://127.0.0.1:%d%s", c->port, db != NULL ? db : "");
+    if (len < 0 || (size_t)len >= url_len) {
+        acc_cut_stop(c);
+        return -1;
+    }
+    fc->cut_url = url;
+    fc->cut_node = sc->cut_node;
+    return 0;
 }
 
 void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls)
@@ -251,4 +289,36 @@ int acc_redis_stats(const char *url, acc_redis_stats_t *st)
         freeReplyObject(cpu);
     redisFree(r);
     return rc;
+}
+
+long long acc_flush_prefix(const char *url, const char *prefix)
+{
+    redisContext *r = info_client(url);
+    if (r == NULL)
+        return -1;
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "{%s:v1*", prefix);
+    long long deleted = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *page = redisCommand(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (page == NULL || page->type != REDIS_REPLY_ARRAY || page->elements != 2) {
+            if (page != NULL)
+                freeReplyObject(page);
+            deleted = -1;
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", page->element[0]->str);
+        redisReply *keys = page->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            redisReply *d = redisCommand(r, "DEL %s", keys->element[i]->str);
+            if (d != NULL && d->type == REDIS_REPLY_INTEGER)
+                deleted += d->integer;
+            if (d != NULL)
+                freeReplyObject(d);
+        }
+        freeReplyObject(page);
+    } while (strcmp(cursor, "0") != 0);
+    redisFree(r);
+    return deleted;
 }

@@ -3,7 +3,8 @@
  *
  *   rl_accuracy [options] [scenario...]     (default: every scenario)
  *
- * Scenarios: uniform skew shift churn high low cold many. Options:
+ * Scenarios: uniform skew shift churn high low cold flush residual partition
+ * many. Options:
  *   --quick        shortened scenarios (CI: well under a minute in all)
  *   --realtime     real clocks, automatic sync rounds, load threads
  *                  (figures reported, never gated)
@@ -41,7 +42,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: rl_accuracy [--quick] [--realtime | --processes] [--csv DIR | --no-csv]\n"
                "                   [--seed N] [--load poisson|even] [--all-rounds] "
                "[--threads N] [scenario...]\n"
-               "scenarios: uniform skew shift churn high low cold many (default: all)\n");
+               "scenarios: uniform skew shift churn high low cold flush residual partition many (default: all)\n");
 }
 
 typedef struct args {
@@ -197,7 +198,7 @@ static int final_summary(const acc_opts_t *o, const acc_verdicts_t *v, uint64_t 
         if (x->gated == ACC_INFO)
             continue; /* figures, printed with their scenario */
         int gated = x->gated == 1 && o->mode == ACC_VIRTUAL;
-        printf("  %-8s [%s]%s %s\n", x->scenario,
+        printf("  %-9s [%s]%s %s\n", x->scenario,
                x->pass ? "PASS" : gated ? "MISS" : "miss", gated ? "" : " (not gated)",
                x->target);
         missed += gated && !x->pass;

@@ -96,14 +96,19 @@ static void print_row(const acc_scen_t *sc, const acc_result_t *r, uint32_t roun
            b, top);
 }
 
-static void print_bound(const acc_scen_t *sc)
+static void print_bound(const acc_scen_t *sc, const acc_result_t *r)
 {
     acc_bound_t b;
     acc_bound_init(&b, sc);
+    acc_bound_cut(&b, sc, r);
+    char cut[96] = "";
+    if (sc->cut_node >= 0)
+        snprintf(cut, sizeof cut, " + %.0f (cut node: degraded rate) x 1 s + %.0f (its tokens, "
+                 "ramp)", b.cut_rate, b.e_cut);
     printf("  bound: any 1-s window <= %.0f + %.0f + E, E = %.0f (a: pre-sync) + %.0f "
-           "(b: share moves) + %.0f (c: burst re-lease) = %.0f -> %.0f; any round <= %.0f\n",
-           b.rate, b.burst, b.e_presync, b.e_moves, b.e_lease, b.e,
-           acc_bound_at(&b, ACC_WINDOW_MS), acc_bound_at(&b, sc->interval_ms));
+           "(b: share moves) + %.0f (c: burst re-lease)%s = %.0f -> %.0f; any round <= %.0f\n",
+           b.rate, b.burst, b.e_presync, b.e_moves, b.e_lease, cut,
+           b.e + b.cut_rate, acc_bound_at(&b, ACC_WINDOW_MS), acc_bound_at(&b, sc->interval_ms));
 }
 
 void acc_print_scenario(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t *r)
@@ -114,7 +119,7 @@ void acc_print_scenario(const acc_opts_t *o, const acc_scen_t *sc, const acc_res
            o->load == ACC_LOAD_EVEN || sc->even_only ? "even" : "poisson",
            o->seed, sc->nodes, sc->rate, sc->burst, sc->interval_ms, sc->expected);
     printf("  %s\n", sc->what);
-    print_bound(sc);
+    print_bound(sc, r);
     printf("  %5s %6s %8s %8s %9s %5s %6s %s\n", "round", "t_ms", "offered", "admitted",
            "adm/limit", "sum_q", "sum_b", "busiest nodes (part of admitted)");
     int skipped = 0;
@@ -209,6 +214,7 @@ static void write_windows(FILE *f, const acc_scen_t *sc, const acc_result_t *r)
 {
     acc_bound_t b;
     acc_bound_init(&b, sc);
+    acc_bound_cut(&b, sc, r);
     fprintf(f, "t_end_ms,admitted_1s,limit,bound\n");
     uint64_t s = 0;
     for (uint64_t t = 0; t < r->duration_ms; t++) {

@@ -104,12 +104,33 @@ void acc_bound_init(acc_bound_t *b, const acc_scen_t *sc)
      * is larger gets the difference at once while the node losing it may
      * still hold its tokens for a round: at most one more burst. */
     b->e_lease = burst;
+    b->cut_rate = 0.0;
+    b->e_cut = 0.0;
     b->e = b->e_presync + b->e_moves + b->e_lease;
+}
+
+/* Default degraded parameters (rate / X, ceil(burst / X) tokens) and the
+ * default degrade_ramp_ms (1000): the scenarios set neither. */
+#define ACC_RAMP_MS 1000.0
+
+void acc_bound_cut(acc_bound_t *b, const acc_scen_t *sc, const acc_result_t *res)
+{
+    if (sc->cut_node < 0)
+        return;
+    double rate = (double)sc->rate, x = sc->expected;
+    double d = rate / x, b_d = ceil((double)sc->burst / x);
+    /* Its last good share, read at the cut; not known in real time: the
+     * whole limit, the worst case. */
+    double q = res->cut_q >= 0.0 ? res->cut_q : 1.0;
+    double b_p = res->cut_q >= 0.0 ? res->cut_b : (double)sc->burst;
+    b->cut_rate = d;
+    b->e_cut = fmax(b_p, b_d) + fmax(0.0, q * rate - d) * ACC_RAMP_MS / 1000.0 / 2.0;
+    b->e += b->e_cut;
 }
 
 double acc_bound_at(const acc_bound_t *b, double window_ms)
 {
-    return b->rate * window_ms / 1000.0 + b->burst + b->e;
+    return (b->rate + b->cut_rate) * window_ms / 1000.0 + b->burst + b->e;
 }
 
 /* ------------------------------------------------------------- windows */
@@ -214,6 +235,7 @@ void acc_judge_bound(const acc_scen_t *sc, const acc_result_t *res, int gated,
 {
     acc_bound_t b;
     acc_bound_init(&b, sc);
+    acc_bound_cut(&b, sc, res);
     acc_windows_t w;
     acc_check_windows(res->adm_ms, res->duration_ms, ACC_WINDOW_MS, res->interval_ms, &b, &w);
     /* Past the cold start: windows starting 2 s in, when the run is long

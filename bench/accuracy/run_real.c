@@ -154,6 +154,11 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     memset(nodes, 0, sizeof nodes);
     acc_fleet_cfg_t fc;
     acc_fleet_cfg_init(&fc, o, sc, "r");
+    acc_cut_t cut;
+    char cut_url[200];
+    res->cut_q = -1.0;
+    if (acc_cut_setup(&cut, o, sc, &fc, cut_url, sizeof cut_url) != 0)
+        return -1;
     rt_counts_t counts = {NULL, NULL};
     int threads = o->driver_threads < sc->nodes ? o->driver_threads : sc->nodes;
     rt_driver_t *drv = calloc((size_t)threads, sizeof *drv);
@@ -176,6 +181,17 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
         else
             started++;
     }
+    if (rc == 0 && started == threads && sc->flush_at_event) {
+        sleep_until(start + sc->event_ms * 1000000u);
+        if (acc_flush_prefix(o->redis_url, fc.prefix) <= 0)
+            rc = -1;
+    }
+    if (rc == 0 && started == threads && sc->cut_node >= 0) {
+        sleep_until(start + sc->event_ms * 1000000u);
+        acc_cut_set(&cut, 1);
+        sleep_until(start + sc->heal_ms * 1000000u);
+        acc_cut_set(&cut, 0);
+    }
     for (int k = 0; k < started; k++) {
         pthread_join(tid[k], NULL);
         res->lag_ms = drv[k].lag_ms > res->lag_ms ? drv[k].lag_ms : res->lag_ms;
@@ -183,6 +199,7 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     }
     for (int i = 0; i < sc->nodes; i++)
         acc_node_close(&nodes[i]);
+    acc_cut_stop(&cut);
     if (rc == 0)
         fold_counts(sc, &counts, res);
     snprintf(res->note, sizeof res->note, "in-process: a dead node is only no longer driven "
@@ -208,6 +225,8 @@ static void child_main(const acc_opts_t *o, const acc_scen_t *sc, int i, rt_coun
     memset(nodes, 0, sizeof nodes);
     acc_fleet_cfg_t fc;
     acc_fleet_cfg_init(&fc, o, sc, "p");
+    fc.cut_url = o->cut_url;
+    fc.cut_node = sc->cut_node;
     int ok = acc_node_open(&nodes[i], &fc, i) == 0 &&
              acc_wait_connected(&nodes[i], 1, 10000) == 0;
     /* release: the parent reads the flag, then our counts after waitpid. */
@@ -278,6 +297,21 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
         return -1;
     }
     memset(sy, 0, sizeof *sy);
+    res->cut_q = -1.0;
+    /* The proxy runs in this process; the children reach it over TCP. */
+    acc_fleet_cfg_t cfc;
+    acc_fleet_cfg_init(&cfc, o, sc, "p");
+    acc_cut_t cut;
+    char cut_url[200];
+    acc_opts_t co = *o;
+    if (acc_cut_setup(&cut, o, sc, &cfc, cut_url, sizeof cut_url) != 0) {
+        munmap(sy, sizeof *sy);
+        counts_free(&counts, sc, 1);
+        return -1;
+    }
+    if (sc->cut_node >= 0)
+        co.cut_url = cut_url;
+    o = &co;
     pid_t pid[ACC_MAX_NODES] = {0};
     fflush(stdout); /* a child must not flush the parent's buffered output again */
     int rc = 0;
@@ -298,7 +332,21 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
             if (pid[i] > 0)
                 kill(pid[i], SIGKILL);
     }
+    if (rc == 0 && sc->flush_at_event) {
+        acc_fleet_cfg_t fc;
+        acc_fleet_cfg_init(&fc, o, sc, "p");
+        sleep_until(start + sc->event_ms * 1000000u);
+        if (acc_flush_prefix(o->redis_url, fc.prefix) <= 0)
+            rc = -1;
+    }
+    if (rc == 0 && sc->cut_node >= 0) {
+        sleep_until(start + sc->event_ms * 1000000u);
+        acc_cut_set(&cut, 1);
+        sleep_until(start + sc->heal_ms * 1000000u);
+        acc_cut_set(&cut, 0);
+    }
     rc |= supervise(sc, pid, start);
+    acc_cut_stop(&cut);
     if (rc == 0)
         fold_counts(sc, &counts, res);
     snprintf(res->note, sizeof res->note, "one process per node; a dead node's process "

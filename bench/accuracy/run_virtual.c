@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "acc.h"
 #include "testutil.h"
 
@@ -23,6 +24,10 @@ typedef struct vrun {
     acc_node_t nodes[ACC_MAX_NODES];
     acc_gen_t gens[ACC_MAX_NODES];
     int errors;
+    const char *url;  /* the Redis the fleet shares, and its key prefix */
+    char prefix[40];
+    acc_cut_t cut;    /* the cut node's proxy (partition) */
+    char cut_url[200];
 } vrun_t;
 
 static const char check_key[] = "k";
@@ -66,6 +71,30 @@ static void record_shares(vrun_t *v, uint32_t round, uint64_t t)
     v->res->sum_b[round] = sb;
 }
 
+/* A partition starts or ends at this round boundary. Virtual time stands
+ * still while the node sees it (real time, bounded): cut, its connection
+ * is closed before it syncs again, so every round of the partition fails
+ * at once; healed, it has reconnected (its own backoff) before the round,
+ * so the first round after the partition succeeds. Either way the same run
+ * gives the same table. */
+static void cut_or_heal(vrun_t *v, uint64_t boundary)
+{
+    const acc_scen_t *sc = v->sc;
+    if (sc->cut_node < 0)
+        return;
+    acc_node_t *n = &v->nodes[sc->cut_node];
+    if (boundary == sc->event_ms) {
+        acc_node_share(n, &v->res->cut_q, &v->res->cut_b);
+        acc_cut_set(&v->cut, 1);
+        if (acc_wait_state(n, 0, 10000) != 0)
+            v->errors++;
+    } else if (boundary == sc->heal_ms) {
+        acc_cut_set(&v->cut, 0);
+        if (acc_wait_state(n, 1, 10000) != 0)
+            v->errors++;
+    }
+}
+
 /* The round boundary after ms t: every node that was live in ms t and is
  * still alive at the boundary syncs. A node dying at the boundary does
  * not: it died before its timer fired. */
@@ -73,6 +102,10 @@ static void end_round(vrun_t *v, uint64_t t)
 {
     uint32_t round = (uint32_t)(t / v->sc->interval_ms);
     record_shares(v, round, t);
+    if (v->sc->flush_at_event && t + 1 == v->sc->event_ms &&
+        acc_flush_prefix(v->url, v->prefix) <= 0)
+        v->errors++;
+    cut_or_heal(v, t + 1);
     /* relaxed: this thread is the only writer; see virtual_clock. */
     uint64_t vms = atomic_load_explicit(&v->clk.precise_ns, memory_order_relaxed) / 1000000u;
     for (int i = 0; i < v->sc->nodes; i++) {
@@ -91,6 +124,10 @@ static int open_fleet(vrun_t *v, const acc_opts_t *o)
     acc_fleet_cfg_init(&fc, o, v->sc, "v");
     fc.clock = &v->clk;
     fc.manual = 1;
+    if (acc_cut_setup(&v->cut, o, v->sc, &fc, v->cut_url, sizeof v->cut_url) != 0)
+        return -1;
+    v->url = o->redis_url;
+    memcpy(v->prefix, fc.prefix, sizeof v->prefix);
     for (int i = 0; i < v->sc->nodes; i++) {
         if (acc_node_open(&v->nodes[i], &fc, i) != 0)
             return -1;
@@ -112,6 +149,7 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
         return -1;
     v->sc = sc;
     v->res = res;
+    res->cut_q = -1.0;
     atomic_init(&v->clk.precise_ns, VIRTUAL_START_NS);
     v->clk.coarse_tick_ns = 0;
     res->shares_known = 1;
@@ -128,6 +166,7 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
     /* The dead are closed too: nothing may leak. */
     for (int i = 0; i < sc->nodes; i++)
         acc_node_close(&v->nodes[i]);
+    acc_cut_stop(&v->cut);
     if (v->errors > 0)
         snprintf(res->note, sizeof res->note, "%d rl_check errors", v->errors);
     rc = rc != 0 || v->errors > 0 || acc_interrupted ? -1 : 0;

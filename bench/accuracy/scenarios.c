@@ -10,8 +10,8 @@
 #include <string.h>
 #include "acc.h"
 
-const char *const acc_scen_names[] = {"uniform", "skew", "shift", "churn", "high",
-                                      "low",     "cold", "many",  NULL};
+const char *const acc_scen_names[] = {"uniform", "skew",  "shift", "churn",    "high", "low",
+                                      "cold",    "flush", "residual", "partition", "many", NULL};
 
 int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms)
 {
@@ -52,6 +52,40 @@ static double offered_shift(const acc_scen_t *sc, int node, uint64_t t_ms)
     int half = sc->nodes / 2;
     int on = t_ms < sc->event_ms ? !shift_in_b(sc, node) : shift_in_b(sc, node);
     return on ? per_node(sc, half) : 0.0;
+}
+
+/* residual: as shift, but A keeps offering sc->residual of the limit
+ * after the event (spread over its nodes): their demand falls and does not
+ * stop. */
+static double offered_residual(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    int half = sc->nodes / 2;
+    if (t_ms >= sc->event_ms && !shift_in_b(sc, node))
+        return sc->residual * (double)sc->rate / half;
+    return offered_shift(sc, node, t_ms);
+}
+
+/* partition: the cut node carries 75% of the load until the cut, so it
+ * holds a large share then and its ramp down to the degraded rate counts;
+ * from the cut on the others' load grows to the whole offered load (their
+ * clients fail over to them), so they can use all the rate Redis hands
+ * them once the cut node's entry expires: the worst case of the bound. */
+static double offered_partition(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    double all = sc->load * (double)sc->rate;
+    if (node == sc->cut_node)
+        return 0.75 * all;
+    return (t_ms < sc->event_ms ? 0.25 : 1.0) * all / (sc->nodes - 1);
+}
+
+/* flush: n00 carries 80% of the load, the others share the rest, so each
+ * of them offers a small part of the limit and reports every quiet
+ * period. */
+static double offered_flush(const acc_scen_t *sc, int node, uint64_t t_ms)
+{
+    (void)t_ms;
+    double all = sc->load * (double)sc->rate;
+    return node == 0 ? 0.8 * all : 0.2 * all / (sc->nodes - 1);
 }
 
 /* churn: each live node offers load/5 of the limit, so five nodes offer
@@ -191,6 +225,111 @@ static void judge_churn(const acc_scen_t *sc, const acc_result_t *res, int gated
     acc_judge_bound(sc, res, gated, v);
 }
 
+/* After an event (a flush, a shift with residual traffic), the nodes in
+ * mask must be back at >= 90% of the limit within 3 rounds and stay there:
+ * every 1-s window starting from the 3rd round after it, for 2 s, holds
+ * >= 90% of the limit. The faults this catches take share away for a quiet
+ * period (1 s), which "reached once" would not see, and single rounds are
+ * too noisy (a round's 100 requests, Poisson) to gate one by one. */
+static void judge_recovery(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                           acc_verdicts_t *v, uint64_t mask, const char *who)
+{
+    uint32_t at = (uint32_t)(sc->event_ms / sc->interval_ms);
+    uint32_t k = rounds_to_reach(sc, res, at, mask, 0.90);
+    uint64_t from = sc->event_ms + 2u * sc->interval_ms;
+    uint64_t to = from + 2 * ACC_WINDOW_MS;
+    double worst = 1e9;
+    uint64_t worst_at = from;
+    for (uint64_t t0 = from; t0 <= to && t0 + ACC_WINDOW_MS <= res->duration_ms;
+         t0 += sc->interval_ms) {
+        uint64_t sum = 0;
+        for (uint32_t r = (uint32_t)(t0 / sc->interval_ms);
+             r < (uint32_t)((t0 + ACC_WINDOW_MS) / sc->interval_ms); r++)
+            sum += acc_round_adm(res, r, mask);
+        double f = (double)sum / (double)sc->rate;
+        if (f < worst) {
+            worst = f;
+            worst_at = t0;
+        }
+    }
+    char series[96], target[112];
+    round_series(sc, res, at, 12, mask, series, sizeof series);
+    snprintf(target, sizeof target,
+             "%s >= 90%% within 3 rounds, and in every 1-s window from round 3 for 2 s", who);
+    acc_verdict(v, sc->name, gated, k >= 1 && k <= 3 && worst >= 0.90, target,
+                "reached in round %u (0: never); lowest window %.1f%% (from %" PRIu64
+                " ms); rounds 1-12 after: %s%%",
+                k, 100.0 * worst, worst_at, series);
+}
+
+static void judge_flush(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                        acc_verdicts_t *v)
+{
+    judge_recovery(sc, res, gated, v, acc_all_nodes(sc->nodes), "fleet");
+    acc_judge_bound(sc, res, gated, v);
+}
+
+static void judge_residual(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                           acc_verdicts_t *v)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < sc->nodes; i++)
+        b |= (uint64_t)shift_in_b(sc, i) << i;
+    judge_recovery(sc, res, gated, v, acc_all_nodes(sc->nodes), "fleet");
+    uint32_t at = (uint32_t)(sc->event_ms / sc->interval_ms);
+    char series[96];
+    round_series(sc, res, at, 12, b, series, sizeof series);
+    acc_verdict(v, sc->name, ACC_INFO, 1, "B's part after the shift",
+                "B's rounds 1-12 after it: %s%%; A offers %.0f%% of the limit", series,
+                100.0 * sc->residual);
+    acc_judge_bound(sc, res, gated, v);
+}
+
+/* partition: n00 cut off from Redis (its rounds fail, it is degraded and
+ * admits by on_failure=local) while the other nine still sync. The bound
+ * checked is the partial-partition one (docs/operations.md): the whole
+ * rate for the connected nodes once n00's entry expired, plus n00's
+ * degraded rate, tokens and ramp. Shown beside it: the same windows
+ * against the bound without the cut node's terms, which they pass once
+ * n00's share is handed to the others. */
+static void judge_partition(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                            acc_verdicts_t *v)
+{
+    acc_bound_t plain, part;
+    acc_bound_init(&plain, sc);
+    part = plain;
+    acc_bound_cut(&part, sc, res);
+    uint64_t win = res->duration_ms >= ACC_LONG_WINDOW_MS ? ACC_LONG_WINDOW_MS : ACC_WINDOW_MS;
+    acc_windows_t w;
+    acc_check_windows(res->adm_ms, res->duration_ms, win, res->interval_ms, &plain, &w);
+    uint32_t cut = (uint32_t)(sc->event_ms / sc->interval_ms);
+    uint32_t heal = (uint32_t)(sc->heal_ms / sc->interval_ms);
+    uint64_t node = UINT64_C(1) << sc->cut_node;
+    uint64_t others = acc_all_nodes(sc->nodes) & ~node;
+    char target[112];
+    snprintf(target, sizeof target, "%.0f-s windows against the bound without the cut node",
+             (double)win / 1000.0);
+    /* Settled: from the ramp's end (1 s) to the heal, when there is one. */
+    uint32_t from = cut + 10 < heal ? cut + 10 : cut;
+    double secs = (double)(heal - from) * sc->interval_ms / 1000.0;
+    double cut_rate = secs > 0 ? (double)acc_round_adm(res, from, node) : 0.0;
+    for (uint32_t r = from + 1; r < heal; r++)
+        cut_rate += (double)acc_round_adm(res, r, node);
+    cut_rate = secs > 0 ? cut_rate / secs : 0.0;
+    acc_verdict(v, sc->name, ACC_INFO, 1, target,
+                "worst %" PRIu64 " at %" PRIu64 " ms = %.1f%% of %.0f (%.0f with n00's terms)",
+                w.worst_adm, w.worst_at, 100.0 * w.worst, acc_bound_at(&plain, (double)win),
+                acc_bound_at(&part, (double)win));
+    char held[80] = "its share when cut not read in real time (the bound assumes 1)";
+    if (res->cut_q >= 0.0)
+        snprintf(held, sizeof held, "held %.3f of the rate and %.0f tokens when cut",
+                 res->cut_q, res->cut_b);
+    acc_verdict(v, sc->name, ACC_INFO, 1, "n00 while cut off, after its ramp",
+                "%s; admitted %.1f/s, the others %.1f%% of the limit", held, cut_rate,
+                100.0 * mean_share(sc, res, from, heal, others));
+    acc_judge_bound(sc, res, gated, v);
+}
+
 /* cold: every node far over its share from the first ms, so every node
  * reports every round and only the cold start itself can overshoot. */
 static void judge_cold(const acc_scen_t *sc, const acc_result_t *res, int gated,
@@ -249,6 +388,7 @@ static void base(acc_scen_t *sc, const char *name, int nodes, uint64_t rate, uin
     for (int i = 0; i < ACC_MAX_NODES; i++)
         sc->death_ms[i] = ACC_NEVER;
     sc->offered = offered_even;
+    sc->cut_node = -1;
 }
 
 static void make_churn(acc_scen_t *sc, int quick)
@@ -282,6 +422,31 @@ int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc)
         sc->event_ms = q ? 2000 : 5000;
         sc->offered = offered_shift;
         sc->judge = judge_shift;
+    } else if (strcmp(name, "residual") == 0) {
+        base(sc, "residual", 10, 1000, 100, 2.0, q ? 5 : 10);
+        sc->what = "offered 2x the limit on n00-n04 (A), then on n05-n09 (B) while A keeps "
+                   "offering 10% of the limit";
+        sc->event_ms = q ? 2000 : 5000;
+        sc->residual = 0.10;
+        sc->offered = offered_residual;
+        sc->judge = judge_residual;
+    } else if (strcmp(name, "partition") == 0) {
+        base(sc, "partition", 10, 1000, 100, 2.0, q ? 5 : 15);
+        sc->what = "n00 offered 1.5x the limit throughout, the others 0.5x, 2x from the cut; "
+                   "n00 cut off from Redis (on_failure=local, default degraded rate)";
+        sc->cut_node = 0;
+        sc->offered = offered_partition;
+        sc->event_ms = q ? 1000 : 2000;
+        sc->heal_ms = q ? 4000 : 14000;
+        sc->judge = judge_partition;
+    } else if (strcmp(name, "flush") == 0) {
+        base(sc, "flush", 10, 1000, 100, 2.0, q ? 5 : 10);
+        sc->what = "offered 2x the limit, 80% of it on n00; every Redis key deleted at the "
+                   "event (FLUSHALL)";
+        sc->event_ms = q ? 2000 : 5000;
+        sc->flush_at_event = 1;
+        sc->offered = offered_flush;
+        sc->judge = judge_flush;
     } else if (strcmp(name, "churn") == 0) {
         make_churn(sc, q);
     } else if (strcmp(name, "high") == 0) {

@@ -8,18 +8,19 @@
 --          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
 --          11 virtual now in ms (0: use TIME; simulations only)
 --          12 expected nodes   13 young window ms (see below)
---          then per key i, at 13 + 4*(i-1): epoch, cumulative admitted,
---          cumulative offered, stale ms (how long this node's entry lives
---          without a new report).
+--          then per key i, at 13 + 7*(i-1): epoch, cumulative admitted and
+--          offered, stale ms (how long this node's entry lives unreported),
+--          admitted and offered since the node's last report, the ms they span.
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
 --          rate: above 2^24 is overshoot), live nodes}; zeros for a node
 --          that is leaving or has left.
 --
--- Reports are idempotent and order-free: a node sends cumulative counters per
--- key occupancy (epoch); a repeated or late report is not greater than what is
--- stored and changes nothing. Redis TIME is used only to measure the interval
--- between two reports, kept monotonic per key with max(last, now).
+-- Idempotent and order-free: counters are cumulative per occupancy (epoch),
+-- so a repeated or late report changes nothing. Redis TIME only measures the
+-- interval between reports, kept monotonic per key with max(last, now).
+-- Under 16 KB with share.lua: Redis 7 answers a longer SCRIPT LOAD from an
+-- unauthenticated client with a protocol error, not NOAUTH (rl_open's EAUTH).
 local inc = ARGV[1]
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
@@ -70,11 +71,10 @@ local function load_nodes(key)
   return nodes, order, meta
 end
 
--- A node that left (or went stale) loses its liveness and demand, but keeps
--- its counters' high-water marks (e, a, o) for as long as the key lives: a
--- report of it that Redis executes late (a frozen server replaying a dropped
--- connection's queue, a node's last round racing its close) is then no
--- larger than what is stored and counts nothing twice.
+-- A node that left (or went stale) loses its liveness and demand but keeps
+-- its high-water marks (e, a, o) while the key lives: a report of it that
+-- Redis runs late (a replayed queue, a last round racing the close) then
+-- counts nothing twice.
 local function drop(key, who)
   redis.call('HDEL', key, who .. '|d', who .. '|r', who .. '|t', who .. '|x')
 end
@@ -82,11 +82,15 @@ end
 -- One key's report: fold it in, then this node's share of the key.
 local function report_key(i)
   local key = KEYS[i]
-  local base = 13 + 4 * (i - 1)
+  local base = 13 + 7 * (i - 1)
   local epoch = tonumber(ARGV[base + 1])
   local cum_a = tonumber(ARGV[base + 2])
   local cum_o = tonumber(ARGV[base + 3])
   local stale = tonumber(ARGV[base + 4])
+  local new_a = tonumber(ARGV[base + 5])
+  local new_o = tonumber(ARGV[base + 6])
+  local span = math.max(1, tonumber(ARGV[base + 7]))
+  local first = new_a >= cum_a and new_o >= cum_o -- nothing sent before
   local nodes, order, meta = load_nodes(key)
   local now = math.max(wall, meta['t'] or 0)
   local me = nodes[inc]
@@ -98,23 +102,33 @@ local function report_key(i)
     -- A late report of a node that has left: nothing new, nothing to revive.
     return {0, 0, 0, 0}
   end
+  -- An entry made again (hash lost, node stale) starts at the rate of what is
+  -- new since the node's last report, not its history over one period.
+  local again = false
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
     -- A first report covers about one report period (stale / 3).
     me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
+    again = not first
     if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
     nodes[inc] = me
   elseif gone then
     -- epoch == me.e with new counts: a node that went stale is back.
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
     if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
-    me.d, me.r, me.t = 0, 0, now - math.max(1, share_floor(stale / 3))
+    me.d, me.r = 0, 0
+    again = true
   elseif epoch == me.e then
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
     if cum_o > me.o then doff = cum_o - me.o; me.o = cum_o end
   end
-  local dt = math.max(1, now - me.t)
-  if epoch >= me.e then
+  if again then
+    me.d = rate_q(new_o, span)
+    me.r = rate_q(new_a, span)
+    me.t = now
+    me.x = now + stale
+  elseif epoch >= me.e then
+    local dt = math.max(1, now - me.t)
     me.d = share_ewma(me.d, rate_q(doff, dt), alpha)
     me.r = share_ewma(me.r, rate_q(da, dt), alpha)
     me.t = now
@@ -132,10 +146,11 @@ local function report_key(i)
                inc .. '|x', me.x)
   end
   redis.call('HSET', key, 'a', total, 't', now)
+  -- A hash made by a node that had reported it was lost, not new: not young.
   local created = meta['c']
   if not created then
-    created = now
-    redis.call('HSET', key, 'c', now)
+    created = first and now or now - young
+    redis.call('HSET', key, 'c', created)
   end
 
   -- Live nodes only: an entry not refreshed in time has left.
@@ -157,12 +172,9 @@ local function report_key(i)
     return {0, 0, 0, 0}
   end
   local usage, live = over, #demand
-  -- A young key (its first rounds): the nodes report one after another, and
-  -- the first would see only itself and take the whole limit, the second
-  -- half of it... Until the key is `young` ms old, the expected nodes not
-  -- seen yet are stood in for, each with an even part of the distributable
-  -- rate, so early reporters get about 1/expected each, as before their
-  -- first sync; the stand-ins' shares and tokens go to nobody.
+  -- A young key: the first reporter would see only itself and take the whole
+  -- limit. Until `young` ms old, the expected nodes not seen yet are stood in
+  -- for with even parts (their shares and tokens go to nobody).
   if now - created < young and #demand < expected then
     local part = share_floor((SHARE_ONE - reserve) / expected)
     for _ = #demand + 1, expected do
