@@ -48,17 +48,17 @@ int rl_test_wait_until(int (*pred)(void *ctx), void *ctx, unsigned timeout_ms);
 
 /* Wait up to RL_TEST_WAIT_MS for `cond` (an expression, evaluated again on
  * each poll) to hold; fail the test with its text if it never does. */
-#define WAIT_FOR(cond)                                                               \
-    do {                                                                             \
+#define WAIT_FOR(cond)                                                                     \
+    do {                                                                                   \
         uint64_t wait_deadline_ = rl_test_now_ns() + (uint64_t)RL_TEST_WAIT_MS * 1000000u; \
-        for (unsigned wait_try_ = 0;; wait_try_++) {                                 \
-            int wait_late_ = rl_test_now_ns() > wait_deadline_;                      \
-            if (cond)                                                                \
-                break;                                                               \
-            if (wait_late_)                                                          \
-                ck_abort_msg("no %s after %d ms", #cond, RL_TEST_WAIT_MS);           \
-            rl_test_poll_pause(wait_try_);                                           \
-        }                                                                            \
+        for (unsigned wait_try_ = 0;; wait_try_++) {                                       \
+            int wait_late_ = rl_test_now_ns() > wait_deadline_;                            \
+            if (cond)                                                                      \
+                break;                                                                     \
+            if (wait_late_)                                                                \
+                ck_abort_msg("no %s after %d ms", #cond, RL_TEST_WAIT_MS);                 \
+            rl_test_poll_pause(wait_try_);                                                 \
+        }                                                                                  \
     } while (0)
 
 /* What a test holds (instances, connections, running threads), released by
