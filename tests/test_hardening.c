@@ -16,8 +16,9 @@
  *   negative or malformed arguments, returns its error and changes nothing.
  * - libfaketime (RL_FAKETIME=1): the built-in clocks jumped under the whole
  *   process; see faketime_child() and docs/hardening.md.
- * - fixed bugs: reproducers of library bugs found here, now regressions,
- *   kept out of the default run until they are fixed (docs/hardening.md).
+ * - fixed bugs: reproducers of library bugs found here, all fixed since;
+ *   they run by default in every build as regression tests (TCase
+ *   fixed_bugs; docs/hardening.md, "Findings in src/").
  *
  * Everything is deterministic: fixed PRNG seeds, fixed key secrets, the
  * injectable clock; no assertion depends on how fast the machine is. Sizes
@@ -1111,7 +1112,7 @@ START_TEST(bad_input_instance)
 }
 END_TEST
 
-/* ------------------------------------- known bugs (RL_KNOWN_BUGS=1 only) */
+/* ------------------- fixed bugs: regression tests, run by default */
 
 /*
  * Bug: rl_refund of a cost with cost x T >= 2^64 (T in 1/16 ns: any cost

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "testutil.h"
 #include "redis_harness.h"
@@ -31,16 +30,14 @@ static void start_redis(void)
 
 static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+static void free_client(void *r) { redisFree(r); }
 
+/* Held (testutil.h): released by the case's teardown if the test fails. */
 static redisContext *client(void)
 {
     redisContext *r = redisConnect("127.0.0.1", srv.port);
     ck_assert_ptr_nonnull(r);
+    rl_test_hold(r, free_client);
     ck_assert_int_eq(r->err, 0);
     return r;
 }
@@ -73,7 +70,7 @@ static rl_t *open_node(const char *node, const char *prefix, int manual)
     c.key_prefix = prefix;
     rl_t *rl = NULL;
     ck_assert_int_eq(rl__open(&rl, &c, manual), 0);
-    return rl;
+    return rl_test_hold(rl, rl_test_close_fn);
 }
 
 static rl_sync_counters_t counters(rl_t *rl)
@@ -83,17 +80,14 @@ static rl_sync_counters_t counters(rl_t *rl)
     return c;
 }
 
-/* Until the report and registry scripts are both loaded (bounded). */
-static void wait_ready(rl_t *rl)
+static int is_ready(rl_t *rl)
 {
-    for (int tries = 0; tries < 500; tries++) {
-        rl_sync_counters_t c = counters(rl);
-        if (c.connected == 1 && c.nodes_ready == 1)
-            return;
-        sleep_ms(10);
-    }
-    ck_abort_msg("node did not connect to redis on port %d", srv.port);
+    rl_sync_counters_t c = counters(rl);
+    return c.connected == 1 && c.nodes_ready == 1;
 }
+
+/* Until the report and registry scripts are both loaded. */
+static void wait_ready(rl_t *rl) { WAIT_FOR(is_ready(rl)); }
 
 static void step(rl_t *rl)
 {
@@ -128,6 +122,28 @@ static long long live_score(redisContext *r, const char *prefix, const char *inc
     long long v = z->type == REDIS_REPLY_STRING ? atoll(z->str) : -1;
     freeReplyObject(z);
     return v;
+}
+
+/* The record and the liveness deadline of incarnation `inc`, read in one
+ * transaction: a heartbeat landing between two separate reads would pair
+ * one round's record with the next round's deadline. */
+static void record_and_deadline(redisContext *r, const char *prefix, const char *inc,
+                                rl_nodes_record_t *rec, long long *deadline)
+{
+    char hash[96], live[96];
+    ck_assert_int_eq(rl__nodes_key_names(prefix, hash, sizeof hash, live, sizeof live), 0);
+    freeReplyObject(cmd(r, "MULTI"));
+    freeReplyObject(cmd(r, "HGET %s %s", hash, inc));
+    freeReplyObject(cmd(r, "ZSCORE %s %s", live, inc));
+    redisReply *x = cmd(r, "EXEC");
+    ck_assert_int_eq(x->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(x->elements, 2);
+    ck_assert_int_eq(x->element[0]->type, REDIS_REPLY_STRING);
+    ck_assert_int_eq(x->element[1]->type, REDIS_REPLY_STRING);
+    int parsed = rl__nodes_parse(x->element[0]->str, x->element[0]->len, rec);
+    *deadline = atoll(x->element[1]->str);
+    freeReplyObject(x);
+    ck_assert_int_eq(parsed, 0);
 }
 
 static long long count_fields(redisContext *r, const char *prefix, const char *starting)
@@ -237,14 +253,11 @@ START_TEST(heartbeat_written_each_round_and_removed_on_close)
     wait_ready(n);
     char inc[128] = "";
     redisReply *v = NULL;
-    for (int tries = 0; tries < 500 && v == NULL; tries++) {
-        sleep_ms(10);
-        v = entry_of(r, "r1", "reg-a", inc, sizeof inc);
-    }
-    ck_assert_ptr_nonnull(v);
-    rl_nodes_record_t rec;
-    ck_assert_int_eq(rl__nodes_parse(v->str, v->len, &rec), 0);
+    WAIT_FOR((v = entry_of(r, "r1", "reg-a", inc, sizeof inc)) != NULL);
     freeReplyObject(v);
+    rl_nodes_record_t rec;
+    long long deadline;
+    record_and_deadline(r, "r1", inc, &rec, &deadline);
     char host[65] = "";
     gethostname(host, sizeof host);
     host[64] = '\0';
@@ -260,21 +273,15 @@ START_TEST(heartbeat_written_each_round_and_removed_on_close)
         ck_assert_str_eq(rec.host, host);
     /* Liveness is Redis time: the deadline is 10 intervals after seen. */
     ck_assert_int_le((long long)rec.seen_ms, redis_ms(r));
-    ck_assert_int_eq(live_score(r, "r1", inc),
-                     (long long)rec.seen_ms + RL_NODES_STALE_ROUNDS * INTERVAL_MS);
-    /* Rewritten every round: seen moves on. */
+    ck_assert_int_eq(deadline, (long long)rec.seen_ms + RL_NODES_STALE_ROUNDS * INTERVAL_MS);
+    /* Rewritten every round: seen moves on, and the writes are counted (a
+     * write is counted when its reply arrives, which may be after Redis
+     * holds it: wait for each). */
     uint64_t first_seen = rec.seen_ms;
-    for (int tries = 0; tries < 500 && rec.seen_ms == first_seen; tries++) {
-        sleep_ms(10);
-        v = entry_of(r, "r1", "reg-a", inc, sizeof inc);
-        ck_assert_ptr_nonnull(v);
-        ck_assert_int_eq(rl__nodes_parse(v->str, v->len, &rec), 0);
-        freeReplyObject(v);
-    }
-    ck_assert_uint_gt(rec.seen_ms, first_seen);
-    rl_sync_counters_t c = counters(n);
-    ck_assert_uint_ge(c.nodes_writes, 2);
-    ck_assert_uint_eq(c.nodes_errors, 0);
+    WAIT_FOR((record_and_deadline(r, "r1", inc, &rec, &deadline), rec.seen_ms > first_seen));
+    ck_assert_int_eq(deadline, (long long)rec.seen_ms + RL_NODES_STALE_ROUNDS * INTERVAL_MS);
+    WAIT_FOR(counters(n).nodes_writes >= 2);
+    ck_assert_uint_eq(counters(n).nodes_errors, 0);
     /* Both registry keys expire if the whole fleet goes (2 x 10 intervals). */
     redisReply *ttl = cmd(r, "PTTL {r1:v1}:nodes");
     ck_assert_int_gt(ttl->integer, 0);
@@ -283,11 +290,11 @@ START_TEST(heartbeat_written_each_round_and_removed_on_close)
     ttl = cmd(r, "PTTL {r1:v1}:nodes:live");
     ck_assert_int_gt(ttl->integer, 0);
     freeReplyObject(ttl);
-    rl_close(n);
+    rl_test_release(n);
     v = entry_of(r, "r1", "reg-a", inc, sizeof inc);
     ck_assert_ptr_null(v);
     ck_assert_int_eq(live_score(r, "r1", inc), -1);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -325,8 +332,8 @@ START_TEST(record_counts_this_rounds_reports)
     ck_assert_uint_eq(rec.keys, 4);
     ck_assert_uint_eq(rec.rounds, 2);
     ck_assert_uint_eq(rec.failed, 0);
-    rl_close(n);
-    redisFree(r);
+    rl_test_release(n);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -351,8 +358,8 @@ START_TEST(one_registry_call_per_round)
     ck_assert_int_eq(atoi(line + strlen("cmdstat_evalsha:calls=")), 2 * ROUNDS);
     freeReplyObject(info);
     ck_assert_uint_eq(counters(n).nodes_writes, ROUNDS + 1);
-    rl_close(n);
-    redisFree(r);
+    rl_test_release(n);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -400,8 +407,8 @@ START_TEST(stale_entries_pruned_a_batch_per_write)
     ck_assert_int_eq(got->type, REDIS_REPLY_INTEGER);
     ck_assert_int_eq(got->integer, 3);
     freeReplyObject(got);
-    rl_close(n);
-    redisFree(r);
+    rl_test_release(n);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -421,16 +428,19 @@ START_TEST(a_silent_node_is_pruned_by_another)
     redisReply *v = entry_of(r, "r5", "reg-e", inc, sizeof inc);
     ck_assert_ptr_nonnull(v);
     freeReplyObject(v);
-    sleep_ms(RL_NODES_STALE_ROUNDS * INTERVAL_MS + 200);
+    /* Until Redis's clock, which the script prunes by, passes e's deadline. */
+    long long e_deadline = live_score(r, "r5", inc);
+    ck_assert_int_gt(e_deadline, 0);
+    WAIT_FOR(redis_ms(r) > e_deadline);
     step(f);
     ck_assert_int_eq(count_fields(r, "r5", "reg-e:"), 0);
     ck_assert_int_eq(live_score(r, "r5", inc), -1);
     ck_assert_int_eq(count_fields(r, "r5", "reg-f:"), 1);
-    rl_close(e); /* removes an entry already gone: harmless */
+    rl_test_release(e); /* removes an entry already gone: harmless */
     ck_assert_int_eq(count_fields(r, "r5", "reg-f:"), 1);
-    rl_close(f);
+    rl_test_release(f);
     ck_assert_int_eq(count_fields(r, "r5", "reg-f:"), 0);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -470,8 +480,8 @@ START_TEST(failing_registry_never_fails_a_round)
     c = counters(n);
     ck_assert_uint_eq(c.nodes_writes, 1);
     ck_assert_int_eq(count_fields(r, "r6", "reg-g:"), 1);
-    rl_close(n);
-    redisFree(r);
+    rl_test_release(n);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -501,8 +511,8 @@ START_TEST(registry_script_flushed_is_reloaded)
     rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(n, &st), 0);
     ck_assert_int_eq(st.health, RL_HEALTH_HEALTHY);
-    rl_close(n);
-    redisFree(r);
+    rl_test_release(n);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -513,18 +523,13 @@ START_TEST(two_nodes_list_each_other)
     rl_t *b = open_node("reg-j", "r8", 0);
     wait_ready(a);
     wait_ready(b);
-    int both = 0;
-    for (int tries = 0; tries < 500 && !both; tries++) {
-        sleep_ms(10);
-        both = count_fields(r, "r8", "reg-i:") == 1 && count_fields(r, "r8", "reg-j:") == 1;
-    }
-    ck_assert(both);
-    rl_close(a);
+    WAIT_FOR(count_fields(r, "r8", "reg-i:") == 1 && count_fields(r, "r8", "reg-j:") == 1);
+    rl_test_release(a);
     ck_assert_int_eq(count_fields(r, "r8", "reg-i:"), 0);
     ck_assert_int_eq(count_fields(r, "r8", "reg-j:"), 1);
-    rl_close(b);
+    rl_test_release(b);
     ck_assert_int_eq(count_fields(r, "r8", "reg-j:"), 0);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -537,6 +542,7 @@ static Suite *suite(void)
     suite_add_tcase(s, pure);
     TCase *tc = tcase_create("redis");
     tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, heartbeat_written_each_round_and_removed_on_close);
     tcase_add_test(tc, record_counts_this_rounds_reports);

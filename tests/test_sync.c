@@ -46,6 +46,10 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
+static void free_client(void *r) { redisFree(r); }
+
+/* Instances, clients and driver threads are held (testutil.h): the case's
+ * teardown releases them if an assertion aborts the test. */
 static rl_t *open_node(const char *node, uint32_t expected)
 {
     rl_config_t c;
@@ -59,13 +63,14 @@ static rl_t *open_node(const char *node, uint32_t expected)
     c.key_prefix = "t";
     rl_t *rl = NULL;
     ck_assert_int_eq(rl_open(&rl, &c), 0);
-    return rl;
+    return rl_test_hold(rl, rl_test_close_fn);
 }
 
 static redisContext *client(void)
 {
     redisContext *r = redisConnect("127.0.0.1", srv.port);
     ck_assert_ptr_nonnull(r);
+    rl_test_hold(r, free_client);
     ck_assert_int_eq(r->err, 0);
     return r;
 }
@@ -74,7 +79,7 @@ static void flushall(void)
 {
     redisContext *r = client();
     freeReplyObject(redisCommand(r, "FLUSHALL"));
-    redisFree(r);
+    rl_test_release(r);
 }
 
 static rl_sync_counters_t counters(rl_t *rl)
@@ -84,19 +89,16 @@ static rl_sync_counters_t counters(rl_t *rl)
     return c;
 }
 
-/* Wait (bounded) until every node is connected with its script loaded. */
-static void wait_connected(rl_t **nodes, int n)
+static int all_connected(rl_t **nodes, int n)
 {
-    for (int tries = 0; tries < 200; tries++) {
-        int ok = 1;
-        for (int i = 0; i < n; i++)
-            ok &= counters(nodes[i]).connected == 1;
-        if (ok)
-            return;
-        sleep_ms(10);
-    }
-    ck_abort_msg("nodes did not connect to redis on port %d", srv.port);
+    int ok = 1;
+    for (int i = 0; i < n; i++)
+        ok &= counters(nodes[i]).connected == 1;
+    return ok;
 }
+
+/* Wait until every node is connected with its script loaded. */
+static void wait_connected(rl_t **nodes, int n) { WAIT_FOR(all_connected(nodes, n)); }
 
 /* The Redis hash of the one key the test used, by pattern. */
 static redisReply *only_key_hash(redisContext *r, const char *limit)
@@ -119,17 +121,39 @@ static long long hash_field(redisReply *h, const char *field)
 
 /* ------------------------------------------------------------- skewed load */
 
+/* A thread checking one key until the test has seen what it waits for. */
 typedef struct driver {
     rl_t *rl;
     int id;
-    uint64_t stop_ns;
+    void *(*run)(void *);
+    _Atomic int stop;
     _Atomic uint64_t admitted; /* read mid-run by the test thread */
+    pthread_t th;
 } driver_t;
+
+static void driver_stop(void *arg)
+{
+    driver_t *d = arg;
+    atomic_store(&d->stop, 1);
+    pthread_join(d->th, NULL);
+}
+
+/* Held after the instance it drives, so a failed test stops it first. */
+static void driver_start(driver_t *d, rl_t *rl, int id, void *(*run)(void *))
+{
+    d->rl = rl;
+    d->id = id;
+    d->run = run;
+    atomic_init(&d->stop, 0);
+    atomic_init(&d->admitted, 0);
+    ck_assert_int_eq(pthread_create(&d->th, NULL, run, d), 0);
+    rl_test_hold(d, driver_stop);
+}
 
 static void *drive(void *arg)
 {
     driver_t *d = arg;
-    while (now_ns() < d->stop_ns) {
+    while (!atomic_load(&d->stop)) {
         for (int i = 0; i < 50; i++)
             atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "tenant-1", 8, 1, NULL) == RL_ALLOW);
         sleep_ms(1);
@@ -158,6 +182,24 @@ static double share_rate(rl_t *rl, int id, const char *key)
     return 1e9 * (double)RL_FP_PER_NS / (double)g.t_fp;
 }
 
+/* What node 0 saw of the skewed load, polled until it has settled. */
+typedef struct skew {
+    rl_t *rl;
+    int id;
+    double granted;       /* its share of the key, per second */
+    rl_limit_stats_t ls;  /* the limit's last sync window */
+} skew_t;
+
+static int skew_settled(void *arg)
+{
+    skew_t *k = arg;
+    k->granted = share_rate(k->rl, k->id, "tenant-1");
+    rl_limit_stats_init(&k->ls);
+    ck_assert_int_eq(rl_limit_stats(k->rl, k->id, &k->ls), 0);
+    return k->granted >= 0.85 * 200 && k->ls.usage_max_ppm >= 500000 &&
+           k->ls.share_skew_max_ppm >= 850000;
+}
+
 START_TEST(global_limit_follows_skewed_demand)
 {
     /* Three nodes, one limit of 200/s; all traffic arrives at node 0. Node 0
@@ -176,37 +218,33 @@ START_TEST(global_limit_follows_skewed_demand)
     }
     wait_connected(nodes, 3);
     uint64_t t0 = now_ns();
-    driver_t d = {nodes[0], ids[0], t0 + 3000000000u, 0};
-    uint64_t total;
-    pthread_t th;
-    pthread_create(&th, NULL, drive, &d);
-    pthread_join(th, NULL);
-    uint64_t t1 = now_ns();
-    total = atomic_load(&d.admitted);
-    /* The share rule keeps 5% in floors for the idle nodes: >= 85% of 200/s
+    static driver_t d;
+    driver_start(&d, nodes[0], ids[0], drive);
+    /* The load runs until node 0's share has settled (or the deadline). The
+     * share rule keeps 5% in floors for the idle nodes: >= 85% of 200/s
      * once settled (a node alone would have got 200/3). Asserted on the share
      * Redis granted: how much of it a loaded machine (valgrind, a sanitizer)
-     * manages to use is timing, not behaviour. */
-    double granted = share_rate(nodes[0], ids[0], "tenant-1");
-    ck_assert_msg(granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", granted);
-    /* What Redis said of the key, over a 10-round window (0.5 s here): one
-     * live node on it (the others never saw the key), using most of the
-     * rate and never above it (one node's smoothed rate is capped at the
-     * whole rate), and holding the key's whole share: over 95% of an even
-     * split among one node. */
-    rl_limit_stats_t ls;
-    rl_limit_stats_init(&ls);
-    ck_assert_int_eq(rl_limit_stats(nodes[0], ids[0], &ls), 0);
-    ck_assert_uint_eq(ls.sync_keys, 1); /* one key, however often it reported */
-    ck_assert_uint_eq(ls.nodes_max, 1);
-    ck_assert_uint_eq(ls.overshoot_keys, 0);
-    ck_assert_uint_ge(ls.usage_max_ppm, 500000);
-    ck_assert_uint_le(ls.usage_max_ppm, 1000000);
-    ck_assert_uint_ge(ls.share_skew_max_ppm, 850000);
-    ck_assert_uint_le(ls.share_skew_max_ppm, 1000000);
+     * manages to use is timing, not behaviour. What Redis said of the key,
+     * over a 10-round window (0.5 s here): one live node on it (the others
+     * never saw the key), using most of the rate and never above it (one
+     * node's smoothed rate is capped at the whole rate), and holding the
+     * key's whole share: over 95% of an even split among one node. */
+    skew_t k = {.rl = nodes[0], .id = ids[0]};
+    rl_test_wait_until(skew_settled, &k, RL_TEST_WAIT_MS);
     rl_stats_t st;
     rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(nodes[0], &st), 0);
+    rl_test_release(&d);
+    uint64_t t1 = now_ns();
+    uint64_t total = atomic_load(&d.admitted);
+    ck_assert_msg(k.granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", k.granted);
+    ck_assert_uint_eq(k.ls.sync_keys, 1); /* one key, however often it reported */
+    ck_assert_uint_eq(k.ls.nodes_max, 1);
+    ck_assert_uint_eq(k.ls.overshoot_keys, 0);
+    ck_assert_uint_ge(k.ls.usage_max_ppm, 500000);
+    ck_assert_uint_le(k.ls.usage_max_ppm, 1000000);
+    ck_assert_uint_ge(k.ls.share_skew_max_ppm, 850000);
+    ck_assert_uint_le(k.ls.share_skew_max_ppm, 1000000);
     ck_assert_uint_ge(st.sync_rounds_completed, 1);
     ck_assert_uint_ge(st.sync_round_us_max, st.sync_round_us_last);
     ck_assert_uint_ge(st.sync_round_us_sum, st.sync_round_us_max);
@@ -216,7 +254,7 @@ START_TEST(global_limit_follows_skewed_demand)
                   "admitted %llu in %.2f s: above burst + rate x elapsed",
                   (unsigned long long)total, elapsed);
     for (int i = 0; i < 3; i++)
-        rl_close(nodes[i]);
+        rl_test_release(nodes[i]);
     redisContext *r = client();
     redisReply *h = only_key_hash(r, "g");
     ck_assert_int_eq(hash_field(h, "a"), (long long)total);
@@ -228,19 +266,22 @@ START_TEST(global_limit_follows_skewed_demand)
         ck_assert_msg(bar == NULL || strchr("eao", bar[1]) != NULL, "field %s left behind", f);
     }
     freeReplyObject(h);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
 /* ----------------------------------------------------------- the script */
 
+/* A node's entry lives 30 s without a report (stale ms, the last argument):
+ * however long the test process stalls between two reports, both nodes stay
+ * live, so what the replies say never depends on how fast the machine is. */
 static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
                           long cum_a, long cum_o)
 {
     /* Each report as the occupancy's first (new counts = cumulative ones),
      * spanning 100 ms. */
     return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 1 0 "
-                           "%ld %ld %ld 300 %ld %ld 100",
+                           "%ld %ld %ld 30000 %ld %ld 100",
                         rl__lua_report, key, inc, epoch, cum_a, cum_o, cum_a, cum_o);
 }
 
@@ -273,7 +314,7 @@ START_TEST(reports_are_idempotent_and_order_free)
     freeReplyObject(h1);
     freeReplyObject(h2);
     freeReplyObject(h3);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -313,7 +354,7 @@ START_TEST(script_reply_shares)
     ck_assert_int_le(idle->element[0]->element[2]->integer, 2LL << 24);
     freeReplyObject(busy);
     freeReplyObject(idle);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -322,7 +363,7 @@ END_TEST
 static void *drive_some(void *arg)
 {
     driver_t *d = arg;
-    while (now_ns() < d->stop_ns) {
+    while (!atomic_load(&d->stop)) {
         atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "k", 1, 1, NULL) == RL_ALLOW);
         sleep_ms(2);
     }
@@ -335,24 +376,22 @@ START_TEST(script_flush_recovers)
     rl_t *n = open_node("solo", 1);
     int id = rl_test_add(n, "name=f rate=100/s burst=10");
     wait_connected(&n, 1);
-    driver_t d = {n, id, now_ns() + 1500000000u, 0};
-    pthread_t th;
-    pthread_create(&th, NULL, drive_some, &d);
-    sleep_ms(400);
+    static driver_t d;
+    driver_start(&d, n, id, drive_some);
+    /* Past its share (500 checks/s of 100/s): the key reports every round. */
+    WAIT_FOR(counters(n).rounds_ok >= 1 && counters(n).reports >= 1);
     redisContext *r = client();
     freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
-    sleep_ms(200);
+    WAIT_FOR(counters(n).by_class[RL_SYNC_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
     uint64_t ok_before = counters(n).rounds_ok;
-    sleep_ms(600);
-    pthread_join(th, NULL);
-    rl_sync_counters_t c = counters(n);
-    ck_assert_uint_gt(c.rounds_ok, ok_before); /* rounds succeed again */
-    ck_assert_uint_ge(c.errors, 1);            /* the NOSCRIPT was seen */
-    rl_close(n);
+    WAIT_FOR(counters(n).rounds_ok > ok_before); /* rounds succeed again */
+    ck_assert_uint_ge(counters(n).errors, 1);
+    rl_test_release(&d);
+    rl_test_release(n);
     redisReply *h = only_key_hash(r, "f");
     ck_assert_int_eq(hash_field(h, "a"), (long long)atomic_load(&d.admitted));
     freeReplyObject(h);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -373,7 +412,7 @@ START_TEST(forked_child_of_synced_instance)
     waitpid(pid, &status, 0);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_int_eq(rl_check(n, id, "k", 1, 1, NULL), RL_ALLOW);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -385,6 +424,7 @@ START_TEST(unreachable_redis_keeps_deciding)
     c.expected_nodes = 4;
     rl_t *n = NULL;
     ck_assert_int_eq(rl_open(&n, &c), 0);
+    rl_test_hold(n, rl_test_close_fn);
     int id = rl_test_add(n, "name=u rate=400/s burst=40");
     /* Never synced: the pre-sync share, burst 40 / 4 nodes = 10 at once. */
     int admitted = 0;
@@ -392,7 +432,7 @@ START_TEST(unreachable_redis_keeps_deciding)
         admitted += rl_check(n, id, "k", 1, 1, NULL) == RL_ALLOW;
     ck_assert_int_ge(admitted, 10);
     ck_assert_int_le(admitted, 11);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -413,7 +453,7 @@ static rl_t *open_manual(const char *node, uint32_t expected, rl_test_clock_t *c
     c.clock_ud = clk;
     rl_t *rl = NULL;
     ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
-    return rl;
+    return rl_test_hold(rl, rl_test_close_fn);
 }
 
 /* One 100 ms round of virtual time: `offered` checks spread over it on each
@@ -478,7 +518,7 @@ START_TEST(virtual_skew_then_shift)
     /* 8 rounds of 100 tokens, the bucket's burst, and the floors: never more. */
     ck_assert_int_le(total_after, 8 * 100 + 100);
     for (int i = 0; i < 4; i++)
-        rl_close(nodes[i]);
+        rl_test_release(nodes[i]);
 }
 END_TEST
 
@@ -516,7 +556,7 @@ START_TEST(reports_scale_with_near_limit_keys)
     ck_assert_msg(per_round >= BUSY && per_round <= BUSY + QUIET / 10 + 50,
                   "%.1f key reports per round for %d busy and %d quiet keys", per_round, BUSY,
                   QUIET);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -565,7 +605,7 @@ START_TEST(sparse_keys_report_once_a_period)
     ck_assert_msg(reports >= requests && reports <= requests + requests / 10,
                   "%llu key reports for %llu requests of sparse keys",
                   (unsigned long long)reports, (unsigned long long)requests);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -587,7 +627,7 @@ static long long entry_expiry(const char *limit)
     }
     freeReplyObject(h);
     freeReplyObject(keys);
-    redisFree(r);
+    rl_test_release(r);
     return x;
 }
 
@@ -619,7 +659,7 @@ START_TEST(quiet_key_announces_its_period_and_reports_after_expiry)
     ck_assert_uint_eq(manual_round(n, &clk), 1);
     now_ms = atomic_load(&clk.precise_ns) / 1000000;
     ck_assert_int_gt(entry_expiry("stale"), (long long)now_ms);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -718,7 +758,7 @@ static long long node_field(const char *limit, const char *node, char what)
     }
     freeReplyObject(h);
     freeReplyObject(keys);
-    redisFree(r);
+    rl_test_release(r);
     return v;
 }
 
@@ -732,7 +772,7 @@ static void delete_limit_keys(const char *limit)
     for (size_t i = 0; i < keys->elements; i++)
         freeReplyObject(redisCommand(r, "DEL %s", keys->element[i]->str));
     freeReplyObject(keys);
-    redisFree(r);
+    rl_test_release(r);
 }
 
 static size_t count_limit_keys(const char *limit)
@@ -742,7 +782,7 @@ static size_t count_limit_keys(const char *limit)
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     size_t n = keys->elements;
     freeReplyObject(keys);
-    redisFree(r);
+    rl_test_release(r);
     return n;
 }
 
@@ -805,7 +845,7 @@ START_TEST(recreated_entry_is_not_a_spike)
                   "the quiet node's re-created entry reads %.3f of the limit (it offers 0.02)",
                   (double)quiet_d / RL_SHARE_ONE);
     for (int i = 0; i < 2; i++)
-        rl_close(nodes[i]);
+        rl_test_release(nodes[i]);
 }
 END_TEST
 
@@ -835,7 +875,7 @@ START_TEST(falling_demand_reaches_redis_in_two_rounds)
                   "2 rounds after a fall from 1.0 to 0.05 Redis holds %.3f",
                   (double)d / RL_SHARE_ONE);
     ck_assert_int_ge(d, now_level);
-    rl_close(n);
+    rl_test_release(n);
 }
 END_TEST
 
@@ -873,7 +913,7 @@ START_TEST(close_writes_back_only_live_or_unreported)
         snprintf(key, sizeof key, "old-%d", k);
         ck_assert_int_eq(rl_check(n, id, key, strlen(key), 1, NULL), RL_ALLOW);
     }
-    rl_close(n);
+    rl_test_release(n);
     ck_assert_uint_eq(count_limit_keys("wb"), 8);
     redisContext *r = client();
     redisReply *keys = redisCommand(r, "KEYS {v:v1:wb:*");
@@ -890,7 +930,7 @@ START_TEST(close_writes_back_only_live_or_unreported)
         freeReplyObject(h);
     }
     freeReplyObject(keys);
-    redisFree(r);
+    rl_test_release(r);
 }
 END_TEST
 
@@ -899,6 +939,7 @@ static Suite *suite(void)
     Suite *s = suite_create("sync");
     TCase *tc = tcase_create("redis");
     tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, reports_are_idempotent_and_order_free);
     tcase_add_test(tc, script_reply_shares);
@@ -923,6 +964,7 @@ static Suite *suite(void)
     TCase *fk = tcase_create("fork");
     tcase_set_tags(fk, "novalgrind");
     tcase_add_unchecked_fixture(fk, start_redis, stop_redis);
+    tcase_add_checked_fixture(fk, NULL, rl_test_release_all);
     tcase_set_timeout(fk, 60);
     tcase_add_test(fk, forked_child_of_synced_instance);
     suite_add_tcase(s, fk);

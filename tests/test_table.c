@@ -1,5 +1,6 @@
 /* The key table under concurrency: inserts, reclamation, capacity, removal. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -163,7 +164,7 @@ END_TEST
 typedef struct churn {
     rl_t *rl;
     int id;
-    uint64_t stop_ns;
+    _Atomic int *stop;
     unsigned seed;
     uint64_t admitted[POOL];
 } churn_t;
@@ -173,7 +174,8 @@ static void *churn_run(void *arg)
     churn_t *c = arg;
     char key[32];
     uint64_t now;
-    while ((now = mono_ns(CLOCK_MONOTONIC)) < c->stop_ns) {
+    while (!atomic_load(c->stop)) {
+        now = mono_ns(CLOCK_MONOTONIC);
         /* The working set moves every 25 ms through 8 sets of 50 keys, so
          * keys of the last set go idle while threads still straddle sets. */
         int set = (int)((now / 25000000u) % 8);
@@ -184,27 +186,55 @@ static void *churn_run(void *arg)
     return NULL;
 }
 
+enum { CHURN_THREADS = 4 };
+
+/* The churners, held (testutil.h) so a failed test stops them before the
+ * instance they use is closed. */
+static struct churners {
+    _Atomic int stop;
+    pthread_t th[CHURN_THREADS];
+} churners;
+
+static void churners_stop(void *arg)
+{
+    struct churners *w = arg;
+    atomic_store(&w->stop, 1);
+    for (int i = 0; i < CHURN_THREADS; i++)
+        pthread_join(w->th[i], NULL);
+}
+
+static uint64_t reclaimed_of(rl_t *rl)
+{
+    rl_stats_t s;
+    rl_stats_init(&s);
+    ck_assert_int_eq(rl_stats(rl, &s), 0);
+    return s.reclaimed;
+}
+
 START_TEST(checkers_race_reclamation)
 {
     /* 400 keys through a table of 64: keys go idle (full) within ~14 ms and
      * their slots are reclaimed and reused under running checkers. Losing a
      * full bucket is lossless, so every key still obeys its own bound, and
-     * no key ever holds two slots. */
-    enum { THREADS = 4 };
-    rl_t *rl = rl_test_open(NULL, 64);
+     * no key ever holds two slots. The checkers run at least 500 ms, and
+     * until slots have been reclaimed (a loaded machine, or valgrind, may
+     * give them little of that time). */
+    enum { THREADS = CHURN_THREADS };
+    rl_t *rl = rl_test_hold(rl_test_open(NULL, 64), rl_test_close_fn);
     int id = rl_test_add(rl, "name=churn rate=500/s burst=2 on_failure=closed");
     uint64_t t0 = mono_ns(CLOCK_MONOTONIC);
-    churn_t *c = calloc(THREADS, sizeof *c);
-    pthread_t th[THREADS];
+    churn_t *c = rl_test_hold(calloc(THREADS, sizeof *c), free);
+    atomic_init(&churners.stop, 0);
     for (int i = 0; i < THREADS; i++) {
         c[i].rl = rl;
         c[i].id = id;
-        c[i].stop_ns = t0 + 500000000u;
+        c[i].stop = &churners.stop;
         c[i].seed = (unsigned)i * 7919u + 1;
-        pthread_create(&th[i], NULL, churn_run, &c[i]);
+        ck_assert_int_eq(pthread_create(&churners.th[i], NULL, churn_run, &c[i]), 0);
     }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
+    rl_test_hold(&churners, churners_stop);
+    WAIT_FOR(mono_ns(CLOCK_MONOTONIC) >= t0 + 500000000u && reclaimed_of(rl) > 0);
+    rl_test_release(&churners);
     uint64_t t1 = mono_ns(CLOCK_MONOTONIC);
     uint64_t bound = 2 + (uint64_t)(((unsigned __int128)500 * (t1 - t0)) / 1000000000u);
     char key[32];
@@ -221,8 +251,8 @@ START_TEST(checkers_race_reclamation)
     rl_stats(rl, &s);
     ck_assert_uint_gt(s.reclaimed, 0);
     ck_assert_uint_le(s.keys_live, 64);
-    free(c);
-    rl_close(rl);
+    rl_test_release(c);
+    rl_test_release(rl);
 }
 END_TEST
 
@@ -424,6 +454,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("table");
     TCase *tc = tcase_create("concurrency");
+    tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, one_key_many_threads, 0, 7);
     tcase_add_test(tc, concurrent_inserts_one_slot);

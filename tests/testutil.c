@@ -1,5 +1,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include "testutil.h"
 
@@ -11,6 +12,74 @@ int rl_test_run(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+uint64_t rl_test_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void rl_test_poll_pause(unsigned attempt)
+{
+    long ms = attempt >= 5 ? 20 : 1L << attempt;
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int rl_test_wait_until(int (*pred)(void *ctx), void *ctx, unsigned timeout_ms)
+{
+    uint64_t deadline = rl_test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (unsigned attempt = 0;; attempt++) {
+        int late = rl_test_now_ns() > deadline;
+        int got = pred(ctx);
+        if (got || late)
+            return got;
+        rl_test_poll_pause(attempt);
+    }
+}
+
+/* The test thread's holds. Tests are sequential in one process (or one per
+ * forked child), and only the test thread holds or releases: no locking. */
+static struct {
+    void *p;
+    void (*release)(void *);
+} holds[32];
+static int nholds;
+
+void *rl_test_hold(void *p, void (*release)(void *))
+{
+    ck_assert_msg(nholds < (int)(sizeof holds / sizeof holds[0]), "rl_test_hold: too many");
+    holds[nholds].p = p;
+    holds[nholds].release = release;
+    nholds++;
+    return p;
+}
+
+void rl_test_release(void *p)
+{
+    for (int i = nholds - 1; i >= 0; i--) {
+        if (holds[i].p != p)
+            continue;
+        void (*release)(void *) = holds[i].release;
+        for (int j = i; j + 1 < nholds; j++)
+            holds[j] = holds[j + 1];
+        nholds--;
+        release(p);
+        return;
+    }
+    ck_abort_msg("rl_test_release: %p is not held", p);
+}
+
+void rl_test_release_all(void)
+{
+    while (nholds > 0) {
+        nholds--;
+        holds[nholds].release(holds[nholds].p);
+    }
+}
+
+void rl_test_close_fn(void *rl) { rl_close(rl); }
 
 uint64_t rl_test_clock_fn(void *ud, int32_t source)
 {
@@ -64,14 +133,14 @@ rl_t *rl_test_open_degraded(uint32_t interval_ms)
     c.sync_interval_ms = interval_ms;
     rl_t *r = NULL;
     ck_assert_int_eq(rl_open(&r, &c), 0);
+    WAIT_FOR(rl_test_health(r) == RL_HEALTH_DEGRADED);
+    return r;
+}
+
+int rl_test_health(rl_t *rl)
+{
     rl_stats_t st;
-    for (int i = 0; i < 500; i++) {
-        rl_stats_init(&st);
-        ck_assert_int_eq(rl_stats(r, &st), 0);
-        if (st.health == RL_HEALTH_DEGRADED)
-            return r;
-        usleep(10000);
-    }
-    ck_abort_msg("not degraded after 5 s with nothing listening");
-    return NULL;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(rl, &st), 0);
+    return st.health;
 }

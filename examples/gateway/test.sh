@@ -54,10 +54,29 @@ eq() { [[ "$1" == "$2" ]] || { echo "      got [$1], want [$2]"; return 1; }; }
 has() { grep -qiF -- "$2" <<<"$1" || { echo "      no [$2] in:"; sed 's/^/      | /' <<<"$1" | head -20; return 1; }; }
 hasre() { grep -qE -- "$2" <<<"$1" || { echo "      no /$2/"; return 1; }; }
 
+# wait_for COMMAND...: until the command succeeds, polling, for at most
+# wait_s seconds of wall time (generous: a loaded machine under ctest -j2 is
+# slow, and a check waits for the event it checks, never a fixed time). The
+# last try comes after the deadline. Status 1 if it never succeeded.
+wait_s=30
+wait_for() {
+  local end=$((SECONDS + wait_s)) late
+  while :; do
+    late=$((SECONDS >= end))
+    "$@" && return 0
+    ((late)) && return 1
+    sleep 0.05
+  done
+}
+
 # start_gateway NAME ARGS...: started in the background on a free port;
-# sets $port. Waits (at most 10 s) for its "listening on" line.
+# sets $port. Waits (at most wait_s) for its "listening on" line.
 port=
 declare -A gw_pid
+listening() { # listening NAME PID: sets $port once NAME's log says where
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$1.log")
+  [[ -n $port ]] || ! kill -0 "$2" 2>/dev/null
+}
 start_gateway() {
   local name=$1
   shift
@@ -65,35 +84,28 @@ start_gateway() {
   local pid=$!
   pids+=("$pid")
   gw_pid[$name]=$pid
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [[ -n $port ]] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_for listening "$name" "$pid"
+  [[ -n $port ]] && return 0
   echo "gateway test: $name did not start:" >&2
   cat "$tmp/$name.log" >&2
   exit 1
 }
 
-# wait_log NAME TEXT [COUNT]: until NAME's log has TEXT COUNT times (10 s).
+# wait_log NAME TEXT [COUNT]: until NAME's log has TEXT COUNT times.
+log_has() { (( $(grep -cF -- "$2" "$tmp/$1.log") >= $3 )); }
 wait_log() {
-  local want=${3:-1}
-  for _ in $(seq 100); do
-    (( $(grep -cF -- "$2" "$tmp/$1.log") >= want )) && return 0
-    sleep 0.1
-  done
-  echo "      no \"$2\" (x$want) in $1's log:"; sed 's/^/      | /' "$tmp/$1.log" | tail -20
+  wait_for log_has "$1" "$2" "${3:-1}" && return 0
+  echo "      no \"$2\" (x${3:-1}) in $1's log:"; sed 's/^/      | /' "$tmp/$1.log" | tail -20
   return 1
 }
 
 # raw PORT BYTES: send BYTES (printf %b escapes), print everything the
-# server sends until it closes; rc 124 if it has not closed within 5 s.
+# server sends until it closes; rc 124 if it has not closed within wait_s.
 raw() {
   local fd rc=0
   exec {fd}<>"/dev/tcp/127.0.0.1/$1" || return 1
   printf '%b' "$2" >&"$fd"
-  timeout 5 cat <&"$fd" || rc=$?
+  timeout "$wait_s" cat <&"$fd" || rc=$?
   exec {fd}>&-
   return $rc
 }
@@ -114,14 +126,14 @@ raw_expect() {
 
 url() { echo "http://127.0.0.1:$port$1"; }
 # /metrics once the server has seen every earlier client close (it does in
-# its own time; until then a scrape may even be refused): at most 5 s
+# its own time; until then a scrape may even be refused): at most wait_s
+metrics=
+scrape_settled() {
+  metrics=$(curl -s "$(url /metrics)") && grep -q '^gateway_connections_open 1$' <<<"$metrics"
+}
 settled_metrics() {
-  local m=
-  for _ in $(seq 50); do
-    m=$(curl -s "$(url /metrics)") && grep -q '^gateway_connections_open 1$' <<<"$m" && break
-    sleep 0.1
-  done
-  printf '%s\n' "$m"
+  wait_for scrape_settled
+  printf '%s\n' "$metrics"
 }
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 # the value of header NAME in a `curl -si` output
@@ -327,12 +339,8 @@ else
       >"$tmp/redis.log" 2>&1 &
     rpid=$!
     pids+=("$rpid")
-    for _ in $(seq 50); do
-      if redis-cli -p "$p" ping 2>/dev/null | grep -q PONG; then redis_port=$p; break; fi
-      kill -0 "$rpid" 2>/dev/null || break
-      sleep 0.1
-    done
-    [[ -n $redis_port ]] && break
+    redis_up() { redis-cli -p "$p" ping 2>/dev/null | grep -q PONG || ! kill -0 "$rpid" 2>/dev/null; }
+    if wait_for redis_up && kill -0 "$rpid" 2>/dev/null; then redis_port=$p; break; fi
     kill "$rpid" 2>/dev/null || true
   done
   if [[ -z $redis_port ]]; then
@@ -380,10 +388,11 @@ EOF
          "bound $bound; three unsynced nodes could admit $alone"
     check "the fleet's total stays within the tolerance band" test "$admitted" -le "$bound"
     check "every node was driven past the limit" test "$denied" -gt 0
+    synced() { metrics=$(curl -s "$(url /metrics)") && grep -q '^ratelimit_sync_connected 1$' <<<"$metrics"; }
     for n in 0 1 2; do
       port=${fleet_ports[$n]}
-      m=$(curl -s "$(url /metrics)")
-      check "node$((n + 1)): synced through Redis" has "$m" 'ratelimit_sync_connected 1'
+      wait_for synced
+      check "node$((n + 1)): synced through Redis" has "$metrics" 'ratelimit_sync_connected 1'
     done
     for n in 1 2 3; do
       kill -TERM "${gw_pid[node$n]}"

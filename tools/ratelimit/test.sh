@@ -45,10 +45,30 @@ failures=0
 pass() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
+# wait_for COMMAND...: until the command succeeds, polling, for at most
+# wait_s seconds of wall time (generous: a loaded machine under ctest -j2 is
+# slow, and a check waits for the event it checks, never a fixed time). The
+# last try comes after the deadline. Status 1 if it never succeeded.
+wait_s=30
+wait_for() {
+  local end=$((SECONDS + wait_s)) late
+  while :; do
+    late=$((SECONDS >= end))
+    "$@" && return 0
+    ((late)) && return 1
+    sleep 0.05
+  done
+}
+
 # A port nothing listens on now: bind port 0 and let the kernel pick. The
 # server may still lose the race for it; then another is tried.
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Ours answers, or it is gone (the port was taken).
+redis_up_or_gone() {
+  redis-cli -p "$port" ping 2>/dev/null | grep -q PONG || ! kill -0 "$redis_pid" 2>/dev/null
 }
 
 start_redis() {
@@ -58,13 +78,9 @@ start_redis() {
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize no >"$work/redis.log" 2>&1 &
     redis_pid=$!
-    for _ in $(seq 1 100); do
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-        return 0
-      fi
-      kill -0 "$redis_pid" 2>/dev/null || break
-      sleep 0.05
-    done
+    if wait_for redis_up_or_gone && kill -0 "$redis_pid" 2>/dev/null; then
+      return 0
+    fi
     kill "$redis_pid" 2>/dev/null
     wait "$redis_pid" 2>/dev/null
     redis_pid=
@@ -196,15 +212,41 @@ mkfifo "$work/fleet.in"
   --key customer-42 --key2-hex "$key2_hex" --nodes 2 --warm-ms 1500 <"$work/fleet.in" >"$work/fleet.out" 2>&1 &
 fleet_pid=$!
 exec 3>"$work/fleet.in" # held open: the fleet runs until "stop" or EOF
-for _ in $(seq 1 200); do
-  grep -q ready "$work/fleet.out" && break
-  kill -0 "$fleet_pid" 2>/dev/null || break
-  sleep 0.05
-done
+fleet_ready_or_gone() { grep -q ready "$work/fleet.out" || ! kill -0 "$fleet_pid" 2>/dev/null; }
+wait_for fleet_ready_or_gone
 if ! grep -q ready "$work/fleet.out"; then
   fail "fleet did not start"
   cat "$work/fleet.out"
   exit 1
+fi
+# "ready" says only that the load has run --warm-ms. What the checks below
+# read from Redis lands a sync round or more later: wait until both nodes
+# have reported both keys, and written a heartbeat that counts them.
+fleet_synced() {
+  "$cli" --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$spec" \
+    customer-42 >"$work/synced_key.json" 2>/dev/null &&
+    "$cli" --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" \
+      --key-hex "$spec" "$key2_hex" >"$work/synced_key2.json" 2>/dev/null &&
+    "$cli" --json nodes --redis "$url" --prefix cli >"$work/synced_nodes.json" 2>/dev/null &&
+    python3 - "$work" <<'EOF'
+import json, os, sys
+def load(name):
+    with open(os.path.join(sys.argv[1], name)) as f:
+        return json.load(f)
+both = ["cli-node-0", "cli-node-1"]
+key, key2, nodes = load("synced_key.json"), load("synced_key2.json"), load("synced_nodes.json")
+ok = ([n["node_id"] for n in key["nodes"]] == both and all(n["admitted"] > 0 for n in key["nodes"])
+      and [n["node_id"] for n in key2["nodes"]] == both
+      and [n["node_id"] for n in nodes["nodes"]] == both
+      and all(n["keys"] == 2 and n["rounds"] > 0 for n in nodes["nodes"]))
+sys.exit(0 if ok else 1)
+EOF
+}
+if wait_for fleet_synced; then
+  pass "fleet synced: both nodes reported both keys"
+else
+  fail "fleet not synced within $wait_s s"
+  sed 's/^/    | /' "$work"/synced_*.json
 fi
 
 run inspect_live 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$spec" customer-42
