@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages libratelimit needs to build, test and run its
-# demo, when any is missing. Idempotent: silent (and no network, no root
+# demo, when any is missing (RL_WITH_NGINX=1: also nginx, nginx-dev and wrk). Idempotent: silent (and no network, no root
 # needed) when everything is already installed. Run as root otherwise.
 #
 # redis-server is installed for its binary only: the test suites start their
@@ -22,6 +22,11 @@ PACKAGES=(
   python3
   curl
 )
+# The nginx module (scripts/test.sh --nginx, -DRL_BUILD_NGINX=ON): nginx's
+# module kit, nginx to test against, wrk to load it.
+if [[ ${RL_WITH_NGINX:-0} == 1 ]]; then
+  PACKAGES+=(nginx nginx-dev wrk)
+fi
 
 die() {
   echo "deps.sh: error: $*" >&2

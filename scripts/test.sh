@@ -15,6 +15,8 @@
 #   bash scripts/test.sh --drd         build/       cases under helgrind, drd,
 #   bash scripts/test.sh --threadcheck build/       or both
 # Options:
+#   --nginx           also build and test the nginx module (-DRL_BUILD_NGINX=ON;
+#                     installs nginx, nginx-dev, wrk); e.g. --nginx -- -L nginx
 #   --build-dir DIR   build directory (also: RL_BUILD_DIR=DIR)
 #   -- ARGS...        passed on to ctest (e.g. -- -R spec); not with --valgrind
 #                     or the thread checkers
@@ -65,11 +67,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 mode=plain
+nginx=OFF
 build_dir=${RL_BUILD_DIR:-}
 ctest_args=()
 
 usage() {
-  sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [[ $# -gt 0 ]]; do
@@ -81,6 +84,7 @@ while [[ $# -gt 0 ]]; do
     --helgrind) mode=helgrind ;;
     --drd) mode=drd ;;
     --threadcheck) mode=threadcheck ;;
+    --nginx) nginx=ON ;;
     --build-dir)
       [[ $# -ge 2 ]] || { echo "test.sh: --build-dir needs a directory" >&2; exit 2; }
       build_dir=$2
@@ -115,7 +119,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 log() { echo "==> test.sh [$mode]: $*"; }
 
 log "dependencies"
-bash "$here/deps.sh"
+RL_WITH_NGINX=$([[ $nginx == ON ]] && echo 1 || echo 0) bash "$here/deps.sh"
 
 asan=OFF
 tsan=OFF
@@ -124,7 +128,7 @@ tsan=OFF
 
 # Flavour-specific configure arguments (--integer has its own build
 # directory, so its compiler and flags never reach another flavour's).
-flavour=(-DRL_WERROR=ON -DRL_BUILD_EXAMPLES=ON)
+flavour=(-DRL_WERROR=ON -DRL_BUILD_EXAMPLES=ON -DRL_BUILD_NGINX=$nginx)
 werror="-Werror"
 # Recoverable checks (clang's default for these): UBSan suppressions apply
 # only to those; halt_on_error=1 below stops at the first unsuppressed one.
