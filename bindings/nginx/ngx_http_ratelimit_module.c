@@ -601,8 +601,10 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     }
     rc = rl_open(&mcf->rl, &cfg);
     if (rc < 0) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: rl_open failed: %s (%s)",
-                      rl_strerror(rc), rl_err_name(rc));
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "ratelimit: rl_open failed: %s (%s); ratelimit_redis \"%V\", "
+                      "ratelimit_max_keys %ui", rl_strerror(rc), rl_err_name(rc),
+                      &mcf->redis_url, mcf->max_keys);
         return NGX_ERROR;
     }
     mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
