@@ -467,7 +467,7 @@ class TestFleet(unittest.TestCase):
               file=sys.stderr)
         # Settled: the fleet uses most of the limit (README: 95-100%); a
         # loaded 2-core box gets a wide margin.
-        self.assertGreaterEqual(sum(admitted) / len(admitted), 0.8 * self.RATE, admitted)
+        self.assertGreaterEqual(sum(admitted) / len(admitted), 0.75 * self.RATE, admitted)
         return admitted
 
     def test_fleet_holds_the_global_limit(self):
