@@ -29,8 +29,11 @@ typedef struct {
     ngx_array_t defs;     /* ngx_http_ratelimit_def_t */
     size_t metrics_slot;  /* bytes of one worker's metrics text */
     ngx_shm_zone_t *metrics_zone; /* NULL: no ratelimit_metrics anywhere */
-    /* per worker, from init_process to exit_process */
+    /* Local-only: one instance for all workers (rl_open_shared), opened by
+     * the master in init_module and inherited by the workers. With a Redis:
+     * each worker's own, from init_process to exit_process. */
     rl_t *rl;
+    ngx_flag_t shared;
     int *ids;             /* limit id of defs[i] in rl */
     ngx_event_t publish;  /* the metrics publishing timer */
 } ngx_http_ratelimit_main_conf_t;

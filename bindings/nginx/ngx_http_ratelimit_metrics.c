@@ -2,7 +2,10 @@
 /*
  * One scrape answers for every worker of the host.
  *
- * Each worker owns a slot of a shared zone ("ratelimit_metrics") and writes
+ * Local-only, the workers share one instance (rl_open_shared): its text is
+ * already the host's, and the location serves it as it is. With a Redis,
+ * each worker has its own instance, and their texts are merged: each worker
+ * owns a slot of a shared zone ("ratelimit_metrics") and writes
  * its own rl_metrics_text there once a second (and right before it answers
  * a scrape). The location reads every slot and merges them into one valid
  * Prometheus exposition: each family's # HELP / # TYPE once, then every
@@ -353,6 +356,27 @@ ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r)
         return rc;
     }
     mcf = ngx_http_get_module_main_conf(r, ngx_http_ratelimit_module);
+    if (mcf->shared) {
+        /* One instance for the whole host: its text is every worker's. */
+        int n = rl_metrics_text(mcf->rl, NULL, 0);
+
+        for (;;) {
+            if (n < 0) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+            total = (size_t) n + 4096; /* it may grow between two calls */
+            out = ngx_pnalloc(r->pool, total);
+            if (out == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+            n = rl_metrics_text(mcf->rl, (char *) out, total);
+            if (n >= 0 && (size_t) n < total) {
+                break;
+            }
+        }
+        o = out + n;
+        goto send;
+    }
     if (head == NULL) {
         return NGX_HTTP_SERVICE_UNAVAILABLE;
     }
@@ -416,6 +440,7 @@ ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r)
             p = eol + 1;
         }
     }
+send:
     len = o - out;
 
     r->headers_out.status = NGX_HTTP_OK;

@@ -59,6 +59,7 @@ static void *ngx_http_ratelimit_create_main_conf(ngx_conf_t *cf);
 static char *ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_ratelimit_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_ratelimit_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static ngx_int_t ngx_http_ratelimit_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
 static void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
 
@@ -121,7 +122,7 @@ ngx_module_t ngx_http_ratelimit_module = {
     ngx_http_ratelimit_commands,
     NGX_HTTP_MODULE,
     NULL,                             /* init master */
-    NULL,                             /* init module */
+    ngx_http_ratelimit_init_module,
     ngx_http_ratelimit_init_process,
     NULL,                             /* init thread */
     NULL,                             /* exit thread */
@@ -540,6 +541,126 @@ ngx_http_ratelimit_init(ngx_conf_t *cf)
 
 /* ---------------------------------------------------------------- workers */
 
+/*
+ * The master's shared instance for local-only configurations, kept across
+ * reloads so the new workers go on from the old workers' buckets: a reload
+ * neither refills nor empties a limit. It is replaced only when its sizing
+ * changes (ratelimit_max_keys, the number of limits past its room).
+ */
+static rl_t *ngx_http_ratelimit_shared;
+static ngx_uint_t ngx_http_ratelimit_shared_keys;
+static ngx_uint_t ngx_http_ratelimit_shared_cap;
+static char (*ngx_http_ratelimit_shared_names)[RL_NAME_MAX];
+static ngx_uint_t ngx_http_ratelimit_shared_n;
+
+static ngx_int_t
+ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    char (*names)[RL_NAME_MAX];
+    ngx_uint_t i, j;
+    int id;
+
+    names = ngx_alloc(sizeof(*names) * (mcf->defs.nelts + 1), cycle->log);
+    if (names == NULL) {
+        return NGX_ERROR;
+    }
+    /* Limits the new configuration dropped go; the old workers' rules on
+     * them answer RL_ENOTFOUND (logged, allowed) until those workers exit. */
+    for (i = 0; i < ngx_http_ratelimit_shared_n; i++) {
+        for (j = 0; j < mcf->defs.nelts; j++) {
+            if (ngx_strcmp(defs[j].lim.name, ngx_http_ratelimit_shared_names[i]) == 0) {
+                break;
+            }
+        }
+        id = rl_limit_find(ngx_http_ratelimit_shared, ngx_http_ratelimit_shared_names[i]);
+        if (j == mcf->defs.nelts && id >= 0) {
+            rl_limit_remove(ngx_http_ratelimit_shared, id);
+        }
+    }
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        id = rl_limit_find(ngx_http_ratelimit_shared, defs[i].lim.name);
+        if (id >= 0) {
+            /* Keeps every key's tokens, rescaled to the new parameters. */
+            int rc = rl_limit_update(ngx_http_ratelimit_shared, id, &defs[i].lim);
+            if (rc < 0) {
+                id = rc;
+            }
+        } else {
+            id = rl_limit_add(ngx_http_ratelimit_shared, &defs[i].lim);
+        }
+        if (id < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: limit \"%s\": %s (%s)",
+                          defs[i].lim.name, rl_strerror(id), rl_err_name(id));
+            ngx_free(names);
+            return NGX_ERROR;
+        }
+        mcf->ids[i] = id;
+        ngx_memcpy(names[i], defs[i].lim.name, RL_NAME_MAX);
+    }
+    if (ngx_http_ratelimit_shared_names != NULL) {
+        ngx_free(ngx_http_ratelimit_shared_names);
+    }
+    ngx_http_ratelimit_shared_names = names;
+    ngx_http_ratelimit_shared_n = mcf->defs.nelts;
+    return NGX_OK;
+}
+
+/* Master, at start and at each reload (before the workers are forked). */
+static ngx_int_t
+ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_uint_t cap;
+    rl_config_t cfg;
+    rl_t *rl;
+    int rc;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
+    if (mcf == NULL || mcf->redis_url.len > 0
+        || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL))
+    {
+        return NGX_OK;
+    }
+    mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
+    if (mcf->ids == NULL) {
+        return NGX_ERROR;
+    }
+    /* Room for the limits of this configuration and of the last one at
+     * once (a reload adds before the old names are gone). */
+    cap = ngx_max(256, 2 * mcf->defs.nelts);
+    if (ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
+        || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts)
+    {
+        rl_config_init(&cfg);
+        cfg.max_keys = (uint32_t) mcf->max_keys;
+        cfg.max_limits = (uint32_t) ngx_min(cap, RL_MAX_LIMITS);
+        if (mcf->expected_nodes > 0) {
+            cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+        }
+        rc = rl_open_shared(&rl, &cfg);
+        if (rc < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "ratelimit: rl_open_shared failed: %s (%s); ratelimit_max_keys %ui",
+                          rl_strerror(rc), rl_err_name(rc), mcf->max_keys);
+            return NGX_ERROR;
+        }
+        /* The old workers keep their own view of the old instance until
+         * they exit; the master lets go of its view now. */
+        rl_close(ngx_http_ratelimit_shared);
+        ngx_http_ratelimit_shared = rl;
+        ngx_http_ratelimit_shared_keys = mcf->max_keys;
+        ngx_http_ratelimit_shared_cap = cfg.max_limits;
+        ngx_http_ratelimit_shared_n = 0;
+    }
+    if (ngx_http_ratelimit_shared_sync(cycle, mcf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    mcf->rl = ngx_http_ratelimit_shared;
+    mcf->shared = 1;
+    return NGX_OK;
+}
+
 static void
 ngx_http_ratelimit_log(void *ud, int32_t level, const char *msg)
 {
@@ -566,6 +687,9 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
     if (mcf == NULL || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL)) {
         return NGX_OK;
+    }
+    if (mcf->shared) {
+        return NGX_OK; /* the master's shared instance, inherited */
     }
     rl_config_init(&cfg);
     cfg.max_keys = (uint32_t) mcf->max_keys;
@@ -633,8 +757,8 @@ ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
     ngx_http_ratelimit_main_conf_t *mcf;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL || mcf->rl == NULL) {
-        return;
+    if (mcf == NULL || mcf->rl == NULL || mcf->shared) {
+        return; /* a shared instance outlives its workers */
     }
     /* Reports the last usage to Redis and hands this node's shares back, so
      * a reload loses no count (bounded wait, see rl_close). */
