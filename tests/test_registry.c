@@ -395,10 +395,17 @@ START_TEST(stale_entries_pruned_a_batch_per_write)
         snprintf(who, sizeof who, "gone:%016x", i);
         freeReplyObject(cmd(r, "ZADD {r4:v1}:nodes:live 1 %s", who));
     }
-    redisReply *got = cmd(r, "EVAL %s 2 {r4:v1}:nodes {r4:v1}:nodes:live x:1 v=1 1000 0 16",
+    redisReply *got = cmd(r, "EVAL %s 3 {r4:v1}:nodes {r4:v1}:nodes:live {r4:v1}:nodes:fp "
+                          "x:1 v=1 1000 0 16 00000000000000ff 16",
                           rl__lua_nodes);
-    ck_assert_int_eq(got->type, REDIS_REPLY_INTEGER);
-    ck_assert_int_eq(got->integer, 3);
+    /* {pruned, live nodes (alive, reg-d and x), other fingerprints (the
+     * nodes' own)}. */
+    ck_assert_int_eq(got->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_ge(got->elements, 3);
+    ck_assert_int_eq(got->element[0]->integer, 3);
+    ck_assert_int_eq(got->element[1]->integer, 3);
+    ck_assert_int_eq(got->element[2]->type, REDIS_REPLY_STRING);
+    ck_assert_int_eq((int)got->element[2]->len, 16);
     freeReplyObject(got);
     rl_close(n);
     redisFree(r);
