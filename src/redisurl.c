@@ -59,7 +59,7 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
                             "use redis://host:port",
                             (int)(n < 32 ? n : 32), url);
         return rl__errf(err, errlen, RL_ERANGE,
-                        "redis_url: scheme \"%.*s\" unknown: only redis:// is supported",
+                        "redis_url: must start with redis:// (scheme \"%.*s\" unknown)",
                         (int)(n < 32 ? n : 32), url);
     }
     const char *p = url + sizeof scheme - 1;

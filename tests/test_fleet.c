@@ -78,7 +78,7 @@ static const open_case_t open_cases[] = {
     {"redis+unix socket", "redis+unix:///var/run/redis.sock", secret_a, 25, NULL, NULL, 0,
      RL_ERANGE, {"redis_url", "unix socket", NULL}},
     {"other scheme", "http://127.0.0.1:6379", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
-     {"redis_url", "\"http\"", NULL}},
+     {"redis_url", "must start with redis://", "\"http\""}},
     {"CR/LF in the host", "redis://bad\r\nInjected-Line=yes", secret_a, 25, NULL, NULL, 0,
      RL_ERANGE, {"redis_url", "byte 11 is 0x0d", NULL}},
     {"a tab in the host", "redis://bad\thost:6379", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
