@@ -649,7 +649,9 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     noscript|readonly|loading|busy|oom|auth|other"}, sync_connected
  *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
  *     rounds), sync_round_last_seconds, sync_round_max_seconds,
- *     sync_reports_last_round (gauges).
+ *     sync_reports_last_round (gauges); the node registry's fleet_nodes
+ *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge), and
+ *     log_dropped_total.
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,
