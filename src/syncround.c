@@ -194,6 +194,21 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
     /* acquire: pairs with a claimer's publish; see below. */
     if (l == NULL || atomic_load_explicit(&slot->ctrl, memory_order_acquire) != c)
         return; /* the occupant changed while the call was in flight */
+    if (s->split_fps != 0) {
+        /* A split fleet: the other secrets' nodes hold shares of their own
+         * keys, which this reply knows nothing of. At most an even split
+         * among every live node of the prefix, whatever the secret: each
+         * node also runs new keys and outages at rate / live, so the
+         * fleet as a whole stays within the limit until the split ends. */
+        /* relaxed: written by this thread. */
+        uint64_t live = atomic_load_explicit(&s->rl->fleet_nodes, memory_order_relaxed);
+        if (live > 1) {
+            uint64_t cap_q = RL_SHARE_ONE / live;
+            uint64_t cap_tokens = (l->p.normal.burst + live - 1) / live;
+            q = q < cap_q ? q : cap_q;
+            tokens = tokens < cap_tokens ? tokens : cap_tokens;
+        }
+    }
     /* The local interval: the global one divided by our fraction, rounded up
      * so the node never runs faster than its share. */
     uint64_t t_local = 0;
@@ -530,11 +545,11 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
         rl__sync_log(s, RL_LOG_ERROR,
                      "fleet split: %" PRIu64 " other key_secret fingerprint%s (%.16s%s) among "
                      "the live nodes of key_prefix \"%s\", this node's is %s: nodes with "
-                     "different secrets keep separate keys in Redis, so each enforces the "
-                     "whole limit; give every node the same key_secret (`ratelimit nodes` "
-                     "lists them)",
+                     "different secrets keep separate keys in Redis: until the split ends "
+                     "this node takes at most rate / %" PRIu64 " (every live node) of each "
+                     "key; give every node the same key_secret (`ratelimit nodes` lists them)",
                      others, others == 1 ? "" : "s", first->str, others > 1 ? ", ..." : "",
-                     rl->key_prefix, mine);
+                     rl->key_prefix, mine, live);
         s->split_logged_ms = now_ms;
     }
     s->split_fps = others;

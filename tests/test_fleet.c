@@ -511,6 +511,7 @@ static rl_t *open_node(const char *node, const char *prefix, const char *secret,
         /* A frozen clock would hold the degraded ramp at its start: no
          * ramp, so a degraded check is at the degraded share at once. */
         c.degrade_ramp_ms = 0;
+        c.key_ttl_ms = 600000; /* clock moves in the tests stay below it */
     }
     if (lc != NULL) {
         c.log = capture_hook;
@@ -695,6 +696,40 @@ START_TEST(pessimistic_share_uses_the_last_live_count)
 }
 END_TEST
 
+START_TEST(split_fleet_takes_an_even_split_at_most)
+{
+    /* Nodes a and b have different secrets: each is alone in its keyspace,
+     * so Redis would lease each the whole limit. Once they see the split,
+     * a takes at most rate / 2 of a key it alone uses, and so would b: the
+     * two stay within the limit together. Frozen clock, manual rounds; the
+     * clock is moved only to refill the bucket (less than key_ttl_ms, so
+     * the key keeps its slot and its share). */
+    rl_test_clock_t clk = {5000000000u, 0};
+    rl_t *a = open_node("even-a", "even", secret_a, 1, &clk, NULL);
+    rl_t *b = open_node("even-b", "even", secret_b, 1, &clk, NULL);
+    wait_ready(a);
+    wait_ready(b);
+    for (int r = 0; r < 50 && stats_of(a).fleet_split_fingerprints != 1; r++) {
+        step(a);
+        step(b);
+    }
+    ck_assert_uint_eq(stats_of(a).fleet_split_fingerprints, 1);
+    ck_assert_uint_eq(stats_of(a).fleet_nodes, 2);
+    int id = rl_test_add(a, "name=e rate=300/m burst=300");
+    /* Pre-sync: rate / 2 live nodes. */
+    ck_assert_int_eq(admitted_at_once(a, id, "k", 1000), 150);
+    /* Rounds: Redis answers a's demand with its whole keyspace's limit. */
+    for (int r = 0; r < 3; r++)
+        step(a);
+    rl_test_clock_advance(&clk, 70ull * 1000000000u); /* a full refill: 60 s */
+    int after = admitted_at_once(a, id, "k", 1000);
+    ck_assert_int_gt(after, 0);
+    ck_assert_int_le(after, 150);
+    rl_close(a);
+    rl_close(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fleet");
@@ -722,6 +757,7 @@ static Suite *suite(void)
     TCase *share = tcase_create("share");
     tcase_add_unchecked_fixture(share, start_redis, stop_redis);
     tcase_set_timeout(share, 90);
+    tcase_add_test(share, split_fleet_takes_an_even_split_at_most);
     tcase_add_test(share, pessimistic_share_uses_the_last_live_count);
     suite_add_tcase(s, share);
     return s;
