@@ -427,7 +427,9 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  * fingerprint of its key_secret (a keyed hash, never the secret) in the node
  * registry; a node that sees a live node of its key_prefix with another
  * fingerprint logs an error and counts it (rl_stats_t.fleet_split_rounds,
- * ratelimit_fleet_split_total), and `ratelimit nodes` shows the split.
+ * ratelimit_fleet_split_total), and `ratelimit nodes` shows the split;
+ * while it lasts, the node takes at most rate / (live nodes of the prefix,
+ * any secret) of each key, so the split fleet stays within the limit.
  * A key's pessimistic share (before its first sync, and the default
  * degraded_rate) is rate / the live node count the node last saw in the
  * registry; before it has seen one, rate / expected_nodes: set
