@@ -292,7 +292,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     rl->logger.node_id = rl->node_id;
     int synced = c.redis_url != NULL;
     rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, synced,
-                             rl->kh.mix[0]);
+                         rl->kh.mix[0]);
     if (rc != 0) {
         rl_close(rl);
         return rc;

@@ -502,6 +502,18 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
 
 /* ------------------------------------------------------ node registry */
 
+/* 16 hex digits, as rl__nodes_fp_text writes them: anything else in the
+ * fingerprint hash was not written by a node, and never reaches a log. */
+static int is_fingerprint(const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_STRING || e->len != 16)
+        return 0;
+    for (size_t i = 0; i < 16; i++)
+        if (!((e->str[i] >= '0' && e->str[i] <= '9') || (e->str[i] >= 'a' && e->str[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
 /* What a heartbeat's reply says of the fleet ({pruned, live, other
  * fingerprints...}, see syncnodes.h): the live count becomes the divisor of
  * the pessimistic shares, and another fingerprint is a split fleet, logged
@@ -522,7 +534,7 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
     uint64_t others = 0;
     const redisReply *first = NULL;
     for (size_t i = 2; i < reply->elements; i++)
-        if (reply->element[i]->type == REDIS_REPLY_STRING) {
+        if (is_fingerprint(reply->element[i])) {
             others++;
             first = first != NULL ? first : reply->element[i];
         }

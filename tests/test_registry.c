@@ -169,6 +169,7 @@ START_TEST(record_round_trips)
     in.rlimits = 2;
     in.rounds = UINT64_MAX;
     in.failed = 9;
+    rl__nodes_fp_text(UINT64_C(0x42ff57bcf12b6242), in.fp);
     char text[RL_NODES_RECORD_MAX + 32];
     int n = snprintf(text, sizeof text, "seen=77 ");
     int len = rl__nodes_format(&in, text + n, sizeof text - (size_t)n);
@@ -190,6 +191,15 @@ START_TEST(record_round_trips)
     ck_assert_uint_eq(out.rlimits, 2);
     ck_assert_uint_eq(out.rounds, UINT64_MAX);
     ck_assert_uint_eq(out.failed, 9);
+    ck_assert_str_eq(out.fp, "42ff57bcf12b6242");
+    /* A record without fp= (a node before 0.2) parses, with none. */
+    int m = snprintf(text, sizeof text, "seen=1 v=1 pid=2");
+    ck_assert_int_eq(rl__nodes_parse(text, (size_t)m, &out), 0);
+    ck_assert_str_eq(out.fp, "");
+    /* Only hex reaches the record: it stays one line of words. */
+    snprintf(in.fp, sizeof in.fp, "ab c\nd");
+    rl__nodes_format(&in, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, " fp=ab_c_d"));
 }
 END_TEST
 
