@@ -92,6 +92,8 @@ int main(void)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = url;
+    c.key_secret = "bench-health-secret-0123";
+    c.key_secret_len = 24;
     c.sync_interval_ms = 50;
     rl_t *rl = NULL;
     if ((rc = rl_open(&rl, &c)) != 0) {

@@ -51,6 +51,9 @@ int main(void)
         rl_config_t c;
         rl_config_init(&c);
         c.redis_url = url;
+        /* One fleet: every node shares the secret (else each had its own keys). */
+        c.key_secret = "bench-storm-secret-0123";
+        c.key_secret_len = 23;
         c.max_keys = 1024;
         c.sync_interval_ms = 100;
         if (rl_open(&nodes[i], &c) != 0) {

@@ -20,14 +20,10 @@
 
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
 {
-    if (s->rl->log == NULL)
-        return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    rl__logv(&s->rl->logger, level, fmt, ap);
     va_end(ap);
-    s->rl->log(s->rl->log_ud, level, line);
 }
 
 /* Jitter only, seeded per instance. */

@@ -352,6 +352,8 @@ START_TEST(open_with_wrong_or_right_password)
     redis_do("CONFIG SET requirepass sekrit");
     rl_config_t c;
     rl_config_init(&c);
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     char u[96];
     rl_t *rl = (rl_t *)1;
     /* Reachable, refuses us: a clear error from rl_open. */
@@ -382,6 +384,8 @@ START_TEST(nothing_listening)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = "redis://127.0.0.1:1";
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     c.sync_interval_ms = 50;
     rl_t *rl = NULL;
     uint64_t t0 = now_ns();

@@ -121,6 +121,11 @@ class Config(ctypes.Structure):
         ("recover_after_rounds", _u32),
         ("reconnect_max_ms", _u32),
         ("degrade_ramp_ms", _u32),
+        # appended fields: rl_open's message, the default log
+        ("err", ctypes.c_void_p),  # char *: a buffer the binding owns during rl_open
+        ("errlen", _size),
+        ("log_quiet", _u32),
+        ("reserved2", _u32),
     ]
 
 
@@ -220,6 +225,11 @@ class Stats(ctypes.Structure):
         ("sync_round_us_last", _u64),
         ("sync_round_us_max", _u64),
         ("sync_reports_last_round", _u64),
+        # appended fields: the fleet as the node registry shows it, the log
+        ("fleet_nodes", _u64),
+        ("fleet_split_rounds", _u64),
+        ("fleet_split_fingerprints", _u64),
+        ("log_dropped", _u64),
     ]
 
 
@@ -261,6 +271,8 @@ _PROTOTYPES = {
     "rl_close": (None, [_c_rl]),
     "rl_limit_init_sized": (None, [_P(Limit), _size]),
     "rl_limit_parse": (ctypes.c_int, [_P(Limit), ctypes.c_char_p, _P(ctypes.c_char), _size]),
+    "rl_limit_parse_sized": (ctypes.c_int, [_P(Limit), _size, ctypes.c_char_p,
+                                            _P(ctypes.c_char), _size]),
     "rl_limit_add": (ctypes.c_int, [_c_rl, _P(Limit)]),
     "rl_limit_update": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Limit)]),
     "rl_limit_remove": (ctypes.c_int, [_c_rl, ctypes.c_int]),
@@ -284,7 +296,7 @@ _PROTOTYPES = {
     "rl_version_hex": (_u32, []),
     "rl_metrics_text": (ctypes.c_int, [_c_rl, _P(ctypes.c_char), _size]),
 }
-_OPTIONAL = {"rl_metrics_text"}
+_OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized"}
 
 _libs: dict = {}
 _libs_lock = threading.Lock()
@@ -347,7 +359,8 @@ class RateLimitError(Exception):
 
     code: the number (e.g. -7); name: rl_err_name (e.g. "RL_ESPEC");
     message: rl_strerror; function: the C function that failed; detail: more
-    text when there is some (rl_limit_parse's message naming the bad word).
+    text when there is some (rl_limit_parse's message naming the bad word,
+    rl_open's naming the field and why).
     """
 
     def __init__(self, code: int, function: str, detail: Optional[str] = None,
@@ -417,7 +430,11 @@ def _parse(lib: _Lib, spec: Union[str, Limit]) -> Limit:
     lim = Limit()
     lib.rl_limit_init_sized(ctypes.byref(lim), ctypes.sizeof(lim))
     err = ctypes.create_string_buffer(256)
-    rc = lib.rl_limit_parse(ctypes.byref(lim), spec.encode("utf-8"), err, ctypes.sizeof(err))
+    if lib.rl_limit_parse_sized is not None:  # writes exactly this binding's struct size
+        rc = lib.rl_limit_parse_sized(ctypes.byref(lim), ctypes.sizeof(lim),
+                                      spec.encode("utf-8"), err, ctypes.sizeof(err))
+    else:
+        rc = lib.rl_limit_parse(ctypes.byref(lim), spec.encode("utf-8"), err, ctypes.sizeof(err))
     _check_rc(lib, rc, "rl_limit_parse", err.value.decode("utf-8", "replace"))
     return lim
 
@@ -483,10 +500,14 @@ KeyType = Union[bytes, bytearray, memoryview, str]
 
 class RateLimiter:
     """An instance (rl_t). redis_url None: local-only, a complete single-node
-    limiter; else the global tier syncs through Redis. The other arguments
-    are rl_config_t's fields (None: the library's default); key_secret is
-    bytes or str (>= 16 bytes, the same on every node of a fleet). log, if
-    given, is called as log(level, message) from the library's threads."""
+    limiter; else the global tier syncs through Redis, and key_secret is
+    required: bytes or str, 16..4096 bytes, the same on every node of a fleet
+    (nodes with different secrets keep separate keys: each would enforce the
+    whole limit). The other arguments are rl_config_t's fields (None: the
+    library's default). log, if given, is called as log(level, message) from
+    the library's threads; without it, warnings and errors go to stderr,
+    rate-limited, unless log_quiet=True. A bad argument raises
+    RateLimitError whose detail names the field and why (rl_open's message)."""
 
     def __init__(self, redis_url: Optional[str] = None, *,
                  node_id: Optional[str] = None,
@@ -503,6 +524,7 @@ class RateLimiter:
                  reconnect_max_ms: Optional[int] = None,
                  degrade_ramp_ms: Optional[int] = None,
                  log: Optional[Callable[[int, str], None]] = None,
+                 log_quiet: bool = False,
                  library: Optional[str] = None):
         self._rl = None
         self._lib = lib = load(library)
@@ -510,6 +532,13 @@ class RateLimiter:
         lib.rl_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
         if redis_url is not None:
             cfg.redis_url = redis_url.encode("utf-8")
+            if key_secret is None:
+                # The library refuses too (with this message); said here
+                # first so the error names the Python argument.
+                raise RateLimitError(RL_ERANGE, "rl_open",
+                                     "key_secret: required with a redis_url (every node of a "
+                                     "fleet must share it, or each node keeps its own keys "
+                                     "and the fleet admits the limit once per node)", lib)
         if node_id is not None:
             cfg.node_id = node_id.encode("utf-8")
         if key_prefix is not None:
@@ -542,8 +571,17 @@ class RateLimiter:
             # Kept referenced for the instance's life: C holds the pointer.
             self._log_cb = LOG_FN(_log)
             cfg.log = self._log_cb
+        err = ctypes.create_string_buffer(512)
+        # A library older than these fields would see a non-zero unknown
+        # tail (RL_ESIZE): rl_limit_parse_sized came with them.
+        if lib.rl_limit_parse_sized is not None:
+            cfg.log_quiet = 1 if log_quiet else 0
+            cfg.err = ctypes.cast(err, ctypes.c_void_p)
+            cfg.errlen = ctypes.sizeof(err)
         handle = _c_rl()
-        _check_rc(lib, lib.rl_open(ctypes.byref(handle), ctypes.byref(cfg)), "rl_open")
+        rc = lib.rl_open(ctypes.byref(handle), ctypes.byref(cfg))
+        cfg.err, cfg.errlen = None, 0  # the buffer is ours; nothing keeps it
+        _check_rc(lib, rc, "rl_open", err.value.decode("utf-8", "replace"))
         self._rl = handle
 
     # -------------------------------------------------------------- lifetime

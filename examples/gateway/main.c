@@ -314,13 +314,16 @@ static int open_instance(const options_t *o, rl_t **rl)
         cfg.key_secret = o->key_secret;
         cfg.key_secret_len = strlen(o->key_secret);
     }
+    char err[256] = "";
+    cfg.err = err; /* rl_open names the field at fault, and why */
+    cfg.errlen = sizeof err;
     int rc = rl_open(rl, &cfg);
     if (secret != NULL) {
         memset(secret, 0, cfg.key_secret_len); /* the instance keeps its own copy */
         free(secret);
     }
     if (rc < 0)
-        gw_log("rl_open: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+        gw_log("rl_open: %s (%s)", err[0] ? err : rl_strerror(rc), rl_err_name(rc));
     return rc;
 }
 
