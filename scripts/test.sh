@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build libratelimit with -Werror and run every test suite.
 #
 #   bash scripts/test.sh               build/       ctest (all Check suites,
@@ -69,7 +70,7 @@ build_dir=${RL_BUILD_DIR:-}
 ctest_args=()
 
 usage() {
-  sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '3,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [[ $# -gt 0 ]]; do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* redis_url parsing: redis://[[user]:password@]host[:port][/db]. Pure. */
 #ifndef RL_REDISURL_H
 #define RL_REDISURL_H

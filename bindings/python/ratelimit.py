@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ctypes binding for libratelimit (standard library only).
 
     from ratelimit import RateLimiter

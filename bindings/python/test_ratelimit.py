@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tests of the ctypes binding (unittest, standard library only).
 
     RL_LIBRARY=build/libratelimit.so python3 -m unittest bindings/python/test_ratelimit.py

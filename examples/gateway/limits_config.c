@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The limits file: parse, apply to an instance (all or nothing), match. */
 #include "limits_config.h"
 

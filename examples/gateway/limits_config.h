@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's limits file: which limits apply to which requests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_gateway: a small HTTP/1.1 API gateway on libuv that rate-limits by API
  * key (or client IP) and by endpoint with libratelimit. See README.md.

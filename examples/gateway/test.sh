@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The gateway as clients see it: curl for well-formed HTTP, raw bytes over
 # bash's /dev/tcp for what curl will not send.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's limits file: parsing with line-numbered errors, the match
  * bound, path matching, and limits_apply (state kept on update, all or

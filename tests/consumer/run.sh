@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Out-of-tree consumer test: install a libratelimit build into a temporary
 # prefix, then build tests/consumer/consumer.c against that install four ways,
 #   1. with pkg-config:  cc consumer.c $(pkg-config --cflags --libs ratelimit),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ratelimit check FILE: validate a limit spec file. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Manual pages, one per subcommand (ratelimit help CMD, ratelimit CMD --help). */
 #include <stdarg.h>
 #include <string.h>

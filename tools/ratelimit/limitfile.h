@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Limit spec files: one rl_limit_parse spec per line; blank lines and '#'
  * comments (whole-line or trailing) are skipped. Read by `check`, and by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The ratelimit tool end to end (ctest runs it as "cli"):
 #
 #   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
