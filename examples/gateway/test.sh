@@ -274,7 +274,7 @@ cat >"$tmp/limits.conf" <<'EOF'
 EOF
 kill -HUP "${gw_pid[local]}"
 check "bad reload: line-numbered errors" wait_log local "limits.conf:2: unknown scope"
-check "bad reload: line 3 too" wait_log local "limits.conf:3: bad limit spec"
+check "bad reload: line 3 too" wait_log local "limits.conf:3: rate: \"fast\""
 check "bad reload: old limits kept" wait_log local "keeping the 4 rules in force"
 r=$(curl -si -H 'X-API-Key: newcomer2' "$(url /a)")
 check "old config still in force" eq "$(header "$r" RateLimit-Policy)" '"per_client";q=10;w=3600'
