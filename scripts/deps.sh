@@ -21,6 +21,9 @@ PACKAGES=(
   redis-server
   valgrind
   python3
+  python3-pip
+  python3-setuptools
+  python3-wheel
   curl
 )
 
