@@ -24,6 +24,8 @@ PACKAGES=(
   python3-pip
   python3-setuptools
   python3-wheel
+  golang-go
+  golang-golang-x-time-dev
   curl
 )
 
