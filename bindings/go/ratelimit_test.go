@@ -4,6 +4,7 @@ package ratelimit
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,5 +222,16 @@ func TestCloseRacesChecks(t *testing.T) {
 func TestVersion(t *testing.T) {
 	if v := Version(); !strings.HasPrefix(v, "0.") {
 		t.Fatalf("Version() = %q", v)
+	}
+}
+
+// The module carries the project's license as a real file (module zips
+// drop symlinks), identical to the top-level one.
+func TestLicense(t *testing.T) {
+	ours, err1 := os.ReadFile("LICENSE")
+	top, err2 := os.ReadFile("../../LICENSE")
+	if err1 != nil || err2 != nil || string(ours) != string(top) ||
+		!strings.HasPrefix(string(ours), "MIT License") {
+		t.Fatalf("bindings/go/LICENSE differs from LICENSE (%v, %v)", err1, err2)
 	}
 }
