@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_bench_health: rl_check latency while Redis is healthy vs while it is
  * stopped (SIGSTOP: the instance is degraded), in one run. The check path

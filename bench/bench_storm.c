@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_bench_storm: 50 instances in one process lose Redis at once (SIGKILL),
  * and it comes back empty on the same port 2 s later. When does each

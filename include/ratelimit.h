@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libratelimit: an embeddable, two-tier, distributed rate limiter.
  *

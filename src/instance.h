@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The instance (rl_t) and the checks every public entry point shares. */
 #ifndef RL_INSTANCE_H
 #define RL_INSTANCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Key identity: a keyed 128-bit hash of the key bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The limit registry: a fixed array of limit slots allocated at rl_open.
  *

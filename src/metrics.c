@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_metrics_text: an instance's counters in the Prometheus text exposition
  * format, version 0.0.4 (the format every Prometheus-compatible scraper

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_limit_parse: the text form of a limit ("name=api rate=100/s burst=200").
  *

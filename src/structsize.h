@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ABI struct versioning: a struct starts with its size. This library accepts
  * a size from the oldest layout it supports up to any larger one whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sync thread: its own libuv loop, a hiredis async connection attached
  * with hiredis's libuv adapter, a jittered round timer, and deadlines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals shared by sync.c (thread, connection) and syncround.c (rounds). */
 #ifndef RL_SYNCINT_H
 #define RL_SYNCINT_H

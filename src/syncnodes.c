@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The node registry's record: format and parse (see syncnodes.h). Pure. */
 #include <ctype.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fleet's node registry: each node's sync thread writes a heartbeat
  * record once per round (src/lua/nodes.lua, pipelined with the round's other

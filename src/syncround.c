@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One sync round (sync thread only): harvest the slots checkers marked,
  * decide which keys report, send one script call per (limit, virtual shard),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public API's contract: bad inputs, errors, versions, struct sizes,
  * config ranges, out-of-memory, check_multi, fork. */
 #include <pthread.h>

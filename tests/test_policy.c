@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The policy layer against real Redis faults: while Redis is out, each
  * limit does what its on_failure says; detection and recovery are measured
  * in rounds; afterwards Redis's totals equal what the nodes admitted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The node registry (src/syncnodes.h, src/lua/nodes.lua) against a real
  * redis-server: each sync round writes one heartbeat per node, a clean
  * rl_close removes it, stale entries are pruned a bounded batch at a time,

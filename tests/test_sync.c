@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The global tier against a real redis-server: several nodes (instances) in
  * one process share one limit through Redis. */
 #include <hiredis/hiredis.h>

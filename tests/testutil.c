@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>

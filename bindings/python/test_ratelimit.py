@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tests of the ctypes binding (unittest, standard library only).
 
     RL_LIBRARY=build/libratelimit.so python3 -m unittest bindings/python/test_ratelimit.py
@@ -22,8 +23,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import ratelimit as rlm  # noqa: E402  (after the path tweak)
-from ratelimit import RateLimiter, RateLimitError  # noqa: E402
+import libratelimit.binding as rlm  # noqa: E402  (after the path tweak)
+from libratelimit import RateLimiter, RateLimitError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

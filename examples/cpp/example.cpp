@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // libratelimit from C++17: a small RAII wrapper over the C API, then a few
 // checks and the response headers of a denial.
 //

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The fleet's node registry: one node's heartbeat, once per sync round,
 -- pipelined with the round's reports (src/syncnodes.h has the data model).
 -- The build prepends share.lua; nothing here uses it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ratelimit bench: a quick figure for the hot path on this machine. ns per
  * rl_check for one hot key and for N random keys, each against a floor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ratelimit nodes: the nodes of a fleet, from the node registry. */
 #include <inttypes.h>
 #include <stdlib.h>

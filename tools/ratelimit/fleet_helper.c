@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_cli_fleet: a fleet of N nodes (rl_t instances, one process) sharing one
  * limit through Redis, for tools/ratelimit/test.sh to inspect while it runs.

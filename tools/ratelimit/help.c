@@ -1,4 +1,10 @@
+/* SPDX-License-Identifier: MIT */
 /* Manual pages, one per subcommand (ratelimit help CMD, ratelimit CMD --help). */
+/* Where `cmake --install` puts the docs pages (CMake sets it). */
+#ifndef RL_CLI_DOCDIR
+#define RL_CLI_DOCDIR "/usr/local/share/doc/ratelimit"
+#endif
+
 #include <stdarg.h>
 #include <string.h>
 #include "cli.h"
@@ -16,7 +22,7 @@ static const char tool_page[] =
     "    ratelimit help [COMMAND] | --help | --version\n"
     "\n"
     "DESCRIPTION\n"
-    "    check    validate a file of limit specs (one rl_limit_parse spec per line)\n"
+    "    check    validate a limits file (limits-file.md in the docs below)\n"
     "    inspect  what Redis holds for one key of one limit: each node's demand,\n"
     "             counters and share, and the key's global usage\n"
     "    nodes    the live nodes of a fleet, from the node registry\n"
@@ -35,22 +41,27 @@ static const char tool_page[] =
     "    3  Redis unreachable, refused the credentials or answered an error;\n"
     "       or the tool itself failed (out of memory)\n"
     "\n"
-    "    Full reference: docs/cli.md.\n";
+    "    Full reference: " RL_CLI_DOCDIR "/cli.md, installed with the\n"
+    "    library (docs/cli.md in the source tree); the limits-file format:\n"
+    "    " RL_CLI_DOCDIR "/limits-file.md.\n";
 
 static const char check_page[] =
     "NAME\n"
-    "    ratelimit check - validate a limit spec file\n"
+    "    ratelimit check - validate a limits file\n"
     "\n"
     "SYNOPSIS\n"
     "    ratelimit [--json] check [--quiet] FILE\n"
     "\n"
     "DESCRIPTION\n"
-    "    Reads FILE: one limit spec per line, as rl_limit_parse takes it\n"
-    "    (\"name=api rate=100/s burst=200 mode=global on_failure=local\").\n"
+    "    Reads FILE in the limits-file format every reader shares (the gateway\n"
+    "    example's too): one rule per line, either a limit spec as\n"
+    "    rl_limit_parse takes it (\"name=api rate=100/s burst=200\"), or\n"
+    "    PATTERN SCOPE SPEC (\"/search client name=search rate=5/s\").\n"
     "    Blank lines and comments (from '#' to the end of the line) are skipped.\n"
-    "    Each spec is parsed, then added to a local-only instance, so anything\n"
+    "    Each rule is parsed, then added to a local-only instance, so anything\n"
     "    rl_limit_add refuses is found too: duplicate names (RL_EEXIST), more\n"
-    "    than RL_MAX_LIMITS limits (RL_ELIMITS).\n"
+    "    than RL_MAX_LIMITS limits (RL_ELIMITS), a path matching more than\n"
+    "    RL_MULTI_MAX rules (RL_ERANGE).\n"
     "\n"
     "    Every problem is one line on stdout, compiler style:\n"
     "        FILE:LINE: error: MESSAGE (RL_ECODE)\n"
@@ -62,7 +73,8 @@ static const char check_page[] =
     "OUTPUT (--json)\n"
     "    {ok, file, valid, limit_count, error_count,\n"
     "     limits: [{line, name, rate: {count, period_ms, text}, burst, mode,\n"
-    "               on_failure, degraded_rate, shadow, max_keys}],\n"
+    "               on_failure, degraded_rate, shadow, max_keys,\n"
+    "               route: null | {pattern, scope}}],\n"
     "     errors: [{line, code, message}]}\n"
     "\n"
     "EXIT STATUS\n"
@@ -107,7 +119,7 @@ static const char inspect_page[] =
     "    --secret-file F    the fleet's key_secret: every byte of F (a trailing\n"
     "                       newline counts); 16..4096 bytes\n"
     "    --secret HEX       the key_secret in hex\n"
-    "    --limits FILE      a spec file (see check) that defines LIMIT\n"
+    "    --limits FILE      a limits file (see check) that defines LIMIT\n"
     "    --key-hex          KEY is hex (binary keys)\n"
     "\n"
     "OUTPUT (--json)\n"

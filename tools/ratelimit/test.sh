@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The ratelimit tool end to end (ctest runs it as "cli"):
 #
 #   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
@@ -205,6 +206,28 @@ run check_no_file 2 -- check
 run check_two_files 2 -- check a b
 printf '' >"$work/empty.conf"
 run check_empty 0 -- check "$work/empty.conf"
+# One format: the gateway's own file (PATTERN SCOPE SPEC) is valid here,
+# with each rule's route in the JSON; bad routes get their lines and codes.
+gateway_conf=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/gateway" && pwd)/limits.conf
+run check_gateway_file 0 -- check "$gateway_conf"
+has check_gateway_file out "OK, 6 limits"
+run check_gateway_json 0 -- --json check "$gateway_conf"
+py check_gateway_json "the gateway's limits.conf, with routes" \
+  'd["valid"] and d["limit_count"] == 6 and
+   d["limits"][0]["route"] == {"pattern": "*", "scope": "client"} and
+   d["limits"][2]["route"] == {"pattern": "/search", "scope": "shared"} and
+   d["limits"][2]["name"] == "search_total"'
+printf '%s\n' \
+  'name=plain rate=1/s' \
+  '/api/* client name=api rate=10/s' \
+  '/x nobody name=x rate=1/s' \
+  'search client name=y rate=1/s' \
+  '/z client' >"$work/routes.conf"
+run check_routes 1 -- --json check "$work/routes.conf"
+py check_routes "both forms in one file; route errors by line" \
+  'd["limit_count"] == 2 and d["limits"][0]["route"] is None and
+   d["limits"][1]["route"] == {"pattern": "/api/*", "scope": "client"} and
+   [(e["line"], e["code"]) for e in d["errors"]] == [(3, "RL_ESPEC"), (4, "RL_ESPEC"), (5, "RL_ESPEC")]'
 
 # ------------------------------------------------------- fleet: inspect, nodes
 # A second key with bytes JSON must escape or cannot hold as they are: a
