@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_bench: the cost of rl_check, against baselines run in the same process.
  *

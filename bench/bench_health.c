@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_bench_health: rl_check latency while Redis is healthy vs while it is
  * stopped (SIGSTOP: the instance is degraded), in one run. The check path
@@ -92,6 +93,8 @@ int main(void)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = url;
+    c.key_secret = "bench-health-secret-0123";
+    c.key_secret_len = 24;
     c.sync_interval_ms = 50;
     rl_t *rl = NULL;
     if ((rc = rl_open(&rl, &c)) != 0) {

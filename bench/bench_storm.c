@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_bench_storm: 50 instances in one process lose Redis at once (SIGKILL),
  * and it comes back empty on the same port 2 s later. When does each
@@ -51,6 +52,9 @@ int main(void)
         rl_config_t c;
         rl_config_init(&c);
         c.redis_url = url;
+        /* One fleet: every node shares the secret (else each had its own keys). */
+        c.key_secret = "bench-storm-secret-0123";
+        c.key_secret_len = 23;
         c.max_keys = 1024;
         c.sync_interval_ms = 100;
         if (rl_open(&nodes[i], &c) != 0) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Baseline (b) of rl_bench: the obvious rate limiter a team would write
  * first. One pthread mutex around an open-addressing hash map keyed by XXH3

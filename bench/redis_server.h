@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A throwaway redis-server for baseline (d) of rl_bench: a free loopback
  * port, no persistence, stopped by PID at exit and on fatal signals.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Baseline (d) of rl_bench: the centralized design's per-request atomic
 -- token bucket. One EVALSHA per request; Redis runs it atomically, so the
 -- read-refill-charge-write below needs no other coordination.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Embed Redis scripts into the library: each script is share.lua (the share
 # rule's Lua mirror) followed by the script's own file, as a C string.
 # Usage: rl_embed_lua(<output.c> <script.lua>...)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_demo_global: the global tier at work. Several nodes share one limit
  * through Redis, in real time.

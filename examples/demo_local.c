@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_demo: the local tier at work, using only the public API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libratelimit: an embeddable, two-tier, distributed rate limiter.
  *
@@ -167,7 +168,16 @@ typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
  * Log hook: one line, no trailing newline. Called from the thread where the
  * event happens (the sync thread for Redis events), never once per request,
  * never while the library holds a lock the caller could need. Do not call
- * back into the library from it. Must outlive the instance.
+ * back into the library from it. Must outlive the instance. A hook gets
+ * every level and is never rate-limited: it filters as it likes.
+ *
+ * With no hook (rl_config_t.log NULL), warnings and errors go to stderr, one
+ * line each, as one write(2):
+ *   libratelimit: WARN [node_id] sync: cannot connect to 10.0.0.7:6379: ...
+ * (levels ERROR and WARN; INFO and DEBUG are not written). The lines are
+ * rate-limited per instance, a burst of 10 then one every 6 s: a line
+ * after some were dropped says how many; rl_stats_t.log_dropped counts them.
+ * To silence it, set rl_config_t.log_quiet to 1, or set a hook that discards.
  */
 typedef void (*rl_log_fn)(void *ud, int32_t level, const char *msg);
 
@@ -181,7 +191,8 @@ typedef struct rl_config {
     uint32_t expected_nodes;   /* pre-sync share divisor, >= 1; default 1 */
     uint64_t key_ttl_ms;       /* a full, idle synced key keeps its slot this long
                                   before reclaim; default 60000 */
-    rl_log_fn log;             /* NULL: no logging */
+    rl_log_fn log;             /* NULL: warnings and errors to stderr,
+                                  rate-limited (see rl_log_fn; log_quiet) */
     void *log_ud;
     rl_allocator_t allocator;  /* all NULL: malloc-based */
     rl_clock_fn clock;         /* NULL: the built-in vDSO clocks */
@@ -191,9 +202,9 @@ typedef struct rl_config {
     uint32_t reserved0;           /* must be zero */
     uint64_t clock_coarse_tick_ns; /* tick of the coarse source; 0: measured
                                       (clock_getres), or 4 ms with a user clock */
-    const void *key_secret;       /* >= 16 bytes shared by the fleet, keys the
-                                     key hash; NULL: random (only right for a
-                                     single node: nodes must share it) */
+    const void *key_secret;       /* 16..4096 bytes shared by the fleet, keys
+                                     the key hash. Required with a redis_url;
+                                     NULL when local-only: random */
     size_t key_secret_len;
     const char *key_prefix;       /* Redis key prefix, [A-Za-z0-9_.:-]{1,32};
                                      NULL: "rl". Fleets sharing a Redis differ here */
@@ -212,6 +223,15 @@ typedef struct rl_config {
     uint32_t recover_after_rounds;
     uint32_t reconnect_max_ms;
     uint32_t degrade_ramp_ms;
+    /* --- appended fields: rl_open's message, the default log --- */
+    char *err;          /* when non-NULL and errlen > 0, rl_open writes a
+                           NUL-terminated message here: on error, the field at
+                           fault and why (e.g. "key_secret: 5 bytes; ..."); on
+                           success, "". Used only during rl_open. */
+    size_t errlen;
+    uint32_t log_quiet; /* with no log hook: 0 (default) writes warnings and
+                           errors to stderr, rate-limited; non-zero: nothing */
+    uint32_t reserved2; /* must be zero */
 } rl_config_t;
 
 /* rl_stats_t.health */
@@ -334,6 +354,17 @@ typedef struct rl_stats_s {
     uint64_t sync_round_us_last;
     uint64_t sync_round_us_max;
     uint64_t sync_reports_last_round; /* key reports of the last round */
+    /* --- appended fields: the fleet as the node registry shows it, and the
+     * default log (all 0 when local-only) --- */
+    uint64_t fleet_nodes;        /* live nodes of this key_prefix at the last
+                                    registry heartbeat, this one included;
+                                    0: none seen yet */
+    uint64_t fleet_split_rounds; /* heartbeats that saw a live node of this
+                                    key_prefix with another key_secret
+                                    fingerprint: a split fleet */
+    uint64_t fleet_split_fingerprints; /* other fingerprints live at the last
+                                    heartbeat: non-zero while split */
+    uint64_t log_dropped;        /* stderr log lines the rate limit dropped */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
@@ -383,24 +414,40 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  * check path uses is allocated here, once; rl_check never allocates. The
  * config is copied: its strings may be freed after return.
  * Thread-safe: instances are independent; the library has no global state.
- * Errors (*out is set to NULL on every error):
+ * Errors (*out is set to NULL on every error; when cfg->err is set, it
+ * receives a message naming the field and why, "" on success):
  *   RL_EINVAL  out is NULL
  *   RL_ESIZE   cfg->size unknown, or a non-zero unknown tail
  *   RL_ERANGE  a field out of the range its comment gives (sync_interval_ms,
  *              max_keys, expected_nodes, key_ttl_ms, max_limits,
- *              clock_coarse_tick_ns, key_secret/key_secret_len (>= 16 bytes),
- *              demand_alpha_pct, the health fields), only one of
+ *              clock_coarse_tick_ns, key_secret/key_secret_len (16..4096
+ *              bytes), demand_alpha_pct, the health fields), only one of
  *              allocator.alloc/free set, a reserved field non-zero
- *   RL_ERANGE  also: a malformed redis_url, node_id or key_prefix
+ *   RL_ERANGE  also: a redis_url without a key_secret; a malformed redis_url
+ *              (only redis://[[user]:password@]host[:port][/db] is accepted:
+ *              no rediss:// (TLS), no unix socket; the host is letters,
+ *              digits, '.', '-', '_'; no control byte or space anywhere), a
+ *              malformed node_id or key_prefix
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
  * With a redis_url, a sync thread is started (every signal blocked in it).
  * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
  * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
- * not: the instance opens degraded and keeps trying (with backoff). Until a
- * key's first sync it runs at rate / expected_nodes. All nodes of a fleet must use the same key_secret
- * (and key_prefix) so they name keys alike.
+ * not: the instance opens degraded, logs it, and keeps trying (with backoff).
+ *
+ * A fleet is the set of nodes sharing redis_url, key_prefix and key_secret:
+ * they name keys alike, so they share limits. Each node publishes a
+ * fingerprint of its key_secret (a keyed hash, never the secret) in the node
+ * registry; a node that sees a live node of its key_prefix with another
+ * fingerprint logs an error and counts it (rl_stats_t.fleet_split_rounds,
+ * ratelimit_fleet_split_total), and `ratelimit nodes` shows the split;
+ * while it lasts, the node takes at most rate / (live nodes of the prefix,
+ * any secret) of each key, so the split fleet stays within the limit.
+ * A key's pessimistic share (before its first sync, and the default
+ * degraded_rate) is rate / the live node count the node last saw in the
+ * registry; before it has seen one, rate / expected_nodes: set
+ * expected_nodes to the fleet's size for a cold start.
  */
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 
@@ -436,7 +483,7 @@ RL_EXTERN void rl_close(rl_t *rl);
  * working, and the memory goes with the last of them.
  * An unrelated process cannot attach (there is no name to attach by), and
  * the global tier is not built for shared instances yet.
- * Errors: those of rl_open, and
+ * Errors (with cfg->err's message, as rl_open): those of rl_open, and
  *   RL_ENOTSUP  cfg->redis_url set (a shared instance is local-only), or
  *               cfg->allocator set (the shared mapping is the allocator)
  *   RL_ENOMEM   the mapping could not be created
@@ -468,6 +515,20 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * RL_EMODE.
  */
 RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen);
+
+/*
+ * rl_limit_parse into a struct of `size` bytes (the caller's sizeof; FFI
+ * callers pass their own struct size), as rl_limit_init_sized sizes it:
+ * size bytes are zeroed, out->size = size, and the fields that fit are set.
+ * rl_limit_parse itself writes the 0.1 layout of rl_limit_t (128 bytes on
+ * LP64), whatever the header a caller was built with; a caller whose
+ * rl_limit_t may be newer uses this form: rl_limit_parse_sized(&lim,
+ * sizeof lim, spec, err, sizeof err). Thread-safe.
+ * Errors: those of rl_limit_parse, and RL_ESIZE for a size smaller than the
+ * 0.1 layout (out untouched).
+ */
+RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
+                                   size_t errlen);
 
 /*
  * Add a limit; returns its id (>= 0). Ids are never reused for a different
@@ -642,7 +703,9 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     noscript|readonly|loading|busy|oom|auth|other"}, sync_connected
  *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
  *     rounds), sync_round_last_seconds, sync_round_max_seconds,
- *     sync_reports_last_round (gauges).
+ *     sync_reports_last_round (gauges); the node registry's fleet_nodes
+ *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge), and
+ *     log_dropped_total.
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,

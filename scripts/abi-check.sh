@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # ABI check of the shared library against the committed baseline.
 #
 #   bash scripts/abi-check.sh            compare with abi/<soname>.abi and,
@@ -25,7 +26,7 @@ update=0
 case "${1:-}" in
   "") ;;
   --update) update=1 ;;
-  -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "abi-check.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
 esac
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fail unless docs/api.md and docs/man/ratelimit.3 are what
 # scripts/gen-api-docs.py makes of include/ratelimit.h today: the committed
 # API reference must never lag the header it documents. Regenerates into a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fail unless README.md's quickstart (the first ```c block after the
 # "## Quickstart" heading) is examples/quickstart.c, byte for byte. Run by
 # ctest as example_readme_quickstart.

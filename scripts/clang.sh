@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Print the path of a clang that can build and link a program with the
 # sanitizer flags given, installing Debian 12's clang 14 when none can.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build libratelimit and run a demo:
 #
 #   bash scripts/demo.sh                     the global tier: nodes sharing one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the Debian 12 packages libratelimit needs to build, test and run its
 # demo, when any is missing (RL_WITH_NGINX=1: also nginx, nginx-dev and wrk). Idempotent: silent (and no network, no root
 # needed) when everything is already installed. Run as root otherwise.
@@ -20,6 +21,11 @@ PACKAGES=(
   redis-server
   valgrind
   python3
+  python3-pip
+  python3-setuptools
+  python3-wheel
+  golang-go
+  golang-golang-x-time-dev
   curl
 )
 # The nginx module (scripts/test.sh --nginx, -DRL_BUILD_NGINX=ON): nginx's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Whole-process clock jumps under libfaketime: test_hardening's faketime test
 # case (RL_FAKETIME=1), which re-runs the suite binary as a checker with
 # libfaketime preloaded, steps CLOCK_MONOTONIC back 1 h and forward 1 h
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
       shift
       ;;
     --build-dir=*) build_dir=${1#--build-dir=} ;;
-    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "faketime-test.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

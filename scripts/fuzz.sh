@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build the libFuzzer targets in tests/fuzz/ and run each for a while.
 #
 #   bash scripts/fuzz.sh              every target for 10 s (the CI smoke run)

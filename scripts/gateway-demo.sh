@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The HTTP gateway example (examples/gateway) as a fleet:
 #
 #   bash scripts/gateway-demo.sh                 12 s of load
@@ -26,7 +27,7 @@ seconds=12
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift ;;
-    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gateway-demo.sh: unknown option: $1" >&2; exit 2 ;;
   esac
   shift

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate the API reference from include/ratelimit.h.
 
     python3 scripts/gen-api-docs.py              write docs/api.md and
@@ -213,6 +214,8 @@ def parse_header(text):
             continue
         if s.startswith("/*"):
             raw, i = read_comment(i)
+            if re.match(r"^/\*\s*SPDX-License-Identifier:[^*]*\*/$", raw.strip()):
+                continue  # the license tag, not documentation
             divider = re.match(r"^/\*\s*-{3,}\s*(\w+)\s*\*/$", raw.strip())
             if divider:
                 section = divider.group(1)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build libratelimit with -Werror and run every test suite.
 #
 #   bash scripts/test.sh               build/       ctest (all Check suites,
@@ -72,7 +73,7 @@ build_dir=${RL_BUILD_DIR:-}
 ctest_args=()
 
 usage() {
-  sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '3,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [[ $# -gt 0 ]]; do
@@ -231,9 +232,11 @@ run_valgrind() {
   if [[ -f $root/tests/valgrind.supp ]]; then
     vg_supp=("--suppressions=$root/tests/valgrind.supp")
   fi
-  # The library's suites, and the gateway example's (its parser and limits
-  # file: pure code, where memcheck earns its keep).
-  for t in "$build_dir"/tests/test_* "$build_dir"/examples/gateway/test_gateway_*; do
+  # The library's suites, the gateway example's (its parser and limits
+  # file) and the shared limits-file parser's: pure code, where memcheck
+  # earns its keep.
+  for t in "$build_dir"/tests/test_* "$build_dir"/examples/gateway/test_gateway_* \
+           "$build_dir"/tools/limitsfile/test_*; do
     [[ -f $t && -x $t ]] || continue
     name=$(basename "$t")
     if [[ ${RL_VALGRIND_ALL:-0} != 1 && ( $name == *concurrency* || $name == *stress* ) ]]; then

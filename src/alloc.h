@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-instance allocation through the caller's hooks (never process-global ones). */
 #ifndef RL_ALLOC_H
 #define RL_ALLOC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The limit-management entry points: validation, then the registry. */
 #include "instance.h"
 #include "structsize.h"

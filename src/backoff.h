@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Reconnect backoff: capped exponential, jittered. While base x 2^n is below
  * the cap, attempt n waits a uniformly random time in [0, base x 2^n] (full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Bucket math: GCRA (the virtual-scheduling form of a token bucket) on one
  * 64-bit word. Pure functions, no I/O, no threads, tested directly.

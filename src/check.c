@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hot path: rl_check, rl_refund, rl_check_multi.
  * No lock, no allocation, no system call but the clock, no network wait.

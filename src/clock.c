@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "clock.h"
 
 static uint64_t builtin_coarse_tick(void)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Instance time: monotonic, in bucket fixed point (1/16 ns), starting at one
  * second when the instance opens and saturating at RL_NOW_FP_MAX.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error messages into a caller's buffer, for functions that explain failures. */
 #ifndef RL_ERRBUF_H
 #define RL_ERRBUF_H

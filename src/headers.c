@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_headers: render a decision as HTTP response header lines.
  *

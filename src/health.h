@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Instance health, decided by the sync thread and read by every check with
  * one atomic load: healthy -> degraded -> recovering -> healthy.

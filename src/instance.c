@@ -1,10 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include "instance.h"
 #include "alloc.h"
+#include "errbuf.h"
 #include "structsize.h"
 #include "shared.h"
 #include "limitdef.h"
@@ -44,48 +47,113 @@ void rl_limit_init_sized(rl_limit_t *lim, size_t size)
     lim->size = size;
 }
 
-static int validate_config(const rl_config_t *c)
+/* The first byte of s (at most cap bytes) outside [A-Za-z0-9_.:-], as a
+ * message tail naming its position; "" when the length is what is wrong. */
+static void name_fault(const char *s, size_t cap, char *buf, size_t len)
 {
-    int rc = rl__struct_ok(c, c->size, RL_CONFIG_SIZE_MIN, sizeof *c);
-    if (rc != 0)
-        return rc;
-    if (c->sync_interval_ms < 50 || c->sync_interval_ms > 200)
-        return RL_ERANGE;
-    if (c->max_keys < 16 || c->max_keys > (UINT32_C(1) << 28))
-        return RL_ERANGE;
-    if (c->expected_nodes < 1 || c->expected_nodes > 100000)
-        return RL_ERANGE;
-    if (c->key_ttl_ms < 1000 || c->key_ttl_ms > UINT64_C(86400000) * 30)
-        return RL_ERANGE;
-    if (c->max_limits < 1 || c->max_limits > RL_MAX_LIMITS)
-        return RL_ERANGE;
-    if (c->reserved0 != 0 || c->reserved1 != 0)
-        return RL_ERANGE;
-    if (c->demand_alpha_pct < 1 || c->demand_alpha_pct > 100)
-        return RL_ERANGE;
-    if (c->degrade_after_failures < 1 || c->degrade_after_failures > 100 ||
-        c->recover_after_rounds < 1 || c->recover_after_rounds > 100)
-        return RL_ERANGE;
-    if (c->reconnect_max_ms < 10 || c->reconnect_max_ms > 60000 ||
-        c->degrade_ramp_ms > 3600000)
-        return RL_ERANGE;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (; n < cap && s[n] != '\0'; n++) {
+        char one[2] = {s[n], '\0'};
+        if (!rl__name_valid(one, 2)) {
+            snprintf(buf, len, " (byte %zu is 0x%02x)", n, (unsigned)(unsigned char)s[n]);
+            return;
+        }
+    }
+    snprintf(buf, len, " (%s)", n == 0 ? "empty" : "too long");
+}
+
+static int bad_name(const char *field, const char *s, size_t cap, char *err, size_t errlen)
+{
+    char why[48];
+    name_fault(s, cap, why, sizeof why);
+    return rl__errf(err, errlen, RL_ERANGE, "%s: must be 1..%zu bytes of [A-Za-z0-9_.:-]%s",
+                    field, cap - 1, why);
+}
+
+/* A uint32/uint64 field outside [lo, hi]: the message names it. */
+#define RANGE(field, lo, hi)                                                                   \
+    do {                                                                                       \
+        uint64_t v_ = c->field, lo_ = (lo);                                                    \
+        if (v_ < lo_ || v_ > (uint64_t)(hi))                                                   \
+            return rl__errf(err, errlen, RL_ERANGE, #field ": %llu is outside %llu..%llu",     \
+                            (unsigned long long)v_, (unsigned long long)lo_,                   \
+                            (unsigned long long)(hi));                                         \
+    } while (0)
+
+static int validate_config(const rl_config_t *c, char *err, size_t errlen)
+{
+    RANGE(sync_interval_ms, 50, 200);
+    RANGE(max_keys, 16, UINT32_C(1) << 28);
+    RANGE(expected_nodes, 1, 100000);
+    RANGE(key_ttl_ms, 1000, UINT64_C(86400000) * 30);
+    RANGE(max_limits, 1, RL_MAX_LIMITS);
+    RANGE(demand_alpha_pct, 1, 100);
+    RANGE(degrade_after_failures, 1, 100);
+    RANGE(recover_after_rounds, 1, 100);
+    RANGE(reconnect_max_ms, 10, 60000);
+    RANGE(degrade_ramp_ms, 0u, 3600000);
+    RANGE(clock_coarse_tick_ns, 0u, 1000000000);
+    if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
+        return rl__errf(err, errlen, RL_ERANGE, "reserved%d: must be zero",
+                        c->reserved0 != 0 ? 0 : c->reserved1 != 0 ? 1 : 2);
     if ((c->allocator.alloc == NULL) != (c->allocator.free == NULL))
-        return RL_ERANGE;
-    if (c->key_secret == NULL ? c->key_secret_len != 0
-                              : (c->key_secret_len < 16 || c->key_secret_len > 4096))
-        return RL_ERANGE;
-    if (c->clock_coarse_tick_ns > UINT64_C(1000000000))
-        return RL_ERANGE;
+        return rl__errf(err, errlen, RL_ERANGE, "allocator: alloc and free must both be set, "
+                        "or both NULL");
+    if (c->key_secret == NULL && c->key_secret_len != 0)
+        return rl__errf(err, errlen, RL_ERANGE, "key_secret: NULL, but key_secret_len is %zu",
+                        c->key_secret_len);
+    if (c->key_secret != NULL && (c->key_secret_len < 16 || c->key_secret_len > 4096))
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "key_secret: %zu bytes (key_secret_len); a fleet's secret is 16..4096 "
+                        "bytes of high-entropy data",
+                        c->key_secret_len);
     if (c->node_id != NULL && !rl__name_valid(c->node_id, 65))
-        return RL_ERANGE;
+        return bad_name("node_id", c->node_id, 65, err, errlen);
     if (c->key_prefix != NULL && !rl__name_valid(c->key_prefix, 33))
-        return RL_ERANGE;
+        return bad_name("key_prefix", c->key_prefix, 33, err, errlen);
     if (c->redis_url != NULL) {
         rl_redisurl_t u;
-        if (rl__redisurl_parse(c->redis_url, &u, NULL, 0) != 0)
-            return RL_ERANGE;
+        int rc = rl__redisurl_parse(c->redis_url, &u, err, errlen);
+        if (rc != 0)
+            return rc;
+        /* A random per-node secret would give each node its own keys in
+         * Redis: a fleet of N admitting N times the limit, silently. */
+        if (c->key_secret == NULL)
+            return rl__errf(err, errlen, RL_ERANGE,
+                            "key_secret: required with a redis_url (every node of a fleet must "
+                            "share it, or each node keeps its own keys and the fleet admits "
+                            "the limit once per node)");
     }
     return 0;
+}
+#undef RANGE
+
+/* The caller's config, of its own size, over the defaults; *err and
+ * *errlen get its message buffer when its layout has one. */
+static int config_copy(rl_config_t *c, const rl_config_t *cfg, char **err, size_t *errlen)
+{
+    rl_config_init(c);
+    if (cfg == NULL)
+        return 0;
+    if (cfg->size >= offsetof(rl_config_t, errlen) + sizeof cfg->errlen) {
+        *err = cfg->err;
+        *errlen = cfg->errlen;
+        if (*err != NULL && *errlen > 0)
+            (*err)[0] = '\0';
+    }
+    int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof *cfg);
+    /* Layouts end between fields only at the 0.1 size: any other size short
+     * of ours would cut a field (a pointer) in two. */
+    if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size < sizeof *cfg)
+        rc = RL_ESIZE;
+    if (rc != 0)
+        return rl__errf(*err, *errlen, rc,
+                        "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, or "
+                        "larger with the unknown tail zero)",
+                        cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN, sizeof *cfg);
+    memcpy(c, cfg, cfg->size < sizeof *c ? cfg->size : sizeof *c);
+    return validate_config(c, *err, *errlen);
 }
 
 static size_t dirty_bytes(const rl_table_t *t) { return (t->nslots + 63) / 64 * sizeof(uint64_t); }
@@ -158,20 +226,34 @@ void rl_close(rl_t *rl)
 
 int rl_open(rl_t **out, const rl_config_t *cfg) { return rl__open(out, cfg, 0); }
 
+static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync);
+
 int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
 {
-    if (out == NULL)
-        return RL_EINVAL;
-    *out = NULL;
+    char *err = NULL;
+    size_t errlen = 0;
     rl_config_t c;
-    if (cfg == NULL) {
-        rl_config_init(&c);
-    } else {
-        int rc = validate_config(cfg);
-        if (rc != 0)
-            return rc;
-        c = *cfg;
-    }
+    int rc = config_copy(&c, cfg, &err, &errlen);
+    if (out == NULL)
+        return rl__errf(err, errlen, RL_EINVAL, "out: NULL");
+    *out = NULL;
+    if (rc != 0)
+        return rc;
+    rc = open_valid(out, &c, manual_sync);
+    if (rc == RL_ENOMEM)
+        return rl__errf(err, errlen, rc, "out of memory (an allocation through %s failed), "
+                        "or the system's random source (getrandom) did not answer",
+                        c.allocator.alloc != NULL ? "the allocator hooks" : "malloc");
+    if (rc == RL_EAUTH)
+        return rl__errf(err, errlen, rc, "redis_url: Redis refused the user or password");
+    return rc;
+}
+
+/* rl_open of a validated config. */
+static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
+{
+    rl_config_t c = *cfg;
+    int rc;
     rl__alloc_defaults(&c.allocator);
 
     rl_t *rl = rl__calloc(&c.allocator, sizeof *rl, 64);
@@ -188,8 +270,10 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
     rl->recover_after_rounds = c.recover_after_rounds;
     rl->reconnect_max_ms = c.reconnect_max_ms;
     rl->degrade_ramp_fp = (uint64_t)c.degrade_ramp_ms * RL_FP_PER_MS;
-    rl->log = c.log;
-    rl->log_ud = c.log_ud;
+    rl__log_init(&rl->logger, c.log, c.log_ud, c.log_quiet != 0, &rl->clock);
+    atomic_init(&rl->fleet_nodes, 0);
+    atomic_init(&rl->fleet_split_rounds, 0);
+    atomic_init(&rl->fleet_split_fps, 0);
 
     unsigned char rnd[32];
     const void *secret = c.key_secret;
@@ -220,9 +304,10 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
         rl_close(rl);
         return RL_ENOMEM;
     }
+    rl->logger.node_id = rl->node_id;
     int synced = c.redis_url != NULL;
-    int rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, synced,
-                             rl->kh.mix[0]);
+    rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, synced,
+                         rl->kh.mix[0]);
     if (rc != 0) {
         rl_close(rl);
         return rc;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The instance (rl_t) and the checks every public entry point shares. */
 #ifndef RL_INSTANCE_H
 #define RL_INSTANCE_H
@@ -11,6 +12,7 @@
 #include "limits.h"
 #include "table.h"
 #include "health.h"
+#include "log.h"
 
 struct rl {
     rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
@@ -37,8 +39,11 @@ struct rl {
     uint32_t recover_after_rounds;
     uint32_t reconnect_max_ms;
     uint64_t degrade_ramp_fp;
-    rl_log_fn log;
-    void *log_ud;
+    rl_logger_t logger;
+    /* The fleet as the node registry shows it (written by the sync thread). */
+    _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */
+    _Atomic uint64_t fleet_split_rounds;
+    _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
 };
 
 /* rl_open, optionally with manual sync rounds (see rl__sync_step). */

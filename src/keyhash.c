@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <string.h>
 #include "keyhash.h"
 
@@ -60,9 +61,9 @@ void rl__keyhash_init(rl_keyhash_t *kh, const void *secret, size_t len)
     uint64_t k1[2] = {UINT64_C(0x5241544c494d4954), master[0]};
     master[1] = rl__siphash24(k1, secret, len);
     uint64_t ctr[2];
-    uint64_t *out[] = {kh->nh, kh->mix, kh->name};
-    size_t counts[] = {RL_NH_WORDS, 2, 2};
-    for (size_t d = 0; d < 3; d++) {
+    uint64_t *out[] = {kh->nh, kh->mix, kh->name, &kh->fingerprint};
+    size_t counts[] = {RL_NH_WORDS, 2, 2, 1};
+    for (size_t d = 0; d < 4; d++) {
         for (size_t i = 0; i < counts[d]; i++) {
             ctr[0] = d;
             ctr[1] = i;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Key identity: a keyed 128-bit hash of the key bytes.
  *
@@ -34,6 +35,11 @@ typedef struct rl_keyhash {
     uint64_t nh[RL_NH_WORDS];
     uint64_t mix[2];  /* keys the position/tag mix */
     uint64_t name[2]; /* SipHash key for names that leave the process */
+    /* The secret's fingerprint, published in the node registry so nodes
+     * with different secrets (a split fleet) see each other: one more
+     * output of the same PRF, so it reveals nothing of the other keys nor
+     * of the secret beyond what any keyed name in Redis already does. */
+    uint64_t fingerprint;
 } rl_keyhash_t;
 
 typedef struct rl_keyid {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A limit's definition (rl_limit_t): validation and the parameters the hot
  * path derives from it. Pure: shared by rl_limit_parse and rl_limit_add.

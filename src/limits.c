@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <string.h>
 #include "limits.h"
 #include "clock.h"
@@ -120,10 +121,13 @@ static int find_locked(rl_limits_t *ls, const char *name)
 int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk)
 {
     rl_limit_params_t p;
-    int rc = params_from_def(ls, lim, clk, &p);
-    if (rc != 0)
-        return rc;
+    /* Under the lock: the node count the shares divide by may change. */
     rl__limits_lock(ls);
+    int rc = params_from_def(ls, lim, clk, &p);
+    if (rc != 0) {
+        pthread_mutex_unlock(&ls->lock);
+        return rc;
+    }
     if (find_locked(ls, lim->name) >= 0) {
         pthread_mutex_unlock(&ls->lock);
         return RL_EEXIST;
@@ -170,12 +174,12 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_c
                       rl_limit_params_t *old)
 {
     rl_limit_params_t p;
-    int rc = params_from_def(ls, lim, clk, &p);
-    if (rc != 0)
-        return rc;
     rl__limits_lock(ls);
+    int rc = params_from_def(ls, lim, clk, &p);
     rl_limit_slot_t *s = rl__limit_get(ls, id);
-    if (s == NULL)
+    if (rc != 0)
+        ;
+    else if (s == NULL)
         rc = RL_ENOTFOUND;
     else if (strncmp(s->name, lim->name, RL_NAME_MAX) != 0)
         rc = RL_ENAME;
@@ -226,4 +230,24 @@ int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out)
     }
     pthread_mutex_unlock(&ls->lock);
     return rc;
+}
+
+int rl__limits_set_nodes(rl_limits_t *ls, uint32_t nodes, const rl_clock_t *clk)
+{
+    if (nodes == 0)
+        return 0;
+    rl__limits_lock(ls);
+    int changed = ls->expected_nodes != nodes;
+    ls->expected_nodes = nodes;
+    for (uint32_t i = 0; changed && i < ls->cap; i++) {
+        rl_limit_slot_t *s = &ls->slots[i];
+        rl_limit_params_t p;
+        /* relaxed: under the writers' lock, which orders every id store. A
+         * definition that was valid when added stays valid for any count. */
+        if (atomic_load_explicit(&s->id, memory_order_relaxed) != 0 &&
+            params_from_def(ls, &s->def, clk, &p) == 0)
+            params_publish(s, &p);
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return changed;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The limit registry: a fixed array of limit slots allocated at rl_open.
  *
@@ -108,7 +109,8 @@ typedef struct rl_limit_slot {
 typedef struct rl_limits {
     rl_limit_slot_t *slots;
     uint32_t cap;
-    uint32_t expected_nodes;
+    uint32_t expected_nodes; /* the pessimistic shares' divisor: expected_nodes,
+                                then the registry's live count (under lock) */
     int synced; /* instance has a global tier */
     pthread_mutex_t lock;
     _Atomic uint32_t count;
@@ -233,5 +235,9 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const stru
 int rl__limits_remove(rl_limits_t *ls, int id);
 int rl__limits_find(rl_limits_t *ls, const char *name);
 int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out);
+/* Divide the pessimistic shares (presync, default degraded) by `nodes` from
+ * now on, republishing every limit's parameters if it changed (1), else 0.
+ * nodes 0 is ignored. Takes the writers' lock: the sync thread's call. */
+int rl__limits_set_nodes(rl_limits_t *ls, uint32_t nodes, const struct rl_clock *clk);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_metrics_text: an instance's counters in the Prometheus text exposition
  * format, version 0.0.4 (the format every Prometheus-compatible scraper
@@ -332,6 +333,19 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
            "Key usage reports the last sync round sent.", st->sync_reports_last_round);
     single(s, "ratelimit_sync_connected", "gauge",
            "1 while connected to Redis with the scripts loaded, else 0.", st->sync_connected);
+    single(s, "ratelimit_fleet_nodes", "gauge",
+           "Live nodes of this key_prefix at the last node registry heartbeat (0: none seen "
+           "yet); the pessimistic shares divide the rate by it.", st->fleet_nodes);
+    single(s, "ratelimit_fleet_split_total", "counter",
+           "Registry heartbeats that saw a live node of this key_prefix with another "
+           "key_secret fingerprint: a split fleet, each part enforcing the whole limit.",
+           st->fleet_split_rounds);
+    single(s, "ratelimit_fleet_split_fingerprints", "gauge",
+           "Other key_secret fingerprints among the live nodes at the last heartbeat: "
+           "non-zero while the fleet is split.", st->fleet_split_fingerprints);
+    single(s, "ratelimit_log_dropped_total", "counter",
+           "Log lines to stderr (no log hook set) dropped by the log rate limit.",
+           st->log_dropped);
 }
 
 int rl_metrics_text(rl_t *rl, char *buf, size_t len)

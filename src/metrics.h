@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals of rl_metrics_text (src/metrics.c), exposed for the unit tests. */
 #ifndef RL_METRICS_H
 #define RL_METRICS_H

@@ -1,4 +1,7 @@
-/* redis_url parsing: redis://[[user]:password@]host[:port][/db]. Pure. */
+/* SPDX-License-Identifier: MIT */
+/* redis_url parsing: redis://[[user]:password@]host[:port][/db]. Pure. The
+ * host is a name or IPv4 address ([A-Za-z0-9._-]); no byte of the URL is a
+ * control byte or a space. */
 #ifndef RL_REDISURL_H
 #define RL_REDISURL_H
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "redisuv.h"
 #include "alloc.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hiredis on the sync thread's libuv loop. hiredis ships an adapter
  * (hiredis/adapters/libuv.h); this one differs where it matters here:

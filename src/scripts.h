@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis scripts, embedded at build time from src/lua (cmake/embed_lua.cmake). */
 #ifndef RL_SCRIPTS_H
 #define RL_SCRIPTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The share rule (see share.h). Mirrored line for line by src/lua/share.lua:
  * a change here is a change there, and tests/test_share_lua.c compares them.

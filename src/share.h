@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The share rule: how one key's global limit is split among the live nodes.
  * Pure functions (no I/O, no threads, no allocation, deterministic). The

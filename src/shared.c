@@ -26,6 +26,7 @@
 #include "shared.h"
 #include "instance.h"
 #include "structsize.h"
+#include "errbuf.h"
 
 /* The mapping's first line. Read by every process (rl_metrics_text
  * allocates through the arena): atomic. */
@@ -108,15 +109,24 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
     rl_config_t c;
     rl_config_init(&c);
     if (cfg != NULL) {
+        /* rl_open's size rule: the 0.1 layout, ours, or larger with a zero
+         * tail (rl__open, given the copy, reports nothing of the tail). */
         int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof c);
+        if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size < sizeof c)
+            rc = RL_ESIZE;
         if (rc != 0)
             return rc;
-        if (cfg->redis_url != NULL)
-            return RL_ENOTSUP; /* the shared global tier is not built */
-        if (cfg->allocator.alloc != NULL || cfg->allocator.free != NULL)
-            return RL_ENOTSUP; /* the mapping is the allocator */
-        memcpy(&c, cfg, sizeof c); /* the tail past it is zero (checked) */
+        memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
         c.size = sizeof c;
+        if (c.err != NULL && c.errlen > 0)
+            c.err[0] = '\0';
+        if (c.redis_url != NULL)
+            return rl__errf(c.err, c.errlen, RL_ENOTSUP,
+                            "redis_url: a shared instance is local-only (the global tier "
+                            "of the multi-process mode is not built)");
+        if (c.allocator.alloc != NULL || c.allocator.free != NULL)
+            return rl__errf(c.err, c.errlen, RL_ENOTSUP,
+                            "allocator: a shared instance allocates from its shared mapping");
     }
 
     rl_measure_t m = {0};
@@ -135,7 +145,8 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
     size = (size + 4095) & ~(size_t)4095;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-        return RL_ENOMEM;
+        return rl__errf(c.err, c.errlen, RL_ENOMEM, "mmap of %zu bytes (MAP_SHARED) failed: %s",
+                        size, strerror(errno));
     rl_arena_t *a = p;
     /* relaxed: nothing else sees the mapping before this returns. */
     atomic_store_explicit(&a->size, size, memory_order_relaxed);

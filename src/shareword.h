@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A node's local share of one key, as the sync thread publishes it into the
  * key's slot: ONE 64-bit word, so a checker never sees a torn (rate, burst)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_limit_parse: the text form of a limit ("name=api rate=100/s burst=200").
  *
@@ -22,6 +23,7 @@
 #include "errbuf.h"
 #include "limitdef.h"
 #include "bucket.h"
+#include "structsize.h"
 
 typedef struct span {
     const char *p;
@@ -345,15 +347,40 @@ static int is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
+static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errlen);
+
 int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen)
+{
+    /* Callers of this form may have been built against the 0.1 header:
+     * their struct is that layout, whatever this library's is. */
+    return rl_limit_parse_sized(out, RL_LIMIT_SIZE_MIN, spec, err, errlen);
+}
+
+int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
+                         size_t errlen)
 {
     /* A stale message from an earlier call must not survive a success. */
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (out == NULL || spec == NULL)
         return rl__errf(err, errlen, RL_EINVAL, "%s is NULL", out == NULL ? "out" : "spec");
-    /* rl_limit_init's defaults are all zero; done here to stay self-contained. */
-    memset(out, 0, sizeof *out);
+    if (size < RL_LIMIT_SIZE_MIN)
+        return rl__errf(err, errlen, RL_ESIZE, "size: %zu is smaller than the oldest rl_limit_t "
+                        "(%zu bytes)", size, (size_t)RL_LIMIT_SIZE_MIN);
+    /* The fields are parsed into a whole struct of this library's layout
+     * and only the caller's `size` bytes are written: rl_limit_init's
+     * defaults are all zero, so a larger caller struct gets a zero tail. */
+    rl_limit_t lim;
+    memset(&lim, 0, sizeof lim);
+    int rc = parse_spec(&lim, spec, err, errlen);
+    memset(out, 0, size);
+    memcpy(out, &lim, size < sizeof lim ? size : sizeof lim);
+    out->size = size;
+    return rc;
+}
+
+static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errlen)
+{
     out->size = sizeof *out;
 
     unsigned seen = 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <string.h>
 #include "instance.h"
 #include "stats.h"
@@ -144,7 +145,14 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
         o->sync_round_us_last = c.round_us_last;
         o->sync_round_us_max = c.round_us_max;
         o->sync_reports_last_round = c.reports_last;
+        /* relaxed: statistics. */
+        o->fleet_nodes = atomic_load_explicit(&rl->fleet_nodes, memory_order_relaxed);
+        o->fleet_split_rounds = atomic_load_explicit(&rl->fleet_split_rounds,
+                                                     memory_order_relaxed);
+        o->fleet_split_fingerprints = atomic_load_explicit(&rl->fleet_split_fps,
+                                                           memory_order_relaxed);
     }
+    o->log_dropped = rl__log_dropped(&rl->logger);
 }
 
 void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)

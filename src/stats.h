@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals shared by rl_stats (src/stats.c) and rl_metrics_text. */
 #ifndef RL_STATS_H
 #define RL_STATS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ABI struct versioning: a struct starts with its size. This library accepts
  * a size from the oldest layout it supports up to any larger one whose
@@ -21,8 +22,9 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
 }
 
 /* The oldest layouts this version accepts (version 0.1: the full structs). */
-#define RL_CONFIG_SIZE_MIN sizeof(rl_config_t)
-#define RL_LIMIT_SIZE_MIN sizeof(rl_limit_t)
+#define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)
+/* rl_limit_t of 0.1 ends at max_keys: rl_limit_parse writes exactly that. */
+#define RL_LIMIT_SIZE_MIN (offsetof(rl_limit_t, max_keys) + sizeof(uint32_t))
 #define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)
 #define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
 #define RL_STATS_SIZE_MIN offsetof(rl_stats_t, health_since_round)

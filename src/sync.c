@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sync thread: its own libuv loop, a hiredis async connection attached
  * with hiredis's libuv adapter, a jittered round timer, and deadlines
@@ -20,14 +21,10 @@
 
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
 {
-    if (s->rl->log == NULL)
-        return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    rl__logv(&s->rl->logger, level, fmt, ap);
     va_end(ap);
-    s->rl->log(s->rl->log_ud, level, line);
 }
 
 /* Jitter only, seeded per instance. */

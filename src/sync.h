@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The global tier: one background thread per instance that owns a libuv loop
  * and a hiredis async connection (attached with hiredis's libuv adapter and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals shared by sync.c (thread, connection) and syncround.c (rounds). */
 #ifndef RL_SYNCINT_H
 #define RL_SYNCINT_H
@@ -100,6 +101,8 @@ struct rl_sync {
     int nodes_ready;       /* nodes.lua loaded (published in C_NODES_READY) */
     int nodes_loading;     /* its SCRIPT LOAD sent, no reply yet */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
+    uint64_t split_fps;      /* other fingerprints at the last heartbeat */
+    uint64_t split_logged_ms; /* uv_now of the last split log line */
     char host[65];
     uint64_t pid;
     uint64_t start_ms;     /* wall clock at rl_open, Unix ms (display only) */

@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* The node registry's record: format and parse (see syncnodes.h). Pure. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +13,17 @@ int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *l
     int a = snprintf(hash, hash_cap, "{%s:v1}:nodes", prefix);
     int b = snprintf(live, live_cap, "{%s:v1}:nodes:live", prefix);
     return a < 0 || (size_t)a >= hash_cap || b < 0 || (size_t)b >= live_cap ? -1 : 0;
+}
+
+int rl__nodes_fp_key_name(const char *prefix, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "{%s:v1}:nodes:fp", prefix);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+void rl__nodes_fp_text(uint64_t fingerprint, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, fingerprint);
 }
 
 static const char *const health_names[] = {"healthy", "degraded", "recovering"};
@@ -42,13 +55,19 @@ int rl__nodes_format(const rl_nodes_record_t *r, char *buf, size_t cap)
     for (size_t i = 0; i < m; i++)
         lib[i] = name_byte((unsigned char)r->lib[i]) ? r->lib[i] : '_';
     lib[m] = '\0';
+    /* Hex only: a record stays one line of words whatever the caller set. */
+    char fp[sizeof r->fp];
+    size_t k = 0;
+    for (; k < sizeof fp - 1 && r->fp[k] != '\0'; k++)
+        fp[k] = isxdigit((unsigned char)r->fp[k]) ? r->fp[k] : '_';
+    fp[k] = '\0';
     return snprintf(buf, cap,
                     "v=%d lib=%s host=%s pid=%" PRIu64 " start=%" PRIu64 " int=%" PRIu32
                     " health=%s limits=%" PRIu64 " keys=%" PRIu64 " rkeys=%" PRIu64
-                    " rlimits=%" PRIu64 " rounds=%" PRIu64 " failed=%" PRIu64,
+                    " rlimits=%" PRIu64 " rounds=%" PRIu64 " failed=%" PRIu64 "%s%s",
                     RL_NODES_VERSION, m ? lib : "-", host, r->pid, r->start_ms, r->interval_ms,
                     rl__nodes_health_name(r->health), r->limits, r->keys, r->rkeys, r->rlimits,
-                    r->rounds, r->failed);
+                    r->rounds, r->failed, fp[0] ? " fp=" : "", fp);
 }
 
 /* A decimal integer of [p, p + n), 0 if it is not one or overflows. */
@@ -130,6 +149,8 @@ int rl__nodes_parse(const char *value, size_t len, rl_nodes_record_t *out)
             out->rounds = u;
         else if (word_is(w, wn, "failed"))
             out->failed = u;
+        else if (word_is(w, wn, "fp"))
+            copy_text(out->fp, sizeof out->fp, v, vn);
     }
     return out->version == RL_NODES_VERSION ? 0 : -1;
 }

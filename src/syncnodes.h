@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fleet's node registry: each node's sync thread writes a heartbeat
  * record once per round (src/lua/nodes.lua, pipelined with the round's other
@@ -11,6 +12,16 @@
  *                                  kept monotonic (TIME is a wall clock)
  *   {prefix:v1}:nodes:live  zset   member = incarnation,
  *                                  score = deadline: seen + stale ms
+ *   {prefix:v1}:nodes:fp    hash   field = a key_secret fingerprint (fp below),
+ *                                  value = the latest deadline of a node
+ *                                  holding it; pruned once it passes
+ * Each write returns {pruned, live, fp...}: the stale entries it pruned, the
+ * live nodes of the prefix (deadline not passed, the writer included), and
+ * the live fingerprints other than the writer's (at most RL_NODES_FP_MAX):
+ * a node with another key_secret names every key differently, so the two
+ * share nothing in Redis and each enforces the limit alone (a split fleet).
+ * The fingerprint hash holds one field per secret in use, so a write's work
+ * stays bounded by the number of distinct secrets, not of nodes.
  * stale = RL_NODES_STALE_ROUNDS x the node's sync interval. Every write prunes
  * at most RL_NODES_PRUNE_MAX entries past their deadline (readers show the
  * ones not pruned yet as stale); a clean rl_close removes the node's entry;
@@ -35,6 +46,8 @@
  *   rlimits  limits with at least one key reported in this round
  *   rounds   sync rounds started since rl_open
  *   failed   sync rounds failed since rl_open
+ *   fp       the key_secret's fingerprint, 16 hex digits: a keyed hash of
+ *            the secret (rl_keyhash_t.fingerprint), never the secret
  * Pure functions: no I/O, no allocation, any thread.
  */
 #ifndef RL_SYNCNODES_H
@@ -50,6 +63,8 @@
 #define RL_NODES_PRUNE_MAX 16
 /* Longest record the library writes, "seen=..." included. */
 #define RL_NODES_RECORD_MAX 512
+/* Most foreign fingerprints one write returns. */
+#define RL_NODES_FP_MAX 16
 
 typedef struct rl_nodes_record {
     uint32_t version;      /* 0 when the value has no v= word */
@@ -66,11 +81,19 @@ typedef struct rl_nodes_record {
     uint64_t rlimits;
     uint64_t rounds;
     uint64_t failed;
+    char fp[17];           /* "" when the record has none (an older node) */
 } rl_nodes_record_t;
 
-/* The registry's two Redis keys for a prefix. 0, or -1 if a name does not fit. */
+/* The registry's first two Redis keys for a prefix. 0, or -1 if a name does
+ * not fit. */
 int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *live,
                         size_t live_cap);
+
+/* The fingerprint hash's name, {prefix:v1}:nodes:fp. 0, or -1 if it does not fit. */
+int rl__nodes_fp_key_name(const char *prefix, char *buf, size_t cap);
+
+/* A fingerprint as the registry writes it: 16 lowercase hex digits. */
+void rl__nodes_fp_text(uint64_t fingerprint, char out[17]);
 
 /* "healthy", "degraded", "recovering", or "unknown". */
 const char *rl__nodes_health_name(int32_t health);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One sync round (sync thread only): harvest the slots checkers marked,
  * decide which keys report, send one script call per (limit, virtual shard),
@@ -226,6 +227,21 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
     /* acquire: pairs with a claimer's publish; see below. */
     if (l == NULL || atomic_load_explicit(&slot->ctrl, memory_order_acquire) != c)
         return; /* the occupant changed while the call was in flight */
+    if (s->split_fps != 0) {
+        /* A split fleet: the other secrets' nodes hold shares of their own
+         * keys, which this reply knows nothing of. At most an even split
+         * among every live node of the prefix, whatever the secret: each
+         * node also runs new keys and outages at rate / live, so the
+         * fleet as a whole stays within the limit until the split ends. */
+        /* relaxed: written by this thread. */
+        uint64_t live = atomic_load_explicit(&s->rl->fleet_nodes, memory_order_relaxed);
+        if (live > 1) {
+            uint64_t cap_q = RL_SHARE_ONE / live;
+            uint64_t cap_tokens = (l->p.normal.burst + live - 1) / live;
+            q = q < cap_q ? q : cap_q;
+            tokens = tokens < cap_tokens ? tokens : cap_tokens;
+        }
+    }
     /* The local interval: the global one divided by our fraction, rounded up
      * so the node never runs faster than its share. */
     uint64_t t_local = 0;
@@ -527,6 +543,71 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
 
 /* ------------------------------------------------------ node registry */
 
+/* 16 hex digits, as rl__nodes_fp_text writes them: anything else in the
+ * fingerprint hash was not written by a node, and never reaches a log. */
+static int is_fingerprint(const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_STRING || e->len != 16)
+        return 0;
+    for (size_t i = 0; i < 16; i++)
+        if (!((e->str[i] >= '0' && e->str[i] <= '9') || (e->str[i] >= 'a' && e->str[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* What a heartbeat's reply says of the fleet ({pruned, live, other
+ * fingerprints...}, see syncnodes.h): the live count becomes the divisor of
+ * the pessimistic shares, and another fingerprint is a split fleet, logged
+ * and counted. */
+static void fleet_seen(rl_sync_t *s, const redisReply *reply)
+{
+    rl_t *rl = s->rl;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[1]->integer < 1 ||
+        reply->element[1]->integer > RL_SYNC_NODES_MAX)
+        return; /* not a reply of this library's script: nothing to learn */
+    uint64_t live = (uint64_t)reply->element[1]->integer;
+    /* relaxed: statistics, each self-contained. */
+    atomic_store_explicit(&rl->fleet_nodes, live, memory_order_relaxed);
+    if (rl__limits_set_nodes(&rl->limits, (uint32_t)live, &rl->clock))
+        rl__sync_log(s, RL_LOG_INFO, "fleet: %" PRIu64 " live node%s: pessimistic shares are "
+                     "rate / %" PRIu64, live, live == 1 ? "" : "s", live);
+    uint64_t others = 0;
+    const redisReply *first = NULL;
+    for (size_t i = 2; i < reply->elements; i++)
+        if (is_fingerprint(reply->element[i])) {
+            others++;
+            first = first != NULL ? first : reply->element[i];
+        }
+    /* relaxed: as above. */
+    atomic_store_explicit(&rl->fleet_split_fps, others, memory_order_relaxed);
+    uint64_t now_ms = uv_now(&s->loop);
+    if (others == 0) {
+        if (s->split_fps != 0)
+            rl__sync_log(s, RL_LOG_WARN, "fleet: split over: every live node of key_prefix "
+                         "\"%s\" has this node's key_secret fingerprint",
+                         rl->key_prefix);
+        s->split_fps = 0;
+        return;
+    }
+    atomic_fetch_add_explicit(&rl->fleet_split_rounds, 1, memory_order_relaxed);
+    /* Once when it starts or changes, then once a minute while it lasts. */
+    if (others != s->split_fps || now_ms >= s->split_logged_ms + 60000) {
+        char mine[17];
+        rl__nodes_fp_text(rl->kh.fingerprint, mine);
+        rl__sync_log(s, RL_LOG_ERROR,
+                     "fleet split: %" PRIu64 " other key_secret fingerprint%s (%.16s%s) among "
+                     "the live nodes of key_prefix \"%s\", this node's is %s: nodes with "
+                     "different secrets keep separate keys in Redis: until the split ends "
+                     "this node takes at most rate / %" PRIu64 " (every live node) of each "
+                     "key; give every node the same key_secret (`ratelimit nodes` lists them)",
+                     others, others == 1 ? "" : "s", first->str, others > 1 ? ", ..." : "",
+                     rl->key_prefix, mine, live);
+        s->split_logged_ms = now_ms;
+    }
+    s->split_fps = others;
+}
+
 static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
@@ -537,6 +618,8 @@ static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
     if (reply->type != REDIS_REPLY_ERROR) {
         rl__sync_count(s, C_NODES_WRITES, 1);
         s->nodes_failing = 0;
+        if (!s->leaving)
+            fleet_seen(s, reply);
         return;
     }
     /* Counted and classified like any error, but the registry is for
@@ -557,14 +640,15 @@ static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
  * executed before the replies that end the loop. */
 static void send_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
 {
-    char hash[96], live[96];
+    char hash[96], live[96], fps[96];
     if (!s->nodes_ready) {
         /* Not loaded, or flushed (NOSCRIPT): load it now, write next round. */
         if (!s->nodes_loading && !s->leaving)
             rl__sync_load_nodes(s);
         return;
     }
-    if (rl__nodes_key_names(s->rl->key_prefix, hash, sizeof hash, live, sizeof live) != 0)
+    if (rl__nodes_key_names(s->rl->key_prefix, hash, sizeof hash, live, sizeof live) != 0 ||
+        rl__nodes_fp_key_name(s->rl->key_prefix, fps, sizeof fps) != 0)
         return;
     rl_nodes_record_t rec;
     memset(&rec, 0, sizeof rec);
@@ -584,13 +668,15 @@ static void send_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
     /* relaxed: statistics, and this thread is their only writer. */
     rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
     rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
-    char record[RL_NODES_RECORD_MAX], stale[24], prune[16];
+    rl__nodes_fp_text(s->rl->kh.fingerprint, rec.fp);
+    char record[RL_NODES_RECORD_MAX], stale[24], prune[16], fp_max[16];
     rl__nodes_format(&rec, record, sizeof record);
     snprintf(stale, sizeof stale, "%" PRIu64,
              (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
     snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
-    const char *argv[] = {"EVALSHA", s->nodes_sha, "2", hash, live, s->incarnation,
-                          record, stale, s->leaving ? "1" : "0", prune};
+    snprintf(fp_max, sizeof fp_max, "%u", (unsigned)RL_NODES_FP_MAX);
+    const char *argv[] = {"EVALSHA", s->nodes_sha, "3", hash, live, fps, s->incarnation,
+                          record, stale, s->leaving ? "1" : "0", prune, rec.fp, fp_max};
     size_t argl[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
         argl[i] = strlen(argv[i]);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The key table: fixed-capacity, lock-free open addressing (linear probing
  * in a bounded window), allocated once at rl_open.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An snprintf-like text sink, shared by the renderers (rl_headers,
  * rl_metrics_text): it counts every byte of the full text and stores those

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "ratelimit.h"
 
 #define RL__STR2(x) #x

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A TCP proxy for fault tests: forwards 127.0.0.1:<port> to a target port
  * until told to go silent, after which it keeps every socket open and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A throwaway redis-server for integration suites: started on a free
  * loopback port (never --port 0), without persistence, and stopped by PID.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public API's contract: bad inputs, errors, versions, struct sizes,
  * config ranges, out-of-memory, check_multi, fork. */
 #include <pthread.h>
@@ -247,6 +248,8 @@ START_TEST(config_ranges)
      * returns promptly with nothing to hand back. */
     rl_config_init(&c);
     c.redis_url = "redis://127.0.0.1:1";
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     ck_assert_int_eq(rl_open(&x, &c), 0);
     rl_close(x);
 #undef EXPECT_RANGE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reconnect backoff: bounds, and the spread of a reconnect storm. */
 #include "testutil.h"
 #include "backoff.h"

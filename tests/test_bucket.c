@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bucket math through the public API, driven by the injectable clock. */
 #include <stdlib.h>
 #include "testutil.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hardening: what an attacker (or a hostile environment) can throw at the
  * limiter and what must hold anyway.

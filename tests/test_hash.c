@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Key identity under attack: keys are attacker-controlled, so the keyed
  * hash (NH, keyhash.h) and the table placement it feeds must not let an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rl_headers: exact rendering, rounding, saturation, ABI sizes, snprintf contract. */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rl_metrics_text: the exact text of a small instance, the snprintf
  * contract at every length, label escaping, the format's rules, errors, and
  * safety against concurrent checks and limit changes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The policy layer against real Redis faults: while Redis is out, each
  * limit does what its on_failure says; detection and recovery are measured
  * in rounds; afterwards Redis's totals equal what the nodes admitted. */
@@ -352,6 +353,8 @@ START_TEST(open_with_wrong_or_right_password)
     redis_do("CONFIG SET requirepass sekrit");
     rl_config_t c;
     rl_config_init(&c);
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     char u[96];
     rl_t *rl = (rl_t *)1;
     /* Reachable, refuses us: a clear error from rl_open. */
@@ -382,6 +385,8 @@ START_TEST(nothing_listening)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = "redis://127.0.0.1:1";
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     c.sync_interval_ms = 50;
     rl_t *rl = NULL;
     uint64_t t0 = now_ns();

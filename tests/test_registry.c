@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The node registry (src/syncnodes.h, src/lua/nodes.lua) against a real
  * redis-server: each sync round writes one heartbeat per node, a clean
  * rl_close removes it, stale entries are pruned a bounded batch at a time,
@@ -185,6 +186,7 @@ START_TEST(record_round_trips)
     in.rlimits = 2;
     in.rounds = UINT64_MAX;
     in.failed = 9;
+    rl__nodes_fp_text(UINT64_C(0x42ff57bcf12b6242), in.fp);
     char text[RL_NODES_RECORD_MAX + 32];
     int n = snprintf(text, sizeof text, "seen=77 ");
     int len = rl__nodes_format(&in, text + n, sizeof text - (size_t)n);
@@ -206,6 +208,15 @@ START_TEST(record_round_trips)
     ck_assert_uint_eq(out.rlimits, 2);
     ck_assert_uint_eq(out.rounds, UINT64_MAX);
     ck_assert_uint_eq(out.failed, 9);
+    ck_assert_str_eq(out.fp, "42ff57bcf12b6242");
+    /* A record without fp= (a node before 0.2) parses, with none. */
+    int m = snprintf(text, sizeof text, "seen=1 v=1 pid=2");
+    ck_assert_int_eq(rl__nodes_parse(text, (size_t)m, &out), 0);
+    ck_assert_str_eq(out.fp, "");
+    /* Only hex reaches the record: it stays one line of words. */
+    snprintf(in.fp, sizeof in.fp, "ab c\nd");
+    rl__nodes_format(&in, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, " fp=ab_c_d"));
 }
 END_TEST
 
@@ -402,10 +413,17 @@ START_TEST(stale_entries_pruned_a_batch_per_write)
         snprintf(who, sizeof who, "gone:%016x", i);
         freeReplyObject(cmd(r, "ZADD {r4:v1}:nodes:live 1 %s", who));
     }
-    redisReply *got = cmd(r, "EVAL %s 2 {r4:v1}:nodes {r4:v1}:nodes:live x:1 v=1 1000 0 16",
+    redisReply *got = cmd(r, "EVAL %s 3 {r4:v1}:nodes {r4:v1}:nodes:live {r4:v1}:nodes:fp "
+                          "x:1 v=1 1000 0 16 00000000000000ff 16",
                           rl__lua_nodes);
-    ck_assert_int_eq(got->type, REDIS_REPLY_INTEGER);
-    ck_assert_int_eq(got->integer, 3);
+    /* {pruned, live nodes (alive, reg-d and x), other fingerprints (the
+     * nodes' own)}. */
+    ck_assert_int_eq(got->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_ge(got->elements, 3);
+    ck_assert_int_eq(got->element[0]->integer, 3);
+    ck_assert_int_eq(got->element[1]->integer, 3);
+    ck_assert_int_eq(got->element[2]->type, REDIS_REPLY_STRING);
+    ck_assert_int_eq((int)got->element[2]->len, 16);
     freeReplyObject(got);
     rl_test_release(n);
     rl_test_release(r);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The share rule (src/share.c): hand-computed cases, invariants over random
  * inputs checked against a sort-based reference, and step responses. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* src/lua/share.lua against src/share.c: the same inputs through EVALSHA on
  * a real redis-server and through the C function must give the same numbers,
  * bit for bit. Needs redis-server on PATH (RL_SKIP_REDIS=1 skips instead). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rl_limit_parse: the limit spec grammar, its error codes and messages. */
 #include <stdio.h>
 #include <stdlib.h>

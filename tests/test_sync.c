@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The global tier against a real redis-server: several nodes (instances) in
  * one process share one limit through Redis. */
 #include <hiredis/hiredis.h>
@@ -421,6 +422,8 @@ START_TEST(unreachable_redis_keeps_deciding)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = "redis://127.0.0.1:1";
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     c.expected_nodes = 4;
     rl_t *n = NULL;
     ck_assert_int_eq(rl_open(&n, &c), 0);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The key table under concurrency: inserts, reclamation, capacity, removal. */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -130,6 +131,8 @@ rl_t *rl_test_open_degraded(uint32_t interval_ms)
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = "redis://127.0.0.1:1";
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
     c.sync_interval_ms = interval_ms;
     rl_t *r = NULL;
     ck_assert_int_eq(rl_open(&r, &c), 0);

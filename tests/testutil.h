@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers for the Check suites. */
 #ifndef RL_TESTUTIL_H
 #define RL_TESTUTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_accuracy: the accuracy simulator of the global tier. Internal header
  * shared by the files of bench/accuracy/ (one job each: load.c generates

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The nodes of a simulated fleet: independent rl_t instances in this
  * process sharing one Redis, one key_secret and one key_prefix, each with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Offered load: how many requests a node sends for one key in each
  * millisecond. Deterministic for a seed, so a virtual run is repeatable.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_accuracy: does the global tier hold a limit across nodes?
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The many-keys scenario (virtual clock): 10 nodes, each checking the same
  * 10000 keys of one limit. 9800 keys are far below their limit (every node

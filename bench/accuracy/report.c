@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Output: the round-by-round table of a scenario, the verdicts, CSV files
  * and, when gnuplot is installed, a plot of admitted vs the limit.

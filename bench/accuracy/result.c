@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a run recorded, the overshoot bound, and the checks of every window
  * and every round against it. The bound's derivation from the code is in

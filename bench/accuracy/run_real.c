@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The real-time drivers: real clocks and the library's own jittered sync
  * rounds (rl_open), so what they measure includes scheduling noise, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The virtual-clock driver: deterministic and fast, so its figures are the
  * gated ones. Every node reads one shared rl_test_clock_t; time advances

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The scenarios: who offers how much and when, and the targets each one is
  * judged on. Every scenario is also checked window by window against the

@@ -541,6 +541,18 @@ ngx_http_ratelimit_init(ngx_conf_t *cf)
 
 /* ---------------------------------------------------------------- workers */
 
+static void
+ngx_http_ratelimit_log(void *ud, int32_t level, const char *msg)
+{
+    static const ngx_uint_t map[] = { NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_INFO, NGX_LOG_DEBUG };
+    ngx_log_t *log = ud != NULL ? ud : ngx_cycle->log;
+
+    /* Called from the library's sync thread too: nginx's thread pools log
+     * through the same path (one write(2) per line). A shared instance
+     * outlives the cycle that opened it: it logs to the current one. */
+    ngx_log_error(map[level >= 0 && level <= 3 ? level : 0], log, 0, "ratelimit: %s", msg);
+}
+
 /*
  * The master's shared instance for local-only configurations, kept across
  * reloads so the new workers go on from the old workers' buckets: a reload
@@ -635,6 +647,8 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
         rl_config_init(&cfg);
         cfg.max_keys = (uint32_t) mcf->max_keys;
         cfg.max_limits = (uint32_t) ngx_min(cap, RL_MAX_LIMITS);
+        cfg.log = ngx_http_ratelimit_log;
+        cfg.log_ud = NULL;
         if (mcf->expected_nodes > 0) {
             cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
         }
@@ -659,17 +673,6 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
     mcf->rl = ngx_http_ratelimit_shared;
     mcf->shared = 1;
     return NGX_OK;
-}
-
-static void
-ngx_http_ratelimit_log(void *ud, int32_t level, const char *msg)
-{
-    static const ngx_uint_t map[] = { NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_INFO, NGX_LOG_DEBUG };
-    ngx_log_t *log = ud;
-
-    /* Called from the library's sync thread too: nginx's thread pools log
-     * through the same path (one write(2) per line). */
-    ngx_log_error(map[level >= 0 && level <= 3 ? level : 0], log, 0, "ratelimit: %s", msg);
 }
 
 static ngx_int_t

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tests of the ctypes binding (unittest, standard library only).
 
     RL_LIBRARY=build/libratelimit.so python3 -m unittest bindings/python/test_ratelimit.py
@@ -22,8 +23,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import ratelimit as rlm  # noqa: E402  (after the path tweak)
-from ratelimit import RateLimiter, RateLimitError  # noqa: E402
+import libratelimit.binding as rlm  # noqa: E402  (after the path tweak)
+from libratelimit import RateLimiter, RateLimitError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -227,6 +228,7 @@ class Basics(unittest.TestCase):
         # see healthy. Wait for each event on its own.
         msgs = []
         with RateLimiter("redis://127.0.0.1:1", sync_interval_ms=50,
+                         key_secret=b"python-fleet-secret-0123",
                          log=lambda level, msg: msgs.append((level, msg))) as rl:
             degraded = wait_for(lambda: rl.stats()["health"] == rlm.RL_HEALTH_DEGRADED)
             self.assertTrue(degraded, f"not degraded with nothing listening; logged {msgs}")
@@ -281,7 +283,37 @@ class Errors(unittest.TestCase):
         self.assertRlError("RL_ERANGE", self.rl.check, self.api, "k", cost=1 << 32)
         self.assertRlError("RL_ERANGE", RateLimiter, max_keys=1)
         self.assertRlError("RL_ERANGE", RateLimiter, key_secret=b"short")
-        self.assertRlError("RL_ERANGE", RateLimiter, redis_url="http://nope")
+        self.assertRlError("RL_ERANGE", RateLimiter, redis_url="http://nope",
+                           key_secret=b"python-fleet-secret-0123")
+
+    def test_open_errors_name_the_field(self):
+        # rl_open's message, as the exception's detail: the field and why.
+        secret = b"python-fleet-secret-0123"
+        cases = [
+            ({"redis_url": "redis://127.0.0.1:1"}, ["key_secret", "required with a redis_url"]),
+            ({"redis_url": "127.0.0.1:6379", "key_secret": secret}, ["redis_url", "no scheme"]),
+            ({"redis_url": "rediss://h:6379", "key_secret": secret}, ["redis_url", "TLS"]),
+            ({"redis_url": "unix:///tmp/redis.sock", "key_secret": secret},
+             ["redis_url", "unix socket"]),
+            ({"redis_url": "redis://bad\r\nInjected-Line=yes", "key_secret": secret},
+             ["redis_url", "0x0d"]),
+            ({"key_secret": b"short"}, ["key_secret", "5 bytes"]),
+            ({"node_id": "has space"}, ["node_id", "byte 3 is 0x20"]),
+            ({"sync_interval_ms": 20}, ["sync_interval_ms", "20 is outside 50..200"]),
+        ]
+        for kw, says in cases:
+            e = self.assertRlError("RL_ERANGE", RateLimiter, **kw)
+            self.assertEqual(e.function, "rl_open")
+            for word in says:
+                self.assertIn(word, e.detail, kw)
+                self.assertIn(word, str(e), kw)
+
+    def test_log_quiet_and_stats_fields(self):
+        with RateLimiter(log_quiet=True) as q:
+            st = q.stats()
+            for name in ("fleet_nodes", "fleet_split_rounds", "fleet_split_fingerprints",
+                         "log_dropped"):
+                self.assertEqual(st[name], 0, name)
         with self.assertRaises(TypeError):
             self.rl.check(self.api, 42)
         with self.assertRaises(TypeError):

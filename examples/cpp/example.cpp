@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // libratelimit from C++17: a small RAII wrapper over the C API, then a few
 // checks and the response headers of a denial.
 //
@@ -100,14 +101,24 @@ private:
 
 class Limiter {
 public:
-    // No Redis URL: local-only, a complete single-node limiter.
-    explicit Limiter(const char *redis_url = nullptr)
+    // No Redis URL: local-only, a complete single-node limiter. With one,
+    // key_secret (16+ bytes, the same on every node of the fleet) is required.
+    explicit Limiter(const char *redis_url = nullptr, const std::string &key_secret = "")
     {
         rl_config_t cfg;
         rl_config_init(&cfg); // inline: passes this program's sizeof
         cfg.redis_url = redis_url;
+        if (!key_secret.empty()) {
+            cfg.key_secret = key_secret.data();
+            cfg.key_secret_len = key_secret.size();
+        }
+        char err[256];
+        cfg.err = err; // rl_open says which field is wrong, and why
+        cfg.errlen = sizeof err;
         rl_t *rl = nullptr;
-        check_rc(rl_open(&rl, &cfg), "rl_open");
+        int rc = rl_open(&rl, &cfg);
+        if (rc < 0)
+            throw std::runtime_error(std::string("rl_open: ") + rl_err_name(rc) + ": " + err);
         h_.reset(rl);
     }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Routing and the rate-limit decision for one request. */
 #include "handler.h"
 

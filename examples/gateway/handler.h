@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What each request gets: the routes, the rate-limit check, and the bodies
  * of error responses. No I/O: the server formats and sends the reply.

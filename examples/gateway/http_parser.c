@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The request parser: a byte-at-a-time state machine over the head, then a
  * counted skip over the body. Byte at a time keeps every decision local to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An incremental HTTP/1.1 request parser for the gateway: feed it bytes as
  * they arrive, in any chunking, and it reports the head, then the end of the

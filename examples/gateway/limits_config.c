@@ -1,130 +1,76 @@
+/* SPDX-License-Identifier: MIT */
 /* The limits file: parse, apply to an instance (all or nothing), match. */
 #include "limits_config.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const scope_names[] = {"client", "ip", "shared"};
+typedef struct reporter {
+    limits_report_fn report;
+    void *ud;
+} reporter_t;
 
-__attribute__((format(printf, 4, 5))) static void reportf(limits_report_fn report, void *ud,
-                                                           int line, const char *fmt, ...)
+static void report_coded(void *ud, unsigned line, int code, const char *msg)
 {
-    char msg[LIMITS_LINE_MAX + 256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (report != NULL)
-        report(ud, line, msg);
+    const reporter_t *r = ud;
+    char text[LIMITS_LINE_MAX + 320];
+    snprintf(text, sizeof text, "%s (%s)", msg, rl_err_name(code));
+    if (r->report != NULL)
+        r->report(r->ud, (int)line, text);
 }
 
-static bool is_space(char c)
+static const limitsfile_opts_t gateway_opts = {LIMITS_MAX_RULES, LIMITSFILE_ROUTES_REQUIRED};
+
+/* The parser's rules (all routed: the options require it) as the set. */
+static void take_rules(limit_set_t *out, const limitsfile_t *lf)
 {
-    return c == ' ' || c == '\t';
+    out->count = 0;
+    for (size_t i = 0; i < lf->count && i < LIMITS_MAX_RULES; i++) {
+        const limitsfile_rule_t *src = &lf->rules[i];
+        limit_rule_t *r = &out->rules[out->count++];
+        memset(r, 0, sizeof *r);
+        memcpy(r->pattern, src->pattern, src->pattern_len + 1);
+        r->pattern_len = src->pattern_len;
+        r->prefix = src->prefix;
+        r->scope = src->scope == LIMITSFILE_SCOPE_IP       ? SCOPE_IP
+                   : src->scope == LIMITSFILE_SCOPE_SHARED ? SCOPE_SHARED
+                                                           : SCOPE_CLIENT;
+        r->limit = src->limit;
+        r->line = (int)src->line;
+        r->id = -1;
+    }
 }
 
-/* The next whitespace-separated word of *s, NUL-terminated in place. */
-static char *next_word(char **s)
+/* Out of memory is one error for the file as a whole. */
+static int finish(limit_set_t *out, limitsfile_t *lf, int errors, const reporter_t *rep)
 {
-    char *p = *s;
-    while (is_space(*p))
-        p++;
-    if (*p == '\0')
-        return NULL;
-    char *word = p;
-    while (*p != '\0' && !is_space(*p))
-        p++;
-    if (*p != '\0')
-        *p++ = '\0';
-    *s = p;
-    return word;
+    if (errors < 0) {
+        report_coded((void *)rep, 0, errors, "out of memory");
+        errors = 1;
+    }
+    if (errors == 0)
+        take_rules(out, lf);
+    else
+        out->count = 0;
+    limitsfile_free(lf);
+    return errors;
 }
 
-static const char *parse_pattern(limit_rule_t *r, const char *word)
+int limits_parse(limit_set_t *out, const char *text, size_t len, limits_report_fn report, void *ud)
 {
-    size_t n = strlen(word);
-    if (strcmp(word, "*") == 0) {
-        r->prefix = true;
-        r->pattern_len = 0;
-        r->pattern[0] = '\0';
-        return NULL;
-    }
-    if (word[0] != '/')
-        return "a pattern is \"*\", or a path starting with '/'";
-    if (n >= LIMITS_PATTERN_MAX)
-        return "pattern longer than 255 bytes";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)word[i];
-        if (c < 0x21 || c > 0x7e)
-            return "pattern with a byte that is not visible ASCII";
-        if (c == '?')
-            return "pattern with '?': rules match the path, never the query";
-        if (c == '*' && i != n - 1)
-            return "'*' is allowed only at the end of a pattern";
-    }
-    r->prefix = word[n - 1] == '*';
-    r->pattern_len = r->prefix ? n - 1 : n;
-    memcpy(r->pattern, word, r->pattern_len);
-    r->pattern[r->pattern_len] = '\0';
-    return NULL;
+    reporter_t rep = {report, ud};
+    limitsfile_t lf;
+    int errors = limitsfile_parse(&lf, text, len, &gateway_opts, report_coded, &rep);
+    return finish(out, &lf, errors, &rep);
 }
 
-/* One line (NUL-terminated, modified in place): a rule, or nothing. */
-static int parse_line(limit_set_t *set, char *text, int line, limits_report_fn report, void *ud)
+int limits_load(limit_set_t *out, const char *path, limits_report_fn report, void *ud)
 {
-    char *s = text;
-    while (is_space(*s))
-        s++;
-    if (*s == '\0' || *s == '#')
-        return 0;
-    char *pattern = next_word(&s);
-    char *scope = next_word(&s);
-    while (is_space(*s))
-        s++;
-    if (scope == NULL || *s == '\0') {
-        reportf(report, ud, line, "expected PATTERN SCOPE SPEC, e.g. \"* client name=api rate=10/s\"");
-        return 1;
-    }
-    if (set->count == LIMITS_MAX_RULES) {
-        reportf(report, ud, line, "more than %d rules", LIMITS_MAX_RULES);
-        return 1;
-    }
-    limit_rule_t *r = &set->rules[set->count];
-    memset(r, 0, sizeof *r);
-    r->line = line;
-    r->id = -1;
-    const char *bad = parse_pattern(r, pattern);
-    if (bad != NULL) {
-        reportf(report, ud, line, "%s: %s", bad, pattern);
-        return 1;
-    }
-    size_t i;
-    for (i = 0; i < sizeof scope_names / sizeof scope_names[0]; i++)
-        if (strcmp(scope, scope_names[i]) == 0)
-            break;
-    if (i == sizeof scope_names / sizeof scope_names[0]) {
-        reportf(report, ud, line, "unknown scope \"%s\" (client, ip or shared)", scope);
-        return 1;
-    }
-    r->scope = (limit_scope_t)i;
-    char err[256];
-    int rc = rl_limit_parse(&r->limit, s, err, sizeof err);
-    if (rc < 0) {
-        reportf(report, ud, line, "bad limit spec: %s (%s)", err, rl_err_name(rc));
-        return 1;
-    }
-    for (size_t j = 0; j < set->count; j++) {
-        if (strcmp(set->rules[j].limit.name, r->limit.name) == 0) {
-            reportf(report, ud, line, "limit name \"%s\" already used on line %d", r->limit.name,
-                    set->rules[j].line);
-            return 1;
-        }
-    }
-    set->count++;
-    return 0;
+    reporter_t rep = {report, ud};
+    limitsfile_t lf;
+    int errors = limitsfile_load(&lf, path, &gateway_opts, report_coded, &rep);
+    return finish(out, &lf, errors, &rep);
 }
 
 static bool rule_matches(const limit_rule_t *r, const char *path, size_t len, bool metrics)
@@ -132,97 +78,6 @@ static bool rule_matches(const limit_rule_t *r, const char *path, size_t len, bo
     if (!r->prefix)
         return len == r->pattern_len && memcmp(path, r->pattern, len) == 0;
     return !metrics && len >= r->pattern_len && memcmp(path, r->pattern, r->pattern_len) == 0;
-}
-
-static size_t count_matches(const limit_set_t *set, const char *path, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < set->count; i++)
-        n += rule_matches(&set->rules[i], path, len, false);
-    return n;
-}
-
-/*
- * rl_check_multi takes at most RL_MULTI_MAX limits. The rules a path
- * matches are its exact rule and the prefix rules along it, and any path's
- * set is contained in that of the longest pattern it matches (checked as a
- * path itself), so checking each pattern as a path bounds every path.
- */
-static int check_match_bound(const limit_set_t *set, limits_report_fn report, void *ud)
-{
-    int errors = 0;
-    for (size_t i = 0; i < set->count; i++) {
-        const limit_rule_t *r = &set->rules[i];
-        size_t n = count_matches(set, r->pattern, r->pattern_len);
-        if (n > RL_MULTI_MAX) {
-            reportf(report, ud, r->line,
-                    "a path matching \"%s%s\" would be checked against %zu rules; at most %d can be",
-                    r->pattern, r->prefix ? "*" : "", n, RL_MULTI_MAX);
-            errors++;
-        }
-    }
-    return errors;
-}
-
-int limits_parse(limit_set_t *out, const char *text, size_t len, limits_report_fn report, void *ud)
-{
-    out->count = 0;
-    int errors = 0;
-    int line = 0;
-    char buf[LIMITS_LINE_MAX];
-    for (size_t pos = 0; pos < len;) {
-        line++;
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t end = nl != NULL ? (size_t)(nl - text) : len;
-        size_t n = end - pos;
-        if (n > 0 && text[pos + n - 1] == '\r')
-            n--;
-        if (n >= sizeof buf) {
-            reportf(report, ud, line, "line longer than %d bytes", LIMITS_LINE_MAX - 1);
-            errors++;
-        } else if (memchr(text + pos, '\0', n) != NULL) {
-            reportf(report, ud, line, "NUL byte in the line");
-            errors++;
-        } else {
-            memcpy(buf, text + pos, n);
-            buf[n] = '\0';
-            errors += parse_line(out, buf, line, report, ud);
-        }
-        pos = end + 1;
-    }
-    if (errors == 0)
-        errors = check_match_bound(out, report, ud);
-    return errors;
-}
-
-int limits_load(limit_set_t *out, const char *path, limits_report_fn report, void *ud)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        reportf(report, ud, 0, "cannot open: %s", strerror(errno));
-        return 1;
-    }
-    char *text = malloc(LIMITS_FILE_MAX + 1);
-    if (text == NULL) {
-        fclose(f);
-        reportf(report, ud, 0, "out of memory");
-        return 1;
-    }
-    size_t len = fread(text, 1, LIMITS_FILE_MAX + 1, f);
-    int failed = ferror(f);
-    fclose(f);
-    int errors;
-    if (failed) {
-        reportf(report, ud, 0, "read error");
-        errors = 1;
-    } else if (len > LIMITS_FILE_MAX) {
-        reportf(report, ud, 0, "file larger than %d bytes", LIMITS_FILE_MAX);
-        errors = 1;
-    } else {
-        errors = limits_parse(out, text, len, report, ud);
-    }
-    free(text);
-    return errors;
 }
 
 static bool has_name(const limit_set_t *set, const char *name)

@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's limits file: which limits apply to which requests.
  *
- * One rule per line, three parts separated by whitespace:
+ * The one limits-file format (tools/limitsfile/limitsfile.h), read by the
+ * shared parser, with every rule in its routed form:
  *
  *   PATTERN  SCOPE  SPEC
  *   *        client name=per_client rate=20/s burst=40
@@ -17,7 +19,8 @@
  *          ip      one per client IP, whatever key it sends
  *          shared  one for every request the pattern matches
  * SPEC     an rl_limit_parse spec (README "Limit specs"); names are unique.
- * Empty lines and lines starting with '#' are ignored.
+ * Blank lines and '#' comments are ignored. `ratelimit check FILE` checks a
+ * file with the same parser.
  *
  * Every rule that matches a request is checked at once with rl_check_multi:
  * all are charged or none is. Parsing is pure (no instance involved);
@@ -31,10 +34,12 @@
 
 #include <ratelimit.h>
 
+#include "limitsfile.h"
+
 #define LIMITS_MAX_RULES 256
-#define LIMITS_PATTERN_MAX 256 /* bytes, NUL included */
-#define LIMITS_LINE_MAX 1024   /* bytes per line */
-#define LIMITS_FILE_MAX (1024 * 1024)
+#define LIMITS_PATTERN_MAX LIMITSFILE_PATTERN_MAX /* bytes, NUL included */
+#define LIMITS_LINE_MAX LIMITSFILE_LINE_MAX       /* bytes per line */
+#define LIMITS_FILE_MAX LIMITSFILE_MAX_BYTES
 
 typedef enum limit_scope { SCOPE_CLIENT, SCOPE_IP, SCOPE_SHARED } limit_scope_t;
 
@@ -53,7 +58,8 @@ typedef struct limit_set {
     limit_rule_t rules[LIMITS_MAX_RULES];
 } limit_set_t;
 
-/* Told about each bad line (line 0: the file as a whole). */
+/* Told about each bad line (line 0: the file as a whole); the message ends
+ * with the error's name, e.g. "unknown scope \"x\" (...) (RL_ESPEC)". */
 typedef void (*limits_report_fn)(void *ud, int line, const char *msg);
 
 /* Parse a file's text into *out. Returns the number of bad lines (each

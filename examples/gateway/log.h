@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One log line to stderr, prefixed with the program and node name. */
 #ifndef GATEWAY_LOG_H
 #define GATEWAY_LOG_H

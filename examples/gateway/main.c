@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_gateway: a small HTTP/1.1 API gateway on libuv that rate-limits by API
  * key (or client IP) and by endpoint with libratelimit. See README.md.
@@ -33,6 +34,7 @@ typedef struct options {
     const char *limits_path;
     const char *redis_url;
     const char *node_id;
+    const char *key_prefix;
     const char *key_secret;
     const char *key_secret_file;
     uint64_t expected_nodes;
@@ -63,6 +65,7 @@ static void usage(FILE *f)
           "                            required with --redis)\n"
           "  --key-secret STRING       the same, inline (visible in ps: prefer the file)\n"
           "  --node-id ID              this node's name (default: the host name)\n"
+          "  --key-prefix P            Redis key prefix, the same on every node (default rl)\n"
           "  --expected-nodes N        fleet size, the pre-sync share divisor (default 1)\n"
           "  --sync-interval-ms N      global tier round, 50..200 (default 100)\n"
           "  --max-keys N              key table capacity (default 65536)\n"
@@ -151,6 +154,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         {"limits", required_argument, NULL, 'f'},
         {"redis", required_argument, NULL, 'r'},
         {"node-id", required_argument, NULL, 'n'},
+        {"key-prefix", required_argument, NULL, 'p'},
         {"key-secret", required_argument, NULL, 's'},
         {"key-secret-file", required_argument, NULL, 'S'},
         {"expected-nodes", required_argument, NULL, 'e'},
@@ -178,6 +182,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case 'f': o->limits_path = optarg; break;
         case 'r': o->redis_url = optarg; break;
         case 'n': o->node_id = optarg; break;
+        case 'p': o->key_prefix = optarg; break;
         case 's': o->key_secret = optarg; break;
         case 'S': o->key_secret_file = optarg; break;
         case 'e': rc = parse_u64("--expected-nodes", optarg, 1, 100000, &o->expected_nodes); break;
@@ -298,6 +303,7 @@ static int open_instance(const options_t *o, rl_t **rl)
     rl_config_init(&cfg);
     cfg.redis_url = o->redis_url;
     cfg.node_id = o->node_id;
+    cfg.key_prefix = o->key_prefix;
     cfg.expected_nodes = (uint32_t)o->expected_nodes;
     cfg.sync_interval_ms = (uint32_t)o->sync_interval_ms;
     cfg.max_keys = (uint32_t)o->max_keys;
@@ -314,13 +320,16 @@ static int open_instance(const options_t *o, rl_t **rl)
         cfg.key_secret = o->key_secret;
         cfg.key_secret_len = strlen(o->key_secret);
     }
+    char err[256] = "";
+    cfg.err = err; /* rl_open names the field at fault, and why */
+    cfg.errlen = sizeof err;
     int rc = rl_open(rl, &cfg);
     if (secret != NULL) {
         memset(secret, 0, cfg.key_secret_len); /* the instance keeps its own copy */
         free(secret);
     }
     if (rc < 0)
-        gw_log("rl_open: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+        gw_log("rl_open: %s (%s)", err[0] ? err : rl_strerror(rc), rl_err_name(rc));
     return rc;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prometheus text for the gateway's counters, followed by the library's. */
 #include "metrics.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's own counters, served at GET /metrics after the library's
  * (rl_metrics_text). Everything runs on the event loop's one thread, so

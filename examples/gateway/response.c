@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status line, framing headers, the caller's headers, then the body. */
 #include "response.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP/1.1 responses as bytes: pure formatting, no I/O. */
 #ifndef GATEWAY_RESPONSE_H
 #define GATEWAY_RESPONSE_H

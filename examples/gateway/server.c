@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Connections: reading, parsing, answering in order, timeouts, closing. */
 #include "server.h"
 

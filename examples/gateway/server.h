@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The HTTP/1.1 server on a libuv loop: accepts connections (at most
  * max_connections), parses requests with http_parser, answers them in order

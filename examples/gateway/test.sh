@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The gateway as clients see it: curl for well-formed HTTP, raw bytes over
 # bash's /dev/tcp for what curl will not send.
 #
@@ -285,7 +286,7 @@ cat >"$tmp/limits.conf" <<'EOF'
 EOF
 kill -HUP "${gw_pid[local]}"
 check "bad reload: line-numbered errors" wait_log local "limits.conf:2: unknown scope"
-check "bad reload: line 3 too" wait_log local "limits.conf:3: bad limit spec"
+check "bad reload: line 3 too" wait_log local "limits.conf:3: rate: \"fast\""
 check "bad reload: old limits kept" wait_log local "keeping the 4 rules in force"
 r=$(curl -si -H 'X-API-Key: newcomer2' "$(url /a)")
 check "old config still in force" eq "$(header "$r" RateLimit-Policy)" '"per_client";q=10;w=3600'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's request parser: every limit at its maximum and one past it,
  * chunking (every split point gives the same result as one feed),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gateway's limits file: parsing with line-numbered errors, the match
  * bound, path matching, and limits_apply (state kept on update, all or
@@ -91,10 +92,26 @@ START_TEST(errors_name_their_lines)
     ck_assert_ptr_nonnull(strstr(e.msg[1], "starting with '/'"));
     ck_assert_ptr_nonnull(strstr(e.msg[2], "only at the end"));
     ck_assert_ptr_nonnull(strstr(e.msg[3], "never the query"));
-    ck_assert_ptr_nonnull(strstr(e.msg[4], "bad limit spec"));
-    ck_assert_ptr_nonnull(strstr(e.msg[5], "already used on line 1"));
+    ck_assert_ptr_nonnull(strstr(e.msg[4], "(RL_ESPEC)")); /* rl_limit_parse's */
+    ck_assert_ptr_nonnull(strstr(e.msg[5], "first defined on line 1"));
     ck_assert_ptr_nonnull(strstr(e.msg[6], "expected PATTERN SCOPE SPEC"));
     ck_assert_ptr_nonnull(strstr(e.msg[8], "colour"));
+    free(set);
+}
+END_TEST
+
+/* The gateway routes requests: a rule in the plain SPEC form, which the CLI
+ * and other readers accept, is refused here with its line. */
+START_TEST(spec_lines_need_a_route)
+{
+    errs_t e;
+    limit_set_t *set = parse("* client name=ok rate=1/s\n"
+                             "name=plain rate=1/s  # no PATTERN SCOPE\n",
+                             &e);
+    ck_assert_int_eq(e.n, 1);
+    ck_assert_int_eq(e.line[0], 2);
+    ck_assert_ptr_nonnull(strstr(e.msg[0], "expected PATTERN SCOPE SPEC"));
+    ck_assert_ptr_nonnull(strstr(e.msg[0], "(RL_ESPEC)"));
     free(set);
 }
 END_TEST
@@ -299,6 +316,7 @@ int main(void)
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, valid_file);
     tcase_add_test(tc, errors_name_their_lines);
+    tcase_add_test(tc, spec_lines_need_a_route);
     tcase_add_test(tc, line_and_file_bounds);
     tcase_add_test(tc, match_bound);
     tcase_add_test(tc, matching);

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- One sync round of one node for one virtual shard of one limit.
 -- The build prepends share.lua (share_compute, share_ewma, SHARE_ONE).
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The share rule: a line-for-line mirror of src/share.c (the rule itself is
 -- documented in src/share.h). The build prepends this file to the scripts
 -- that need it, so it defines local functions only: no globals, no redis.*.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An out-of-tree program using an installed libratelimit: open, parse a
  * limit, add it, check twice, close. Exits 0 only on the expected results:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Out-of-tree consumer test: install a libratelimit build into a temporary
 # prefix, then build tests/consumer/consumer.c against that install four ways,
 #   1. with pkg-config:  cc consumer.c $(pkg-config --cflags --libs ratelimit),
@@ -61,6 +62,23 @@ echo "consumer: pkg-config --cflags --libs ratelimit: ${pcflags[*]}"
 cc -std=c11 -Wall -Wextra -Werror "${extra[@]}" "$here/consumer.c" -o "$tmp/consumer_pc" \
   "${pcflags[@]}" || fail "build with pkg-config"
 LD_LIBRARY_PATH=$libdir "$tmp/consumer_pc" || fail "consumer built with pkg-config"
+[[ $(pkg-config --variable=license ratelimit) == MIT ]] || fail "ratelimit.pc does not say license=MIT"
+# Run time (README "Install notes"): outside the loader's directories the
+# program starts only if it knows where the library is. Without help it
+# fails as users saw ("libratelimit.so.0: cannot open shared object file"),
+# unless a libratelimit is installed system-wide; with the rpath the README
+# gives, it starts with no LD_LIBRARY_PATH.
+if ! ldconfig -p 2>/dev/null | grep -q 'libratelimit\.so\.0 '; then
+  if env -u LD_LIBRARY_PATH "$tmp/consumer_pc" >"$tmp/norpath.log" 2>&1; then
+    fail "a consumer without rpath started: the install notes' premise is wrong"
+  fi
+  grep -q 'libratelimit.so.0' "$tmp/norpath.log" \
+    || { cat "$tmp/norpath.log" >&2; fail "no 'libratelimit.so.0' in the loader's error"; }
+fi
+cc -std=c11 -Wall -Wextra -Werror "${extra[@]}" "$here/consumer.c" -o "$tmp/consumer_rpath" \
+  "${pcflags[@]}" "-Wl,-rpath,$(pkg-config --variable=libdir ratelimit)" \
+  || fail "build with pkg-config and an rpath"
+env -u LD_LIBRARY_PATH "$tmp/consumer_rpath" || fail "consumer built with the install notes' rpath"
 
 # Static: `pkg-config --static` must list everything libratelimit.a needs
 # (Libs.private, Requires.private). -l:libratelimit.a makes ld take the
@@ -86,7 +104,18 @@ case "$(realpath -m "$found")" in
 esac
 cmake --build "$tmp/build" >"$tmp/build.log" 2>&1 \
   || { cat "$tmp/build.log" >&2; fail "build with find_package"; }
-LD_LIBRARY_PATH=$libdir "$tmp/build/consumer" || fail "consumer built with find_package"
+# CMake puts the imported library's directory in the build tree's RPATH.
+env -u LD_LIBRARY_PATH "$tmp/build/consumer" || fail "consumer built with find_package"
 "$tmp/build/consumer_static" || fail "consumer_static built with find_package"
 
-echo "consumer: OK (pkg-config shared and static; find_package shared and static)"
+# The docs the CLI's help points to, and the man page.
+docs=(share/doc/ratelimit/cli.md share/doc/ratelimit/limits-file.md share/doc/ratelimit/LICENSE
+      share/man/man3/ratelimit.3)
+# ratelimit(1) comes with the tool (not generated in TSan builds).
+if [[ -x $prefix/bin/ratelimit ]] && ! grep -q '^RL_TSAN:BOOL=ON' "$build/CMakeCache.txt"; then
+  docs+=(share/man/man1/ratelimit.1)
+fi
+for f in "${docs[@]}"; do
+  [[ -f $prefix/$f ]] || fail "$f is not installed"
+done
+echo "consumer: OK (pkg-config shared, rpath and static; find_package shared and static; docs)"

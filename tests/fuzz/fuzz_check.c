@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the check path (rl_check, rl_refund, rl_check_multi)
  * with attacker-chosen keys, costs, limit ids and clock movements.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: rl_headers, the snprintf-style renderer of a decision.
  *

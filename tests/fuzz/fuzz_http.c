@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the gateway's HTTP/1.1 request parser
  * (examples/gateway/http_parser.c), fed arbitrary bytes in arbitrary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: arbitrary bytes from "Redis", through hiredis's own
  * reader, into the code that interprets replies: the report script's reply

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: rl_limit_parse on arbitrary bytes.
  *

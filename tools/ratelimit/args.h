@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Option parsing for the subcommands: --name VALUE, --name=VALUE, flags. */
 #ifndef RL_CLI_ARGS_H
 #define RL_CLI_ARGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ratelimit, the command-line tool: what every subcommand shares. */
 #ifndef RL_CLI_H
 #define RL_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ratelimit bench: a quick figure for the hot path on this machine. ns per
  * rl_check for one hot key and for N random keys, each against a floor
@@ -326,7 +327,10 @@ int cli_bench(cli_t *cli, int argc, char **argv)
     uint64_t mk = keys + keys / 4;
     cfg.max_keys = (uint32_t)(mk < 1024 ? 1024 : mk);
     rl_limit_t lim;
-    int rc = rl_limit_parse(&lim, BENCH_SPEC, NULL, 0);
+    char why[256] = "";
+    cfg.err = why;
+    cfg.errlen = sizeof why;
+    int rc = rl_limit_parse_sized(&lim, sizeof lim, BENCH_SPEC, NULL, 0);
     if (rc == 0)
         rc = rl_open(&b->rl, &cfg);
     if (rc == 0 && (b->id = rl_limit_add(b->rl, &lim)) < 0)
@@ -337,7 +341,7 @@ int cli_bench(cli_t *cli, int argc, char **argv)
         free(b->keys);
         free(b);
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "cannot set up: %s",
-                        rc ? rl_strerror(rc) : "out of memory");
+                        rc ? (why[0] ? why : rl_strerror(rc)) : "out of memory");
     }
     rl_limit_params_t p;
     rl__params_read(rl__limit_get(&b->rl->limits, b->id), &p);

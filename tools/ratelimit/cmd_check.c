@@ -1,4 +1,5 @@
-/* ratelimit check FILE: validate a limit spec file. */
+/* SPDX-License-Identifier: MIT */
+/* ratelimit check FILE: validate a limits file (tools/limitsfile/limitsfile.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,14 @@ static void print_json(const char *path, const limitfile_t *lf)
         json_rate(&j, "degraded_rate", e->lim.degraded_rate);
         json_bool(&j, "shadow", e->lim.shadow != 0);
         json_u64(&j, "max_keys", e->lim.max_keys);
+        if (e->scope == LIMITSFILE_SCOPE_NONE) {
+            json_null(&j, "route");
+        } else {
+            json_object(&j, "route");
+            json_str(&j, "pattern", e->pattern);
+            json_str(&j, "scope", limitsfile_scope_name(e->scope));
+            json_end(&j);
+        }
         json_end(&j);
     }
     json_end(&j);

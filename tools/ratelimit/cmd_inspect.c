@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ratelimit inspect: what Redis holds for one key of one limit. */
 #include <errno.h>
 #include <inttypes.h>

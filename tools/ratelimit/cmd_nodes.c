@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ratelimit nodes: the nodes of a fleet, from the node registry. */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -26,13 +27,36 @@ static int cmp_row(const void *a, const void *b)
     return strcmp(((const node_row_t *)a)->inc, ((const node_row_t *)b)->inc);
 }
 
+/* The distinct fingerprints among the live nodes whose record has one. */
+typedef struct fp_group {
+    const char *fp;
+    size_t nodes;
+} fp_group_t;
+
+static size_t fp_groups(const node_row_t *rows, size_t n, fp_group_t *g)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *fp = rows[i].rec.fp;
+        if (!rows[i].live || !rows[i].known || fp[0] == '\0')
+            continue;
+        size_t j = 0;
+        while (j < k && strcmp(g[j].fp, fp) != 0)
+            j++;
+        if (j == k)
+            g[k++] = (fp_group_t){fp, 0};
+        g[j].nodes++;
+    }
+    return k;
+}
+
 static int64_t since(uint64_t now, uint64_t then)
 {
     return then == 0 ? -1 : now >= then ? (int64_t)(now - then) : 0;
 }
 
 static void print_json(const node_row_t *rows, size_t n, uint64_t now, const char *prefix,
-                       const char *where, size_t live)
+                       const char *where, size_t live, const fp_group_t *g, size_t ng)
 {
     json_t j;
     json_init(&j, stdout);
@@ -43,6 +67,15 @@ static void print_json(const node_row_t *rows, size_t n, uint64_t now, const cha
     json_u64(&j, "now_ms", now);
     json_u64(&j, "live_count", live);
     json_u64(&j, "stale_count", n - live);
+    json_bool(&j, "split", ng > 1);
+    json_array(&j, "fingerprints");
+    for (size_t i = 0; i < ng; i++) {
+        json_object(&j, NULL);
+        json_str(&j, "fingerprint", g[i].fp);
+        json_u64(&j, "live_nodes", g[i].nodes);
+        json_end(&j);
+    }
+    json_end(&j);
     json_array(&j, "nodes");
     for (size_t i = 0; i < n; i++) {
         const node_row_t *r = &rows[i];
@@ -76,6 +109,10 @@ static void print_json(const node_row_t *rows, size_t n, uint64_t now, const cha
         json_u64(&j, "reported_limits", rec->rlimits);
         json_u64(&j, "rounds", rec->rounds);
         json_u64(&j, "rounds_failed", rec->failed);
+        if (rec->fp[0] != '\0')
+            json_str(&j, "fingerprint", rec->fp);
+        else
+            json_null(&j, "fingerprint");
         json_end(&j);
     }
     json_end(&j);
@@ -83,10 +120,18 @@ static void print_json(const node_row_t *rows, size_t n, uint64_t now, const cha
 }
 
 static void print_text(const node_row_t *rows, size_t n, uint64_t now, const char *prefix,
-                       const char *where, size_t live)
+                       const char *where, size_t live, const fp_group_t *g, size_t ng)
 {
     printf("fleet \"%s\" at %s: %zu live node%s, %zu stale\n", prefix, where, live,
            live == 1 ? "" : "s", n - live);
+    if (ng > 1) {
+        printf("SPLIT: the live nodes hold %zu different key_secret fingerprints:", ng);
+        for (size_t i = 0; i < ng; i++)
+            printf("%s %s (%zu node%s)", i ? "," : "", g[i].fp, g[i].nodes,
+                   g[i].nodes == 1 ? "" : "s");
+        printf(".\nNodes with different secrets keep separate keys in Redis, so each group "
+               "enforces the whole limit: give every node the same key_secret.\n");
+    }
     if (n == 0) {
         printf("(no node has written to {%s:v1}:nodes lately: none running, all stopped, "
                "another --prefix, or nodes on a library without the node registry)\n",
@@ -96,9 +141,10 @@ static void print_text(const node_row_t *rows, size_t n, uint64_t now, const cha
     printf("\n");
     static const char *const head[] = {"NODE",   "INSTANCE", "HOST",     "PID",    "VERSION",
                                        "HEALTH", "INTERVAL", "LIMITS",   "KEYS",   "LAST ROUND",
-                                       "ROUNDS", "FAILED",   "UPTIME",   "LAST SEEN", "STATE"};
+                                       "ROUNDS", "FAILED",   "UPTIME",   "SECRET FP",
+                                       "LAST SEEN", "STATE"};
     table_t t;
-    table_init(&t, 15, head, "lllrllrrrlrrrrl");
+    table_init(&t, 16, head, "lllrllrrrlrrrlrl");
     char a[32];
     for (size_t i = 0; i < n; i++) {
         const node_row_t *r = &rows[i];
@@ -119,9 +165,10 @@ static void print_text(const node_row_t *rows, size_t n, uint64_t now, const cha
             table_cell(&t, "%" PRIu64, rec->failed);
             fmt_duration(a, sizeof a, since(now, rec->start_ms));
             table_cell(&t, "%s", a);
+            table_cell(&t, "%s", rec->fp[0] ? rec->fp : "-");
         } else {
             table_cell(&t, "(record v%" PRIu32 ": unknown to this tool)", rec->version);
-            for (int c = 0; c < 10; c++)
+            for (int c = 0; c < 11; c++)
                 table_cell(&t, "-");
         }
         fmt_duration(a, sizeof a, since(now, rec->seen_ms));
@@ -219,10 +266,13 @@ int cli_nodes(cli_t *cli, int argc, char **argv)
         size_t live = 0;
         for (size_t i = 0; i < n; i++)
             live += (size_t)rows[i].live;
+        fp_group_t *g = calloc(n + 1, sizeof *g);
+        size_t ng = g != NULL ? fp_groups(rows, n, g) : 0;
         if (cli->json)
-            print_json(rows, n, now, prefix, r.where, live);
+            print_json(rows, n, now, prefix, r.where, live, g, ng);
         else
-            print_text(rows, n, now, prefix, r.where, live);
+            print_text(rows, n, now, prefix, r.where, live, g, ng);
+        free(g);
     }
     free(rows);
     cli_redis_close(&r);

@@ -1,11 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rl_cli_fleet: a fleet of N nodes (rl_t instances, one process) sharing one
  * limit through Redis, for tools/ratelimit/test.sh to inspect while it runs.
  *
  *   rl_cli_fleet --redis URL --prefix P --secret-file F --spec SPEC --key KEY
  *                [--key2-hex HEX] [--nodes N] [--warm-ms MS] [--max-seconds S]
+ *                [--name NAME]
  *
- * Node i is "cli-node-<i>" (sync interval 200 ms, the longest, so a busy
+ * Node i is "<NAME>-<i>" (NAME defaults to cli-node; sync interval 200 ms, the longest, so a busy
  * machine rarely stalls a node past its entry's deadline; expected_nodes N). One
  * thread per node checks KEY: node 0 about 4 checks a millisecond (past any
  * sane limit), the others one every 5 ms; each also checks KEY2 (given in
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
     static char key2[RL_MAX_KEY_LEN];
     size_t key2_len = 0;
     long nodes = 2, warm_ms = 1000, max_s = 120;
+    const char *name = "cli-node";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
         if (strcmp(o, "--redis") == 0)
@@ -110,13 +113,15 @@ int main(int argc, char **argv)
             warm_ms = atol(v);
         else if (strcmp(o, "--max-seconds") == 0)
             max_s = atol(v);
+        else if (strcmp(o, "--name") == 0)
+            name = v;
         else
             return die("unknown option (see the comment at the top of fleet_helper.c)");
     }
     if (url == NULL || secret_file == NULL || spec == NULL || key == NULL || nodes < 1 ||
         nodes > NODES_MAX || warm_ms < 0 || max_s < 1 || argc % 2 != 1)
         return die("usage: --redis URL --prefix P --secret-file F --spec SPEC --key KEY "
-                   "[--nodes 1..8] [--warm-ms MS] [--max-seconds S]");
+                   "[--nodes 1..8] [--warm-ms MS] [--max-seconds S] [--name NAME]");
     char secret[4097];
     FILE *f = fopen(secret_file, "rb");
     if (f == NULL)
@@ -139,7 +144,7 @@ int main(int argc, char **argv)
         n->stop = &stop;
         atomic_init(&n->admitted, 0);
         atomic_init(&n->err, 0);
-        snprintf(n->name, sizeof n->name, "cli-node-%ld", i);
+        snprintf(n->name, sizeof n->name, "%.20s-%ld", name, i);
         rl_config_t c;
         rl_config_init(&c);
         c.redis_url = url;
@@ -149,9 +154,12 @@ int main(int argc, char **argv)
         c.key_secret = secret;
         c.key_secret_len = secret_len;
         c.key_prefix = prefix;
+        char why[256];
+        c.err = why;
+        c.errlen = sizeof why;
         int rc = rl_open(&n->rl, &c);
         if (rc != 0)
-            return die(rl_strerror(rc));
+            return die(why);
         if ((n->id = rl_limit_add(n->rl, &lim)) < 0)
             return die(rl_strerror(n->id));
     }

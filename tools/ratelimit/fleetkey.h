@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fleet's names for a key: the key_secret (from a file or hex), and the
  * Redis name of a (limit, key) pair computed by the library's own functions

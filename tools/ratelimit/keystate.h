@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A key's hash in Redis, decoded exactly as src/lua/report.lua writes it
  * (the one reader of that layout in the project; keep the two in step):

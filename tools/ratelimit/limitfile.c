@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,88 +27,92 @@ static void set_error(limitfile_t *lf, limitfile_entry_t *e, int rc, const char 
     lf->errors++;
 }
 
+/* The parser's errors, kept until they are merged with its rules. */
+typedef struct collected {
+    limitfile_t errs;
+    int nomem;
+} collected_t;
+
+static void collect(void *ud, unsigned line, int code, const char *msg)
+{
+    collected_t *c = ud;
+    limitfile_entry_t *e = next_entry(&c->errs, line);
+    if (e == NULL) {
+        c->nomem = 1;
+        return;
+    }
+    set_error(&c->errs, e, code, msg);
+}
+
+/* Rules and errors, both in line order, into one list in line order; a
+ * rule that also has an error (a path matching too many rules) is that
+ * error. */
+static int merge(limitfile_t *lf, const limitsfile_t *rules, const limitfile_t *errs)
+{
+    size_t i = 0, k = 0;
+    while (i < rules->count || k < errs->n) {
+        limitfile_entry_t *e;
+        if (k < errs->n && (i == rules->count || errs->e[k].line <= rules->rules[i].line)) {
+            if (i < rules->count && errs->e[k].line == rules->rules[i].line)
+                i++;
+            if ((e = next_entry(lf, errs->e[k].line)) == NULL)
+                return RL_ENOMEM;
+            set_error(lf, e, errs->e[k].rc, errs->e[k].msg);
+            k++;
+            continue;
+        }
+        const limitsfile_rule_t *r = &rules->rules[i++];
+        if ((e = next_entry(lf, r->line)) == NULL)
+            return RL_ENOMEM;
+        e->lim = r->limit;
+        e->scope = r->scope;
+        if (r->scope != LIMITSFILE_SCOPE_NONE)
+            snprintf(e->pattern, sizeof e->pattern, "%s%s", r->pattern, r->prefix ? "*" : "");
+    }
+    return 0;
+}
+
 int limitfile_check(const char *text, size_t len, limitfile_t *lf)
 {
     memset(lf, 0, sizeof *lf);
+    collected_t c;
+    memset(&c, 0, sizeof c);
+    limitsfile_t rules;
+    limitsfile_opts_t opts = {RL_MAX_LIMITS, 0};
+    int rc = limitsfile_parse(&rules, text, len, &opts, collect, &c);
+    if (rc >= 0 && c.nomem)
+        rc = RL_ENOMEM;
+    if (rc >= 0)
+        rc = merge(lf, &rules, &c.errs);
+    limitsfile_free(&rules);
+    limitfile_free(&c.errs);
+    if (rc < 0) {
+        limitfile_free(lf);
+        return rc;
+    }
     rl_config_t cfg;
     rl_config_init(&cfg);
     cfg.max_keys = 16;  /* nothing is checked: the table only has to exist */
     cfg.max_limits = RL_MAX_LIMITS;
     rl_t *rl = NULL;
-    int rc = rl_open(&rl, &cfg);
-    if (rc != 0)
+    rc = rl_open(&rl, &cfg);
+    if (rc != 0) {
+        limitfile_free(lf);
         return rc;
-    char *spec = malloc(len + 1);
-    if (spec == NULL) {
-        rl_close(rl);
-        return RL_ENOMEM;
     }
-    unsigned line = 0;
-    size_t i = 0;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && text[end] != '\n')
-            end++;
-        line++;
-        size_t n = end - i;
-        const char *p = text + i;
-        i = end + 1;
-        int has_nul = memchr(p, '\0', n) != NULL;
-        const char *hash = memchr(p, '#', n);
-        if (hash != NULL)
-            n = (size_t)(hash - p);
-        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
-            n--;
-        while (n > 0 && (*p == ' ' || *p == '\t')) {
-            p++;
-            n--;
-        }
-        if (n == 0 && !has_nul)
+    for (size_t i = 0; i < lf->n && rc == 0; i++) {
+        limitfile_entry_t *e = &lf->e[i];
+        if (e->rc != 0)
             continue;
-        limitfile_entry_t *e = next_entry(lf, line);
-        if (e == NULL) {
-            rc = RL_ENOMEM;
-            break;
-        }
-        if (has_nul) {
-            /* rl_limit_parse would stop at it and read a different spec. */
-            set_error(lf, e, RL_ESPEC, "the line holds a NUL byte");
-            continue;
-        }
-        memcpy(spec, p, n);
-        spec[n] = '\0';
-        char err[256] = "";
-        int prc = rl_limit_parse(&e->lim, spec, err, sizeof err);
-        if (prc != 0) {
-            set_error(lf, e, prc, err[0] ? err : rl_strerror(prc));
-            continue;
-        }
         int arc = rl_limit_add(rl, &e->lim);
-        if (arc == RL_EEXIST) {
-            unsigned first = 0;
-            for (size_t k = 0; k + 1 < lf->n && first == 0; k++)
-                if (lf->e[k].rc == 0 && strcmp(lf->e[k].lim.name, e->lim.name) == 0)
-                    first = lf->e[k].line;
-            char msg[200];
-            snprintf(msg, sizeof msg, "duplicate limit name \"%s\" (first defined on line %u)",
-                     e->lim.name, first);
-            set_error(lf, e, arc, msg);
-        } else if (arc == RL_ELIMITS) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "more than %d limits: an instance holds at most that many",
-                     RL_MAX_LIMITS);
-            set_error(lf, e, arc, msg);
+        if (arc == RL_ENOMEM) {
+            rc = arc;
         } else if (arc < 0) {
             char msg[200];
             snprintf(msg, sizeof msg, "rl_limit_add refuses it: %s", rl_strerror(arc));
             set_error(lf, e, arc, msg);
         }
-        if (arc == RL_ENOMEM) {
-            rc = RL_ENOMEM;
-            break;
-        }
     }
-    free(spec);
     rl_close(rl);
     if (rc != 0)
         limitfile_free(lf);

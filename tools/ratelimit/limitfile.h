@@ -1,23 +1,28 @@
+/* SPDX-License-Identifier: MIT */
 /*
- * Limit spec files: one rl_limit_parse spec per line; blank lines and '#'
- * comments (whole-line or trailing) are skipped. Read by `check`, and by
- * `inspect --limits` to learn a limit's rate.
+ * Limits files, in the one format every consumer reads
+ * (tools/limitsfile/limitsfile.h: SPEC, or PATTERN SCOPE SPEC, per line),
+ * parsed by the shared parser. Read by `check`, and by `inspect --limits`
+ * to learn a limit's rate.
  */
 #ifndef RL_CLI_LIMITFILE_H
 #define RL_CLI_LIMITFILE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "limitsfile.h"
 #include "ratelimit.h"
 
-/* Files larger than this are refused (a spec file is a config file). */
-#define LIMITFILE_MAX_BYTES (16u << 20)
+/* Files larger than this are refused (a limits file is a config file). */
+#define LIMITFILE_MAX_BYTES LIMITSFILE_MAX_BYTES
 
 typedef struct limitfile_entry {
     unsigned line;
     int rc;            /* 0, or the RL_E* code of the first problem */
     char msg[320];     /* what was wrong, when rc != 0 */
     rl_limit_t lim;    /* when rc == 0 */
+    limitsfile_scope_t scope;               /* when rc == 0; NONE: a SPEC line */
+    char pattern[LIMITSFILE_PATTERN_MAX + 1]; /* with its '*', when routed */
 } limitfile_entry_t;
 
 typedef struct limitfile {
@@ -27,9 +32,11 @@ typedef struct limitfile {
 } limitfile_t;
 
 /*
- * Parse every spec of text[0, len) and add each to a local-only instance, as
- * an application would, so duplicate names and whatever else rl_limit_add
- * refuses are found too. Returns 0 (look at lf->errors), or an RL_E* code
+ * Parse text[0, len) with the shared parser (either form of line: `check`
+ * accepts exactly what the gateway accepts, and plain spec files) and add
+ * each good limit to a local-only instance, as an application would, so
+ * whatever else rl_limit_add refuses is found too. One entry per rule line,
+ * in line order. Returns 0 (look at lf->errors), or an RL_E* code
  * if the check itself could not run (out of memory).
  */
 int limitfile_check(const char *text, size_t len, limitfile_t *lf);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ratelimit: the command-line tool of libratelimit (docs/cli.md).
  *

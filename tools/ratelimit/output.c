@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE /* vasprintf */
 #include <math.h>
 #include <inttypes.h>

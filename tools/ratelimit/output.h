@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Output: a streaming JSON writer (valid JSON whatever the bytes: strings
  * are escaped, invalid UTF-8 is written as \u00XX per byte, non-finite

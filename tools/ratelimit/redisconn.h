@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A synchronous Redis connection for the subcommands that read a fleet's
  * state: the URL syntax of rl_config_t.redis_url (parsed by the library's own

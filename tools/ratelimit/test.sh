@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The ratelimit tool end to end (ctest runs it as "cli"):
 #
 #   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
@@ -6,7 +7,8 @@
 # Starts a private redis-server on a free loopback port (stopped by PID on
 # exit, whatever happens), runs a two-node fleet (rl_cli_fleet) that syncs one
 # key, and checks `inspect` and `nodes` against it, table and --json (every
-# JSON document is parsed with python3), before and after the fleet closes;
+# JSON document is parsed with python3), before and after the fleet closes,
+# and with a node of another secret beside it (a split fleet);
 # `check` on good and bad files (exact lines and codes); `bench --seconds 1`
 # (sane numbers, never timing); errors: unreachable Redis, a password Redis
 # asks for, a wrong one, a missing key, usage mistakes.
@@ -31,8 +33,10 @@ command -v redis-cli >/dev/null 2>&1 || { echo "test.sh: redis-cli is needed (re
 work=$(mktemp -d)
 redis_pid=
 fleet_pid=
+rogue_pid=
 cleanup() {
   [[ -n $fleet_pid ]] && kill "$fleet_pid" 2>/dev/null && wait "$fleet_pid" 2>/dev/null
+  [[ -n $rogue_pid ]] && kill "$rogue_pid" 2>/dev/null && wait "$rogue_pid" 2>/dev/null
   if [[ -n $redis_pid ]]; then
     kill "$redis_pid" 2>/dev/null
     wait "$redis_pid" 2>/dev/null
@@ -202,6 +206,28 @@ run check_no_file 2 -- check
 run check_two_files 2 -- check a b
 printf '' >"$work/empty.conf"
 run check_empty 0 -- check "$work/empty.conf"
+# One format: the gateway's own file (PATTERN SCOPE SPEC) is valid here,
+# with each rule's route in the JSON; bad routes get their lines and codes.
+gateway_conf=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/gateway" && pwd)/limits.conf
+run check_gateway_file 0 -- check "$gateway_conf"
+has check_gateway_file out "OK, 6 limits"
+run check_gateway_json 0 -- --json check "$gateway_conf"
+py check_gateway_json "the gateway's limits.conf, with routes" \
+  'd["valid"] and d["limit_count"] == 6 and
+   d["limits"][0]["route"] == {"pattern": "*", "scope": "client"} and
+   d["limits"][2]["route"] == {"pattern": "/search", "scope": "shared"} and
+   d["limits"][2]["name"] == "search_total"'
+printf '%s\n' \
+  'name=plain rate=1/s' \
+  '/api/* client name=api rate=10/s' \
+  '/x nobody name=x rate=1/s' \
+  'search client name=y rate=1/s' \
+  '/z client' >"$work/routes.conf"
+run check_routes 1 -- --json check "$work/routes.conf"
+py check_routes "both forms in one file; route errors by line" \
+  'd["limit_count"] == 2 and d["limits"][0]["route"] is None and
+   d["limits"][1]["route"] == {"pattern": "/api/*", "scope": "client"} and
+   [(e["line"], e["code"]) for e in d["errors"]] == [(3, "RL_ESPEC"), (4, "RL_ESPEC"), (5, "RL_ESPEC")]'
 
 # ------------------------------------------------------- fleet: inspect, nodes
 # A second key with bytes JSON must escape or cannot hold as they are: a
@@ -308,6 +334,46 @@ py nodes_live_json "both nodes: this fleet's pid, interval, limits, keys; livene
        n["live"] == (n["deadline_ms"] >= d["now_ms"]) and
        n["deadline_ms"] == n["last_seen_ms"] + 10 * 200 and
        n["last_seen_age_ms"] >= 0 and len(n["instance"]) == 16 for n in d["nodes"])'
+py nodes_live_json "one fleet, one fingerprint: no split" \
+  'd["split"] is False and len(d["fingerprints"]) == 1 and d["fingerprints"][0]["live_nodes"] == 2 and
+   all(n["fingerprint"] == d["fingerprints"][0]["fingerprint"] for n in d["nodes"])'
+
+# A node of the same prefix with another secret: a split fleet. The nodes
+# show it (and log it, on their stderr); so does `nodes`.
+printf 'a-rogue-secret-0123456789' >"$work/rogue-secret"
+mkfifo "$work/rogue.in"
+"$fleet" --redis "$url" --prefix cli --secret-file "$work/rogue-secret" --spec "$spec" \
+  --key customer-42 --nodes 1 --name rogue --warm-ms 1500 <"$work/rogue.in" >"$work/rogue.out" 2>&1 &
+rogue_pid=$!
+exec 4>"$work/rogue.in"
+for _ in $(seq 1 200); do
+  grep -q ready "$work/rogue.out" && break
+  kill -0 "$rogue_pid" 2>/dev/null || break
+  sleep 0.05
+done
+grep -q ready "$work/rogue.out" && pass "rogue node started" || fail "rogue node did not start"
+run nodes_split 0 -- nodes --redis "$url" --prefix cli
+has nodes_split out "SPLIT: the live nodes hold 2 different key_secret fingerprints"
+has nodes_split out "rogue-0"
+run nodes_split_json 0 -- nodes --redis "$url" --prefix cli --json
+py nodes_split_json "two fingerprints: 2 nodes and 1" \
+  'd["split"] is True and sorted(g["live_nodes"] for g in d["fingerprints"]) == [1, 2] and
+   len({n["fingerprint"] for n in d["nodes"]}) == 2 and
+   [n for n in d["nodes"] if n["node_id"] == "rogue-0"][0]["fingerprint"] not in
+   {n["fingerprint"] for n in d["nodes"] if n["node_id"].startswith("cli-node-")}'
+# The rogue's own log (stderr, no hook set) says so; poll, it logs once the
+# registry answered its heartbeat.
+for _ in $(seq 1 200); do
+  grep -q "libratelimit: ERROR \[rogue-0\] fleet split" "$work/rogue.out" && break
+  sleep 0.05
+done
+grep -q "libratelimit: ERROR \[rogue-0\] fleet split: 1 other key_secret fingerprint" "$work/rogue.out" \
+  && pass "the rogue logs the split on stderr" || fail "no split line on the rogue's stderr"
+echo stop >&4
+exec 4>&-
+wait "$rogue_pid" && pass "rogue closed" || fail "rogue exit $?"
+rogue_pid=
+
 run nodes_other_prefix 0 -- nodes --redis "$url" --prefix nobody
 has nodes_other_prefix out "0 live nodes"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ctypes binding for libratelimit (standard library only).
 
     from ratelimit import RateLimiter
@@ -9,8 +10,19 @@
             print(d.retry_after_ms, d.headers())
 
 The shared library is found, in order: the `library` argument of
-RateLimiter (or load()), the RL_LIBRARY environment variable, then
-ctypes.util.find_library("ratelimit").
+RateLimiter (or load()); the LIBRATELIMIT_LIBRARY environment variable (or
+RL_LIBRARY, its older name); libratelimit.so.0 in the lib directories of
+the installed prefix (LIBRATELIMIT_PREFIX, else this Python's prefix, else
+/usr/local, CMake's default); then the system loader (ld.so's cache and
+LD_LIBRARY_PATH). When none loads, the OSError lists every place tried.
+
+After fork() (a pre-fork server such as gunicorn --preload), the C library
+refuses an inherited instance (RL_EFORKED). A RateLimiter notices the new
+process by its PID at its next call and reopens itself there with the same
+configuration and limits (ids unchanged); nothing is shared between the
+processes, as with any instance. With a redis_url, the new instance's
+node_id is the parent's (or the host name) with "-PID" appended: every
+worker is a node of its own, so count them all in expected_nodes.
 
 The structs below mirror include/ratelimit.h field for field (ctypes lays
 them out with the platform's C rules, padding included); every struct is
@@ -28,6 +40,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
+import socket
+import sys
 import threading
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -121,6 +136,11 @@ class Config(ctypes.Structure):
         ("recover_after_rounds", _u32),
         ("reconnect_max_ms", _u32),
         ("degrade_ramp_ms", _u32),
+        # appended fields: rl_open's message, the default log
+        ("err", ctypes.c_void_p),  # char *: a buffer the binding owns during rl_open
+        ("errlen", _size),
+        ("log_quiet", _u32),
+        ("reserved2", _u32),
     ]
 
 
@@ -220,6 +240,11 @@ class Stats(ctypes.Structure):
         ("sync_round_us_last", _u64),
         ("sync_round_us_max", _u64),
         ("sync_reports_last_round", _u64),
+        # appended fields: the fleet as the node registry shows it, the log
+        ("fleet_nodes", _u64),
+        ("fleet_split_rounds", _u64),
+        ("fleet_split_fingerprints", _u64),
+        ("log_dropped", _u64),
     ]
 
 
@@ -261,6 +286,8 @@ _PROTOTYPES = {
     "rl_close": (None, [_c_rl]),
     "rl_limit_init_sized": (None, [_P(Limit), _size]),
     "rl_limit_parse": (ctypes.c_int, [_P(Limit), ctypes.c_char_p, _P(ctypes.c_char), _size]),
+    "rl_limit_parse_sized": (ctypes.c_int, [_P(Limit), _size, ctypes.c_char_p,
+                                            _P(ctypes.c_char), _size]),
     "rl_limit_add": (ctypes.c_int, [_c_rl, _P(Limit)]),
     "rl_limit_update": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Limit)]),
     "rl_limit_remove": (ctypes.c_int, [_c_rl, ctypes.c_int]),
@@ -284,10 +311,16 @@ _PROTOTYPES = {
     "rl_version_hex": (_u32, []),
     "rl_metrics_text": (ctypes.c_int, [_c_rl, _P(ctypes.c_char), _size]),
 }
-_OPTIONAL = {"rl_metrics_text"}
+_OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized"}
 
 _libs: dict = {}
 _libs_lock = threading.Lock()
+
+# This process's PID, refreshed in a forked child, so a call notices that
+# it runs in a new process without a getpid() each time.
+_pid = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
 
 
 class _Lib:
@@ -319,22 +352,69 @@ class _Lib:
         return self.rl_strerror(code).decode()
 
 
-def _find_path(library: Optional[str]) -> str:
-    path = library or os.environ.get("RL_LIBRARY") or ctypes.util.find_library("ratelimit")
-    if not path:
-        raise OSError("libratelimit not found: pass library=..., set RL_LIBRARY, or install "
-                      "it where ctypes.util.find_library('ratelimit') looks")
-    return path
+SONAME = f"libratelimit.so.{ABI_MAJOR}"
+
+
+def _prefix_dirs() -> List[Tuple[str, str]]:
+    """(directory, why) for the lib directories of the installed prefixes."""
+    prefixes = []
+    env = os.environ.get("LIBRATELIMIT_PREFIX")
+    if env:
+        prefixes.append((env, "LIBRATELIMIT_PREFIX"))
+    for p in (sys.prefix, sys.base_prefix):
+        prefixes.append((p, "the Python prefix"))
+    prefixes.append(("/usr/local", "CMake's default prefix"))
+    multiarch = getattr(sys.implementation, "_multiarch", None)
+    out, seen = [], set()
+    for prefix, why in prefixes:
+        subs = ["lib", "lib64"] + ([os.path.join("lib", multiarch)] if multiarch else [])
+        for sub in subs:
+            d = os.path.join(prefix, sub)
+            if d not in seen:
+                seen.add(d)
+                out.append((d, why))
+    return out
+
+
+def _candidates(library: Optional[str]) -> List[Tuple[str, str]]:
+    """(path or name, where it came from), in the documented order."""
+    if library:
+        return [(library, "the library argument")]
+    env = os.environ.get("LIBRATELIMIT_LIBRARY") or os.environ.get("RL_LIBRARY")
+    if env:
+        name = "LIBRATELIMIT_LIBRARY" if os.environ.get("LIBRATELIMIT_LIBRARY") else "RL_LIBRARY"
+        return [(env, name)]
+    out = [(os.path.join(d, SONAME), f"{why}") for d, why in _prefix_dirs()
+           if os.path.exists(os.path.join(d, SONAME))]
+    out.append((SONAME, "the system loader"))
+    found = ctypes.util.find_library("ratelimit")
+    if found and found != SONAME:
+        out.append((found, "the system loader (find_library)"))
+    return out
 
 
 def load(library: Optional[str] = None) -> _Lib:
-    """Load (once per path) and return the library."""
-    path = _find_path(library)
-    with _libs_lock:
-        lib = _libs.get(path)
-        if lib is None:
-            lib = _libs[path] = _Lib(path)
-        return lib
+    """Load (once per path) and return the library, from the first place of
+    the documented order where it loads; OSError lists every place tried."""
+    tried = []
+    for path, why in _candidates(library):
+        with _libs_lock:
+            lib = _libs.get(path)
+            if lib is not None:
+                return lib
+            try:
+                lib = _libs[path] = _Lib(path)
+                return lib
+            except OSError as e:
+                tried.append(f"{path} ({why}): {e}")
+    if library is None and not (os.environ.get("LIBRATELIMIT_LIBRARY")
+                                or os.environ.get("RL_LIBRARY")):
+        looked = ", ".join(d for d, _ in _prefix_dirs())
+        tried.insert(0, f"{SONAME} in the installed prefixes' lib directories: "
+                        f"{looked}: not there")
+    raise OSError("libratelimit not found; tried:\n  " + "\n  ".join(tried) +
+                  "\npass library=PATH, set LIBRATELIMIT_LIBRARY=PATH or "
+                  "LIBRATELIMIT_PREFIX=PREFIX, or run ldconfig after installing")
 
 
 def version(library: Optional[str] = None) -> str:
@@ -347,7 +427,8 @@ class RateLimitError(Exception):
 
     code: the number (e.g. -7); name: rl_err_name (e.g. "RL_ESPEC");
     message: rl_strerror; function: the C function that failed; detail: more
-    text when there is some (rl_limit_parse's message naming the bad word).
+    text when there is some (rl_limit_parse's message naming the bad word,
+    rl_open's naming the field and why).
     """
 
     def __init__(self, code: int, function: str, detail: Optional[str] = None,
@@ -417,7 +498,11 @@ def _parse(lib: _Lib, spec: Union[str, Limit]) -> Limit:
     lim = Limit()
     lib.rl_limit_init_sized(ctypes.byref(lim), ctypes.sizeof(lim))
     err = ctypes.create_string_buffer(256)
-    rc = lib.rl_limit_parse(ctypes.byref(lim), spec.encode("utf-8"), err, ctypes.sizeof(err))
+    if lib.rl_limit_parse_sized is not None:  # writes exactly this binding's struct size
+        rc = lib.rl_limit_parse_sized(ctypes.byref(lim), ctypes.sizeof(lim),
+                                      spec.encode("utf-8"), err, ctypes.sizeof(err))
+    else:
+        rc = lib.rl_limit_parse(ctypes.byref(lim), spec.encode("utf-8"), err, ctypes.sizeof(err))
     _check_rc(lib, rc, "rl_limit_parse", err.value.decode("utf-8", "replace"))
     return lim
 
@@ -483,10 +568,14 @@ KeyType = Union[bytes, bytearray, memoryview, str]
 
 class RateLimiter:
     """An instance (rl_t). redis_url None: local-only, a complete single-node
-    limiter; else the global tier syncs through Redis. The other arguments
-    are rl_config_t's fields (None: the library's default); key_secret is
-    bytes or str (>= 16 bytes, the same on every node of a fleet). log, if
-    given, is called as log(level, message) from the library's threads."""
+    limiter; else the global tier syncs through Redis, and key_secret is
+    required: bytes or str, 16..4096 bytes, the same on every node of a fleet
+    (nodes with different secrets keep separate keys: each would enforce the
+    whole limit). The other arguments are rl_config_t's fields (None: the
+    library's default). log, if given, is called as log(level, message) from
+    the library's threads; without it, warnings and errors go to stderr,
+    rate-limited, unless log_quiet=True. A bad argument raises
+    RateLimitError whose detail names the field and why (rl_open's message)."""
 
     def __init__(self, redis_url: Optional[str] = None, *,
                  node_id: Optional[str] = None,
@@ -503,6 +592,7 @@ class RateLimiter:
                  reconnect_max_ms: Optional[int] = None,
                  degrade_ramp_ms: Optional[int] = None,
                  log: Optional[Callable[[int, str], None]] = None,
+                 log_quiet: bool = False,
                  library: Optional[str] = None):
         self._rl = None
         self._lib = lib = load(library)
@@ -510,6 +600,13 @@ class RateLimiter:
         lib.rl_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
         if redis_url is not None:
             cfg.redis_url = redis_url.encode("utf-8")
+            if key_secret is None:
+                # The library refuses too (with this message); said here
+                # first so the error names the Python argument.
+                raise RateLimitError(RL_ERANGE, "rl_open",
+                                     "key_secret: required with a redis_url (every node of a "
+                                     "fleet must share it, or each node keeps its own keys "
+                                     "and the fleet admits the limit once per node)", lib)
         if node_id is not None:
             cfg.node_id = node_id.encode("utf-8")
         if key_prefix is not None:
@@ -542,9 +639,75 @@ class RateLimiter:
             # Kept referenced for the instance's life: C holds the pointer.
             self._log_cb = LOG_FN(_log)
             cfg.log = self._log_cb
+        # Kept for a reopen after fork(): the config (which references the
+        # secret's bytes) and every limit by the id the caller holds.
+        # A library older than these fields would see a non-zero unknown
+        # tail (RL_ESIZE): rl_limit_parse_sized came with them.
+        if lib.rl_limit_parse_sized is not None:
+            cfg.log_quiet = 1 if log_quiet else 0
+        self._cfg = cfg
+        self._defs: dict = {}
+        self._u2c: Optional[dict] = None  # caller's id -> this process's id, once reopened
+        self._c2u: dict = {}
+        self._synth_id = 1 << 31  # above any id the library hands out (< 2**31)
+        self._reopen_lock = threading.Lock()
+        self._rl = self._open()
+        self._pid = _pid[0]
+
+    def _open(self):
+        err = ctypes.create_string_buffer(512)
+        if self._lib.rl_limit_parse_sized is not None:
+            self._cfg.err = ctypes.cast(err, ctypes.c_void_p)
+            self._cfg.errlen = ctypes.sizeof(err)
         handle = _c_rl()
-        _check_rc(lib, lib.rl_open(ctypes.byref(handle), ctypes.byref(cfg)), "rl_open")
-        self._rl = handle
+        rc = self._lib.rl_open(ctypes.byref(handle), ctypes.byref(self._cfg))
+        self._cfg.err, self._cfg.errlen = None, 0  # the buffer is ours; nothing keeps it
+        _check_rc(self._lib, rc, "rl_open", err.value.decode("utf-8", "replace"))
+        return handle
+
+    def _reopen(self) -> None:
+        """In a forked child: the inherited instance answers RL_EFORKED, so
+        free it (rl_close is safe there) and open a new one with the same
+        config and limits. The limits are re-added in slot order, which
+        gives them the ids they had unless some were removed before the
+        fork; the caller's ids are mapped either way."""
+        with self._reopen_lock:
+            if self._pid == _pid[0] or self._rl is None:
+                return
+            old, self._rl = self._rl, None
+            self._lib.rl_close(old)
+            if self._cfg.redis_url:
+                # Each process is a node of its own in the fleet: two with
+                # one node_id would overwrite each other's reports.
+                base = (self._cfg.node_id or socket.gethostname().encode()).decode()
+                suffix = f"-{_pid[0]}"
+                base = re.sub(r"[^A-Za-z0-9_.:-]", "-", base)[:64 - len(suffix)]
+                self._cfg.node_id = (base + suffix).encode()
+            rl = self._open()
+            u2c, c2u = {}, {}
+            try:
+                for uid in sorted(self._defs, key=lambda u: (u & 0xFFF, u)):
+                    lim = Limit.from_buffer_copy(self._defs[uid])
+                    cid = _check_rc(self._lib, self._lib.rl_limit_add(rl, ctypes.byref(lim)),
+                                    "rl_limit_add")
+                    u2c[uid], c2u[cid] = cid, uid
+            except RateLimitError:
+                self._lib.rl_close(rl)
+                raise
+            self._u2c, self._c2u = u2c, c2u
+            self._rl = rl
+            self._pid = _pid[0]
+
+    def _caller_id(self, cid: int) -> int:
+        """The id to hand the caller for this process's id cid."""
+        if self._u2c is None:
+            return cid
+        uid = cid
+        while uid in self._u2c:  # an id the caller holds for another limit
+            self._synth_id += 1
+            uid = self._synth_id
+        self._u2c[uid], self._c2u[cid] = cid, uid
+        return uid
 
     # -------------------------------------------------------------- lifetime
 
@@ -572,6 +735,8 @@ class RateLimiter:
         return self._rl is None
 
     def _h(self, function: str):
+        if self._pid != _pid[0]:
+            self._reopen()
         rl = self._rl
         if rl is None:
             raise RateLimitError(RL_EINVAL, function, "the RateLimiter is closed", self._lib)
@@ -583,24 +748,32 @@ class RateLimiter:
         """Add a limit from a spec ("name=api rate=100/s burst=20") or a
         Limit struct; returns its id."""
         lim = _parse(self._lib, spec)
-        return _check_rc(self._lib, self._lib.rl_limit_add(self._h("rl_limit_add"),
-                                                           ctypes.byref(lim)), "rl_limit_add")
+        cid = _check_rc(self._lib, self._lib.rl_limit_add(self._h("rl_limit_add"),
+                                                          ctypes.byref(lim)), "rl_limit_add")
+        uid = self._caller_id(cid)
+        self._defs[uid] = Limit.from_buffer_copy(lim)
+        return uid
 
     def update_limit(self, limit: LimitRef, spec: Union[str, Limit]) -> None:
         """Replace a limit's parameters (same name); keys keep their tokens."""
         lim = _parse(self._lib, spec)
-        rc = self._lib.rl_limit_update(self._h("rl_limit_update"), self._id(limit),
+        uid = self._uid(limit)
+        rc = self._lib.rl_limit_update(self._h("rl_limit_update"), self._id(uid),
                                        ctypes.byref(lim))
         _check_rc(self._lib, rc, "rl_limit_update")
+        self._defs[uid] = Limit.from_buffer_copy(lim)
 
     def remove_limit(self, limit: LimitRef) -> None:
-        rc = self._lib.rl_limit_remove(self._h("rl_limit_remove"), self._id(limit))
+        uid = self._uid(limit)
+        rc = self._lib.rl_limit_remove(self._h("rl_limit_remove"), self._id(uid))
         _check_rc(self._lib, rc, "rl_limit_remove")
+        self._defs.pop(uid, None)
 
     def find_limit(self, name: str) -> int:
         """The id of the limit with this name (RateLimitError RL_ENOTFOUND)."""
         rc = self._lib.rl_limit_find(self._h("rl_limit_find"), name.encode("utf-8"))
-        return _check_rc(self._lib, rc, "rl_limit_find", name)
+        cid = _check_rc(self._lib, rc, "rl_limit_find", name)
+        return self._c2u.get(cid, cid)
 
     def get_limit(self, limit: LimitRef) -> Limit:
         """A copy of the limit's current parameters."""
@@ -610,12 +783,23 @@ class RateLimiter:
         _check_rc(self._lib, rc, "rl_limit_get")
         return out
 
-    def _id(self, limit: LimitRef) -> int:
+    def _uid(self, limit: LimitRef) -> int:
+        """The caller's id for an id or a name."""
         if isinstance(limit, str):
             return self.find_limit(limit)
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"limit must be an id (int) or a name (str), "
                             f"not {type(limit).__name__}")
+        return limit
+
+    def _id(self, limit: LimitRef) -> int:
+        """This process's id for the caller's id or name."""
+        if self._pid != _pid[0]:
+            self._reopen()
+        limit = self._uid(limit)
+        if self._u2c is not None:
+            # every id the caller may hold is mapped; any other is unknown
+            limit = self._u2c.get(limit, 0)
         if not -(1 << 31) <= limit < 1 << 31:
             return 0  # no such id: the library answers RL_ENOTFOUND
         return limit

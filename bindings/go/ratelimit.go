@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+
+// Package ratelimit is the Go binding of libratelimit, an embeddable
+// two-tier distributed rate limiter: one lock-free local decision per
+// request, with a background thread that syncs each node's share of every
+// limit with Redis when a fleet is configured.
+//
+//	l, err := ratelimit.New(ratelimit.Config{})          // local-only
+//	api, err := l.AddLimit("name=api rate=100/s burst=20")
+//	d, err := l.Allow(api, "user-42")
+//	if err == nil && !d.Allowed { /* 429, retry after d.RetryAfter */ }
+//	l.Close()
+//
+// A Limiter is safe for concurrent use by any number of goroutines. Allow
+// and AllowN make exactly one cgo call (rl_check, through a small C wrapper
+// that takes the key as a Go string and returns the decision by value): no
+// allocation in Go or C, no lock but a read lock that only Close takes for
+// writing, no network wait.
+// Errors are *Error values wrapping a Code (the library's RL_E* number), so
+// errors.Is(err, ratelimit.ErrKeyLen) works.
+//
+// The package links the installed C library through pkg-config
+// (PKG_CONFIG_PATH for a private prefix; README "Install notes").
+package ratelimit
+
+/*
+#cgo pkg-config: ratelimit
+#include <stdlib.h>
+#include <string.h>
+#include <ratelimit.h>
+
+// The whole per-request crossing: the instance as an integer and the key as
+// a Go string (no copy, no pointer check: cgo's check of a pointer argument
+// costs a heap allocation per call), the decision back by value, so Allow
+// allocates nothing.
+typedef struct rlgo_decision {
+	int rc;
+	uint32_t flags;
+	uint64_t limit, remaining, reset_ms, retry_after_ms, window_ms, burst;
+} rlgo_decision_t;
+
+static rlgo_decision_t rlgo_check(uintptr_t h, int limit, _GoString_ key, uint32_t cost)
+{
+	rl_t *rl = (rl_t *)h;
+	rl_decision_t d;
+	rl_decision_init(&d);
+	rlgo_decision_t out;
+	out.rc = rl_check(rl, limit, _GoStringPtr(key), _GoStringLen(key), cost, &d);
+	out.flags = d.flags;
+	out.limit = d.limit;
+	out.remaining = d.remaining;
+	out.reset_ms = d.reset_ms;
+	out.retry_after_ms = d.retry_after_ms;
+	out.window_ms = d.window_ms;
+	out.burst = d.burst;
+	return out;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// ABIMajor is the library major version this package speaks; New refuses a
+// library of another major.
+const ABIMajor = 0
+
+// MaxKeyLen is the longest key, in bytes (RL_MAX_KEY_LEN).
+const MaxKeyLen = C.RL_MAX_KEY_LEN
+
+// Decision flags (RL_FLAG_*).
+const (
+	FlagDegraded = uint32(C.RL_FLAG_DEGRADED) // decided by on_failure while Redis is out
+	FlagShadow   = uint32(C.RL_FLAG_SHADOW)   // a shadow limit would have denied
+	FlagNoSlot   = uint32(C.RL_FLAG_NOSLOT)   // the key table had no slot for the key
+)
+
+// Config holds an instance's options; the zero value of a field means the
+// library's default. A fleet sets RedisURL, KeySecret (the same bytes on
+// every node), NodeID (unique per process), KeyPrefix and ExpectedNodes
+// (README "Fleet quickstart").
+type Config struct {
+	RedisURL      string        // "redis://[user:password@]host:port[/db]"; "": local-only
+	KeySecret     []byte        // 16..4096 bytes, the same on every node; required with RedisURL
+	NodeID        string        // [A-Za-z0-9_.:-]{1,64}; "": the host name
+	KeyPrefix     string        // [A-Za-z0-9_.:-]{1,32}; "": "rl"
+	ExpectedNodes int           // the fleet's size; 0: 1
+	SyncInterval  time.Duration // 50..200 ms; 0: 100 ms
+	MaxKeys       int           // key table capacity, 16..2^28; 0: 65536
+	MaxLimits     int           // 1..4096; 0: 256
+}
+
+// Limiter is an instance (rl_t). Safe for concurrent use.
+type Limiter struct {
+	mu sync.RWMutex // read: every call; write: Close
+	rl *C.rl_t
+}
+
+// Limit names one limit of a Limiter, as AddLimit or FindLimit return it.
+type Limit struct {
+	id   C.int
+	name string
+}
+
+// Name is the limit's name, as its spec gave it.
+func (l Limit) Name() string { return l.name }
+
+// ID is the library's id of the limit.
+func (l Limit) ID() int { return int(l.id) }
+
+// Decision is the answer to one check.
+type Decision struct {
+	Allowed    bool
+	Remaining  uint64        // whole tokens left after this decision
+	Reset      time.Duration // until the bucket is full again
+	RetryAfter time.Duration // until this cost could be admitted; 0 if allowed
+	Limit      uint64        // the rate's count per window
+	Window     time.Duration // the rate's period
+	Burst      uint64        // the bucket's capacity
+	Flags      uint32        // Flag*
+	Policy     string        // the limit's name
+
+	resetMs, retryMs, windowMs uint64 // exact, for the headers
+}
+
+// ErrClosed is returned by calls on a Limiter after Close.
+var ErrClosed = errors.New("ratelimit: the Limiter is closed")
+
+// Version is the loaded library's version, "MAJOR.MINOR.PATCH".
+func Version() string { return C.GoString(C.rl_version()) }
+
+func cstr(s string) *C.char {
+	if s == "" {
+		return nil
+	}
+	return C.CString(s)
+}
+
+func u32(name string, v int, max uint64) (C.uint32_t, error) {
+	if v < 0 || uint64(v) > max {
+		return 0, &Error{Code: ErrRange, Op: "New", Detail: fmt.Sprintf("%s=%d", name, v)}
+	}
+	return C.uint32_t(v), nil
+}
+
+// New opens an instance (rl_open). With a RedisURL it starts the sync
+// thread; an unreachable Redis does not fail it (it opens degraded), a
+// Redis that refuses the credentials does (ErrAuth).
+func New(cfg Config) (*Limiter, error) {
+	if major := uint32(C.rl_version_hex()) >> 16; major != ABIMajor {
+		return nil, &Error{Code: ErrNotSupported, Op: "New",
+			Detail: fmt.Sprintf("libratelimit %s has ABI major %d; this package speaks %d",
+				Version(), major, ABIMajor)}
+	}
+	if cfg.RedisURL != "" && len(cfg.KeySecret) == 0 {
+		return nil, &Error{Code: ErrInvalid, Op: "New",
+			Detail: "a RedisURL needs a KeySecret, the same on every node of the fleet"}
+	}
+	var c C.rl_config_t
+	C.rl_config_init_sized(&c, C.sizeof_rl_config_t)
+	var err error
+	if cfg.ExpectedNodes != 0 {
+		if c.expected_nodes, err = u32("ExpectedNodes", cfg.ExpectedNodes, 1<<32-1); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SyncInterval != 0 {
+		ms := int(cfg.SyncInterval / time.Millisecond)
+		if c.sync_interval_ms, err = u32("SyncInterval(ms)", ms, 1<<32-1); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxKeys != 0 {
+		if c.max_keys, err = u32("MaxKeys", cfg.MaxKeys, 1<<32-1); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxLimits != 0 {
+		if c.max_limits, err = u32("MaxLimits", cfg.MaxLimits, 1<<32-1); err != nil {
+			return nil, err
+		}
+	}
+	// The library copies every string and the secret at rl_open.
+	c.redis_url = cstr(cfg.RedisURL)
+	c.node_id = cstr(cfg.NodeID)
+	c.key_prefix = cstr(cfg.KeyPrefix)
+	defer C.free(unsafe.Pointer(c.redis_url))
+	defer C.free(unsafe.Pointer(c.node_id))
+	defer C.free(unsafe.Pointer(c.key_prefix))
+	if len(cfg.KeySecret) > 0 {
+		secret := C.CBytes(cfg.KeySecret)
+		defer func() {
+			C.memset(secret, 0, C.size_t(len(cfg.KeySecret)))
+			C.free(secret)
+		}()
+		c.key_secret = secret
+		c.key_secret_len = C.size_t(len(cfg.KeySecret))
+	}
+	l := &Limiter{}
+	if rc := C.rl_open(&l.rl, &c); rc < 0 {
+		return nil, &Error{Code: Code(rc), Op: "rl_open"}
+	}
+	return l, nil
+}
+
+// Close frees the instance (rl_close: with a RedisURL, the last usage is
+// reported and the shares handed back, bounded in time). It waits for
+// calls in progress; later calls return ErrClosed. Close is idempotent.
+func (l *Limiter) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rl != nil {
+		C.rl_close(l.rl)
+		l.rl = nil
+	}
+	return nil
+}
+
+// AddLimit adds a limit from a spec ("name=api rate=100/s burst=20 ...",
+// README "Limit specs").
+func (l *Limiter) AddLimit(spec string) (Limit, error) {
+	var lim C.rl_limit_t
+	C.rl_limit_init_sized(&lim, C.sizeof_rl_limit_t)
+	cspec := C.CString(spec)
+	defer C.free(unsafe.Pointer(cspec))
+	var msg [256]C.char
+	if rc := C.rl_limit_parse(&lim, cspec, &msg[0], C.size_t(len(msg))); rc < 0 {
+		return Limit{}, &Error{Code: Code(rc), Op: "rl_limit_parse", Detail: C.GoString(&msg[0])}
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.rl == nil {
+		return Limit{}, ErrClosed
+	}
+	id := C.rl_limit_add(l.rl, &lim)
+	if id < 0 {
+		return Limit{}, &Error{Code: Code(id), Op: "rl_limit_add", Detail: spec}
+	}
+	return Limit{id: id, name: C.GoString(&lim.name[0])}, nil
+}
+
+// FindLimit returns the limit with this name (ErrNotFound if none).
+func (l *Limiter) FindLimit(name string) (Limit, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.rl == nil {
+		return Limit{}, ErrClosed
+	}
+	id := C.rl_limit_find(l.rl, cname)
+	if id < 0 {
+		return Limit{}, &Error{Code: Code(id), Op: "rl_limit_find", Detail: name}
+	}
+	return Limit{id: id, name: name}, nil
+}
+
+// Allow charges one token to (limit, key) and decides.
+func (l *Limiter) Allow(limit Limit, key string) (Decision, error) {
+	return l.AllowN(limit, key, 1)
+}
+
+// AllowN charges n tokens to (limit, key) and decides; n = 0 peeks. A key
+// is 1..MaxKeyLen bytes (ErrKeyLen otherwise); n above the limit's burst
+// can never be admitted (ErrCost). One cgo call: rl_check.
+func (l *Limiter) AllowN(limit Limit, key string, n uint32) (Decision, error) {
+	l.mu.RLock()
+	if l.rl == nil {
+		l.mu.RUnlock()
+		return Decision{}, ErrClosed
+	}
+	d := C.rlgo_check(C.uintptr_t(uintptr(unsafe.Pointer(l.rl))), limit.id, key, C.uint32_t(n))
+	l.mu.RUnlock()
+	if rc := d.rc; rc < 0 {
+		return Decision{}, &Error{Code: Code(rc), Op: "rl_check"}
+	}
+	return Decision{
+		Allowed:    d.rc == C.RL_ALLOW,
+		Remaining:  uint64(d.remaining),
+		Reset:      msDuration(uint64(d.reset_ms)),
+		RetryAfter: msDuration(uint64(d.retry_after_ms)),
+		Limit:      uint64(d.limit),
+		Window:     msDuration(uint64(d.window_ms)),
+		Burst:      uint64(d.burst),
+		Flags:      uint32(d.flags),
+		Policy:     limit.name,
+		resetMs:    uint64(d.reset_ms),
+		retryMs:    uint64(d.retry_after_ms),
+		windowMs:   uint64(d.window_ms),
+	}, nil
+}
+
+func msDuration(ms uint64) time.Duration {
+	const max = uint64(1<<63-1) / uint64(time.Millisecond)
+	if ms > max {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Stats are an instance's counters (a subset of rl_stats_t).
+type Stats struct {
+	Admitted, Denied, Degraded, KeysLive uint64
+	Health                               int // 0 healthy, 1 degraded, 2 recovering
+	SyncRounds, SyncRoundsCompleted      uint64
+	SyncReports, SyncErrors              uint64
+	SyncConnected                        bool
+}
+
+// Stats reads the instance's counters (rl_stats): for monitoring, not per request.
+func (l *Limiter) Stats() (Stats, error) {
+	var s C.rl_stats_t
+	C.rl_stats_init_sized(&s, C.sizeof_rl_stats_t)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.rl == nil {
+		return Stats{}, ErrClosed
+	}
+	if rc := C.rl_stats(l.rl, &s); rc < 0 {
+		return Stats{}, &Error{Code: Code(rc), Op: "rl_stats"}
+	}
+	return Stats{
+		Admitted: uint64(s.admitted), Denied: uint64(s.denied), Degraded: uint64(s.degraded),
+		KeysLive: uint64(s.keys_live), Health: int(s.health),
+		SyncRounds: uint64(s.sync_rounds), SyncRoundsCompleted: uint64(s.sync_rounds_completed),
+		SyncReports: uint64(s.sync_reports), SyncErrors: uint64(s.sync_errors),
+		SyncConnected: s.sync_connected != 0,
+	}, nil
+}
