@@ -171,6 +171,11 @@ if [[ $mode == integer ]]; then
   done
   export UBSAN_OPTIONS="$int_opts${ORIG_UBSAN_OPTIONS:+:$ORIG_UBSAN_OPTIONS}"
   export RL_TEST_SCALE=${RL_TEST_SCALE:-4}
+  # Check cases tagged "nointeger" fork several children that check at once;
+  # here those children hang inside the UBSan runtime (its suppression
+  # lookup for the hashes' intended wraps, blocked reading the symbolizer's
+  # pipe, which fork() shares). They run in every other flavour.
+  export CK_EXCLUDE_TAGS="${CK_EXCLUDE_TAGS:+$CK_EXCLUDE_TAGS }nointeger"
   [[ ${#ctest_args[@]} -gt 0 ]] || ctest_args=(-R '^test_' -E '^test_policy$')
 fi
 if [[ -z ${TSAN_OPTIONS:-} ]]; then

@@ -341,13 +341,18 @@ int main(void)
 {
     Suite *s = suite_create("shared");
     TCase *tc = tcase_create("shared");
-    tcase_add_test(tc, exact_across_processes);
     tcase_add_test(tc, plain_instance_is_per_process);
     tcase_add_test(tc, registry_across_processes);
     tcase_add_test(tc, writer_dies_holding_the_lock);
-    tcase_add_test(tc, checker_killed_midway);
     tcase_add_test(tc, close_in_one_process);
     tcase_add_test(tc, errors);
     suite_add_tcase(s, tc);
+    /* Several children checking at once: not under the integer sanitizer
+     * (scripts/test.sh --integer says why). */
+    TCase *race = tcase_create("race");
+    tcase_set_tags(race, "nointeger");
+    tcase_add_test(race, exact_across_processes);
+    tcase_add_test(race, checker_killed_midway);
+    suite_add_tcase(s, race);
     return rl_test_run(s);
 }
