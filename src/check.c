@@ -25,6 +25,7 @@ typedef struct target {
     rl_probe_t probe;
     uint64_t now;
     rl_gcra_t local; /* a synced key's decoded share (or degraded ramp) */
+    rl_gcra_t prev;  /* the previous epoch's normal, for a word not yet converted */
     int detail;      /* the caller reads the decision: compute its figures */
     uint64_t health; /* the instance's health word, for synced limits */
 } target_t;
@@ -78,30 +79,119 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
     return 0;
 }
 
-/* One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died.
- * The decision's figures (divisions) only when the caller reads them. */
-static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, uint64_t now,
-                       uint32_t cost, int detail, outcome_t *o)
+/*
+ * The parameters a word of the limit's own rate is in (limits.h, Epochs):
+ * the snapshot's normal if the word carries its epoch's bit; else the word
+ * is one epoch behind and the previous normal applies, unless the snapshot
+ * itself is behind (the word was written after a newer publish, which
+ * happens-before our acquire load of it): then the snapshot is read again
+ * and 1 returned, for the caller to start over. *behind is set when the
+ * word is taken as the previous epoch's.
+ */
+static int epoch_gcra(target_t *t, uint64_t w, const rl_gcra_t **g, int *behind)
 {
+    *behind = 0;
+    if ((w & RL_TAT_EPOCH) == rl__epoch_bit(t->p.epoch)) {
+        *g = &t->p.normal;
+        return 0;
+    }
+    uint64_t e = t->p.epoch;
+    rl__params_read(t->ls, &t->p);
+    if (t->p.epoch != e)
+        return 1;
+    t->prev = t->p.prev;
+    *g = &t->prev;
+    *behind = 1;
+    return 0;
+}
+
+/*
+ * After a CAS that wrote a word in epoch `e` (taken as `behind` it): could
+ * the word have been in another epoch of the same parity? Only if updates
+ * published two epochs past the one assumed while this check ran: the CAS
+ * (acquire) read a word no older than the conversion that made it so, which
+ * follows the epoch store (release sequence of rl__bucket_convert).
+ */
+static int overtaken(const target_t *t, uint64_t e, int behind)
+{
+    /* relaxed: ordered after the CAS by its acquire. */
+    return atomic_load_explicit(&t->ls->epoch, memory_order_relaxed) >= e + 2 - (uint64_t)behind;
+}
+
+/*
+ * A write of `amount` tokens (charge) or `undo` units (refund) that may have
+ * landed on a word of another epoch (overtaken): add the amount again, at
+ * the word's current unit, without an admission test. Conservative: it
+ * costs the key tokens only when a check was stalled across whole updates.
+ */
+static void recharge(target_t *t, _Atomic uint64_t *w, uint32_t tokens, uint64_t units)
+{
+    for (;;) {
+        /* acquire: as in charge_word. */
+        uint64_t x = atomic_load_explicit(w, memory_order_acquire);
+        const rl_gcra_t *g;
+        int behind;
+        if (x == RL_TAT_DEAD)
+            return; /* retired: the key's next bucket starts from its floor */
+        if (epoch_gcra(t, x, &g, &behind) != 0)
+            continue;
+        uint64_t e = t->p.epoch;
+        uint64_t add = rl__max_u64(rl__mul_sat(tokens, g->t_fp), units);
+        uint64_t base = rl__max_u64(x & RL_TAT_MASK, t->now);
+        uint64_t cap = rl__max_u64(base, t->now + RL_DEBT_FP_MAX);
+        uint64_t next = add < cap - base ? base + add : cap;
+        /* acquire: as in charge_word. */
+        if (atomic_compare_exchange_weak_explicit(w, &x, next | (x & RL_TAT_EPOCH),
+                                                  memory_order_acquire, memory_order_relaxed) &&
+            !overtaken(t, e, behind))
+            return;
+    }
+}
+
+/*
+ * One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died.
+ * The decision's figures (divisions) only when the caller reads them.
+ * `epochal`: the word is in the limit's own rate (a local limit's key, or
+ * the overflow bucket), so its epoch bit is honoured; a synced key's word is
+ * in its share's unit, which the sync thread rescales itself.
+ */
+static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g,
+                       uint32_t cost, int epochal, outcome_t *o)
+{
+    uint64_t now = t->now;
     for (;;) {
         if (tat == RL_TAT_DEAD)
             return -1;
-        rl_verdict_t v = rl__gcra_charge(g, tat, now, cost);
+        int behind = 0;
+        if (epochal && epoch_gcra(t, tat, &g, &behind) != 0) {
+            /* acquire: as the CAS below. */
+            tat = atomic_load_explicit(w, memory_order_acquire);
+            continue;
+        }
+        uint64_t e = t->p.epoch;
+        uint64_t bit = tat & RL_TAT_EPOCH, val = tat & RL_TAT_MASK;
+        o->g = g;
+        rl_verdict_t v = rl__gcra_charge(g, val, now, cost);
         if (!v.allowed) {
             o->allowed = 0;
-            if (detail) {
-                o->remaining = rl__gcra_remaining(g, tat, now);
-                o->reset_ms = rl__gcra_reset_ms(tat, now);
-                o->retry_ms = rl__gcra_retry_ms(g, tat, now, cost);
+            if (t->detail) {
+                o->remaining = rl__gcra_remaining(g, val, now);
+                o->reset_ms = rl__gcra_reset_ms(val, now);
+                o->retry_ms = rl__gcra_retry_ms(g, val, now, cost);
             }
             return 0;
         }
-        /* relaxed: the bucket word publishes no other memory; the CAS alone
-         * makes concurrent charges add up (one modification order). */
-        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
+        /* acquire on both: the word may be a conversion's (release), after
+         * which the epoch is read (overtaken) or the parameters re-read
+         * (epoch_gcra) and must be no older. Otherwise the bucket word
+         * publishes no memory; the CAS alone makes concurrent charges add up
+         * (one modification order). Free on x86. */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat | bit, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            if (epochal && overtaken(t, e, behind))
+                recharge(t, w, cost, 0);
             o->allowed = 1;
-            if (detail) {
+            if (t->detail) {
                 o->remaining = rl__gcra_remaining(g, v.new_tat, now);
                 o->reset_ms = rl__gcra_reset_ms(v.new_tat, now);
                 o->retry_ms = 0;
@@ -131,13 +221,11 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
     default: {
         /* local: every slotless key of this limit shares one bucket. */
         _Atomic uint64_t *w = &t->ls->overflow_tat;
-        /* relaxed: the CAS in charge_word validates it. */
-        charge_word(w, atomic_load_explicit(w, memory_order_relaxed), &t->p.normal, t->now,
-                    cost, t->detail, o);
-        if (o->allowed) {
+        /* acquire: as in charge_word. */
+        charge_word(t, w, atomic_load_explicit(w, memory_order_acquire), &t->p.normal, cost, 1,
+                    o);
+        if (o->allowed)
             o->bucket = w;
-            o->g = &t->p.normal;
-        }
     }
     }
 }
@@ -239,7 +327,7 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
     }
     default:
         o->g = degraded_gcra(rl, t, o->g);
-        if (charge_word(&ref->slot->tat, ref->tat, o->g, t->now, cost, t->detail, o) != 0) {
+        if (charge_word(t, &ref->slot->tat, ref->tat, o->g, cost, 0, o) != 0) {
             o->slot = NULL; /* retired under us: the caller looks again */
             return;
         }
@@ -269,7 +357,7 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
                 break;
             continue;
         }
-        if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, t->detail, o) == 0) {
+        if (charge_word(t, &ref.slot->tat, ref.tat, o->g, cost, !t->p.synced, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
             /* A shadow would-deny is answered (and counted) as an allow. */
@@ -293,6 +381,12 @@ static void peek(rl_t *rl, target_t *t, outcome_t *o)
     uint64_t tat = found ? ref.tat : 0;
     const rl_gcra_t *g = found ? slot_gcra(t, ref.slot) : t->p.synced ? &t->p.presync
                                                                       : &t->p.normal;
+    int behind;
+    /* A word of the other epoch: read at the parameters it is in (a newer
+     * snapshot, if ours was behind, then the word as read). */
+    while (found && !t->p.synced && epoch_gcra(t, tat, &g, &behind) != 0)
+        g = &t->p.normal;
+    tat &= RL_TAT_MASK;
     o->flags = RL_FLAG_PEEK;
     o->remaining = rl__gcra_remaining(g, tat, t->now);
     o->allowed = o->remaining >= 1;
@@ -359,28 +453,37 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
 }
 
 /* Give tokens back to a bucket word; records the highest TAT it lowered so
- * a reuse of the slot starts above it (see table.h). */
-static void refund_word(_Atomic uint64_t *w, _Atomic uint64_t *high, const rl_gcra_t *g,
-                        uint64_t now, uint32_t cost)
+ * a reuse of the slot starts above it (see table.h). `high` is NULL for the
+ * overflow bucket, which is in the limit's own rate like a local key's. */
+static void refund_word(target_t *t, _Atomic uint64_t *w, _Atomic uint64_t *high,
+                        const rl_gcra_t *g, uint32_t cost)
 {
-    /* relaxed: the CAS validates it. */
-    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    int epochal = high == NULL || !t->p.synced;
+    /* acquire: as in charge_word. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_acquire);
     while (tat != RL_TAT_DEAD) {
-        uint64_t next = rl__gcra_refund(g, tat, now, cost);
-        if (next == tat)
-            return;
-        if (high != NULL) {
-            /* relaxed: read by the retirer after its acq_rel swap of tat,
-             * which follows our release CAS below. */
-            uint64_t h = atomic_load_explicit(high, memory_order_relaxed);
-            while (h < tat && !atomic_compare_exchange_weak_explicit(
-                                  high, &h, tat, memory_order_relaxed, memory_order_relaxed)) {
-            }
+        int behind = 0;
+        if (epochal && epoch_gcra(t, tat, &g, &behind) != 0) {
+            /* acquire: as in charge_word. */
+            tat = atomic_load_explicit(w, memory_order_acquire);
+            continue;
         }
-        /* release: orders the high-water store before the lowered TAT. */
-        if (atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_release,
-                                                  memory_order_relaxed))
+        uint64_t e = t->p.epoch;
+        uint64_t val = tat & RL_TAT_MASK;
+        uint64_t next = rl__gcra_refund(g, val, t->now, cost);
+        if (next == val)
             return;
+        if (high != NULL)
+            rl__tat_high(high, val);
+        /* release: orders the high-water store before the lowered TAT;
+         * acquire: as in charge_word. */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, next | (tat & RL_TAT_EPOCH),
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            /* Given back in another epoch's unit: take it back again. */
+            if (epochal && overtaken(t, e, behind))
+                recharge(t, w, 0, val - next);
+            return;
+        }
     }
 }
 
@@ -396,7 +499,7 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
         return rc;
     rl_slotref_t ref;
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
-        refund_word(&ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), t.now, cost);
+        refund_word(&t, &ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), cost);
     return 0;
 }
 
@@ -474,10 +577,11 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
         for (size_t j = denier; j-- > 0;) {
             const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
             if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
-                refund_word(o[j].bucket, o[j].slot ? &o[j].slot->aux : NULL, o[j].g,
-                            t[j].now, r->cost);
+                refund_word(&t[j], o[j].bucket, o[j].slot ? &o[j].slot->aux : NULL, o[j].g,
+                            r->cost);
                 /* relaxed: reads back the state after the refund to report. */
-                uint64_t tat = atomic_load_explicit(o[j].bucket, memory_order_relaxed);
+                uint64_t tat =
+                    atomic_load_explicit(o[j].bucket, memory_order_relaxed) & RL_TAT_MASK;
                 o[j].remaining = rl__gcra_remaining(o[j].g, tat, t[j].now);
                 o[j].reset_ms = rl__gcra_reset_ms(tat, t[j].now);
             }
