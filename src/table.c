@@ -330,6 +330,10 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim,
                                                      memory_order_seq_cst, memory_order_relaxed)) {
             unreserve(t, lim);
+            /* Another inserter took the slot (it made progress): look again
+             * without using up an attempt, which would send a key that has
+             * room to the no-slot path (on_failure) under contention. */
+            attempt--;
             continue;
         }
         /* seq_cst: pairs with rl__limits_update's store of a new epoch and
