@@ -341,6 +341,8 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
          * (and waits to convert our word) or we see the new epoch here. A
          * full bucket owes nothing in any epoch, so it takes the newest. */
         uint64_t bit = rl__epoch_bit(atomic_load_explicit(&lim->epoch, memory_order_seq_cst));
+        /* relaxed: ordered by the claim (acquire); restored if we give up. */
+        uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
         /* release (seqlock write side): a reader that sees one of these
          * values also sees CLAIMING, so its validation fails instead of
          * mixing two keys. */
@@ -351,8 +353,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
         if (other == 0) {
             /* relaxed: read only by the sync thread and retirers, after they
-             * validated ctrl LIVE, which the CAS below publishes. aux still
-             * held the floor, kept if the claim is given up. */
+             * validated ctrl LIVE, which the CAS below publishes. */
             atomic_store_explicit(&s->share, 0, memory_order_relaxed);
             atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
             atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
@@ -368,8 +369,10 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         }
         if (other != 0) {
             /* Give the claim up: nobody could charge it. The slot goes back
-             * to TOMB with the floor it had (aux was not touched), so it is
-             * reusable as before; release: as retire_owned's. */
+             * to TOMB with the floor it had, so it is reusable as before
+             * (relaxed: published by the release store of ctrl, as in
+             * retire_owned). */
+            atomic_store_explicit(&s->aux, floor, memory_order_relaxed);
             atomic_store_explicit(&s->ctrl,
                                   RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(claim) + 2, RL_SLOT_TOMB),
                                   memory_order_release);
