@@ -80,27 +80,35 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
 }
 
 /*
- * The parameters a word of the limit's own rate is in (limits.h, Epochs):
- * the snapshot's normal if the word carries its epoch's bit; else the word
- * is one epoch behind and the previous normal applies, unless the snapshot
- * itself is behind (the word was written after a newer publish, which
- * happens-before our acquire load of it): then the snapshot is read again
- * and 1 returned, for the caller to start over. *behind is set when the
- * word is taken as the previous epoch's.
+ * A word of the limit's own rate whose epoch bit is not the snapshot's
+ * (limits.h, Epochs): either the word is one epoch behind (not converted
+ * yet) and the previous normal applies, or the snapshot is behind (the word
+ * was written after a newer publish, which happens-before our acquire load
+ * of it). Reads the snapshot again to tell: 1 if it changed (the caller
+ * starts over with it), 0 with *g set to the previous epoch's normal.
+ * Rare (only while an update converts), so out of the hot path's line.
  */
-static int epoch_gcra(target_t *t, uint64_t w, const rl_gcra_t **g, int *behind)
+static __attribute__((noinline, cold)) int epoch_behind(target_t *t, const rl_gcra_t **g)
 {
-    *behind = 0;
-    if ((w & RL_TAT_EPOCH) == rl__epoch_bit(t->p.epoch)) {
-        *g = &t->p.normal;
-        return 0;
-    }
     uint64_t e = t->p.epoch;
     rl__params_read(t->ls, &t->p);
     if (t->p.epoch != e)
         return 1;
     t->prev = t->p.prev;
     *g = &t->prev;
+    return 0;
+}
+
+/* The parameters word w is in, as above; *behind set when the previous
+ * epoch's. 1: the snapshot changed, start over. */
+static inline int epoch_gcra(target_t *t, uint64_t w, const rl_gcra_t **g, int *behind)
+{
+    *behind = 0;
+    *g = &t->p.normal;
+    if ((w & RL_TAT_EPOCH) == rl__epoch_bit(t->p.epoch))
+        return 0;
+    if (epoch_behind(t, g))
+        return 1;
     *behind = 1;
     return 0;
 }
@@ -112,7 +120,7 @@ static int epoch_gcra(target_t *t, uint64_t w, const rl_gcra_t **g, int *behind)
  * (acquire) read a word no older than the conversion that made it so, which
  * follows the epoch store (release sequence of rl__bucket_convert).
  */
-static int overtaken(const target_t *t, uint64_t e, int behind)
+static __attribute__((noinline, cold)) int overtaken(const target_t *t, uint64_t e, int behind)
 {
     /* relaxed: ordered after the CAS by its acquire. */
     return atomic_load_explicit(&t->ls->epoch, memory_order_relaxed) >= e + 2 - (uint64_t)behind;
@@ -155,26 +163,38 @@ static void recharge(target_t *t, _Atomic uint64_t *w, uint32_t tokens, uint64_t
  * the overflow bucket), so its epoch bit is honoured; a synced key's word is
  * in its share's unit, which the sync thread rescales itself.
  */
-static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g,
+static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
                        uint32_t cost, int epochal, outcome_t *o)
 {
-    uint64_t now = t->now;
+    /* Locals, not reloads through t: the CAS is a compiler barrier. */
+    const uint64_t now = t->now;
+    const int detail = t->detail;
+    _Atomic uint64_t *epoch_now = &t->ls->epoch;
+    uint64_t e = t->p.epoch;
     for (;;) {
         if (tat == RL_TAT_DEAD)
             return -1;
+        const rl_gcra_t *g = g0;
         int behind = 0;
-        if (epochal && epoch_gcra(t, tat, &g, &behind) != 0) {
-            /* acquire: as the CAS below. */
-            tat = atomic_load_explicit(w, memory_order_acquire);
-            continue;
+        /* The word's epoch bit: ours in the common case, so the TAT is one
+         * XOR away and the word to write one XOR back (new_tat < 2^63). */
+        uint64_t bit = epochal ? rl__epoch_bit(e) : tat & RL_TAT_EPOCH;
+        if ((tat ^ bit) >> 63) {
+            if (epoch_behind(t, &g)) {
+                e = t->p.epoch;
+                /* acquire: as the CAS below. */
+                tat = atomic_load_explicit(w, memory_order_acquire);
+                continue;
+            }
+            behind = 1;
+            bit ^= RL_TAT_EPOCH;
         }
-        uint64_t e = t->p.epoch;
-        uint64_t bit = tat & RL_TAT_EPOCH, val = tat & RL_TAT_MASK;
-        o->g = g;
+        uint64_t val = tat ^ bit;
         rl_verdict_t v = rl__gcra_charge(g, val, now, cost);
+        o->g = g;
         if (!v.allowed) {
             o->allowed = 0;
-            if (t->detail) {
+            if (detail) {
                 o->remaining = rl__gcra_remaining(g, val, now);
                 o->reset_ms = rl__gcra_reset_ms(val, now);
                 o->retry_ms = rl__gcra_retry_ms(g, val, now, cost);
@@ -183,15 +203,19 @@ static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_
         }
         /* acquire on both: the word may be a conversion's (release), after
          * which the epoch is read (overtaken) or the parameters re-read
-         * (epoch_gcra) and must be no older. Otherwise the bucket word
+         * (epoch_behind) and must be no older. Otherwise the bucket word
          * publishes no memory; the CAS alone makes concurrent charges add up
          * (one modification order). Free on x86. */
-        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat | bit, memory_order_acquire,
+        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat ^ bit, memory_order_acquire,
                                                   memory_order_acquire)) {
-            if (epochal && overtaken(t, e, behind))
+            /* relaxed: ordered after the CAS by its acquire (see overtaken). */
+            if (epochal && __builtin_expect(atomic_load_explicit(epoch_now, memory_order_relaxed) !=
+                                                e,
+                                            0) &&
+                overtaken(t, e, behind))
                 recharge(t, w, cost, 0);
             o->allowed = 1;
-            if (t->detail) {
+            if (detail) {
                 o->remaining = rl__gcra_remaining(g, v.new_tat, now);
                 o->reset_ms = rl__gcra_reset_ms(v.new_tat, now);
                 o->retry_ms = 0;
