@@ -55,7 +55,7 @@
 #define RL_TAT_MASK (RL_TAT_EPOCH - 1)
 
 /* The epoch bit a word written in `epoch` carries. */
-static inline uint64_t rl__epoch_bit(uint64_t epoch) { return epoch << 63; }
+static inline uint64_t rl__epoch_bit(uint64_t epoch) { return (epoch & 1) << 63; }
 
 /* Emission interval and tolerance of one (rate, burst), in fixed point. */
 typedef struct rl_gcra {
