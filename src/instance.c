@@ -10,7 +10,7 @@
 #include "errbuf.h"
 #include "structsize.h"
 #include "limitdef.h"
-#include "redisurl.h"
+#include "redis/url.h"
 #include "sync.h"
 
 #define PAGE 4096

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "syncint.h"
-#include "redisuv.h"
+#include "redis/uv.h"
 #include "alloc.h"
 #include "scripts.h"
 #include "backoff.h"
@@ -49,8 +49,6 @@ static void first_outcome(rl_sync_t *s, int outcome)
     uv_mutex_unlock(&s->step_mu);
 }
 
-static const char *const health_names[] = {"healthy", "degraded", "recovering"};
-
 /* Move to a health state: publish it with the time it was entered, account
  * the time spent in the old one, and log (at most one line a second). */
 static void set_health(rl_sync_t *s, int state, const char *why)
@@ -74,8 +72,8 @@ static void set_health(rl_sync_t *s, int state, const char *why)
     uint64_t now_ms = uv_now(&s->loop);
     if (now_ms >= s->last_log_ms + 1000) {
         rl__sync_log(s, state == RL_HEALTH_DEGRADED ? RL_LOG_WARN : RL_LOG_INFO,
-                     "sync: %s -> %s after %llu ms (%s)%s", health_names[old],
-                     health_names[state], (unsigned long long)stay_ms, why,
+                     "sync: %s -> %s after %llu ms (%s)%s", rl__health_name(old),
+                     rl__health_name(state), (unsigned long long)stay_ms, why,
                      s->logs_dropped ? "; earlier transitions not logged" : "");
         s->last_log_ms = now_ms;
         s->logs_dropped = 0;
@@ -118,32 +116,22 @@ void rl__sync_drop_connection(rl_sync_t *s)
     schedule_reconnect(s);
 }
 
-/* A SCRIPT LOAD reply: 1 and the SHA in sha[41] if it is one, else 0. */
-static int sha_reply(const redisReply *reply, char *sha)
-{
-    if (reply == NULL || reply->type != REDIS_REPLY_STRING || reply->len != 40)
-        return 0;
-    memcpy(sha, reply->str, 40);
-    sha[40] = '\0';
-    return 1;
-}
-
 static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
     rl_sync_t *s = priv;
     redisReply *reply = r;
     s->loading = 0;
-    if (sha_reply(reply, s->sha)) {
+    if (rl__redis_sha_reply(reply, s->sha)) {
         s->script_ready = 1;
         s->attempt = 0;
         set_connected(s, 1);
         first_outcome(s, FIRST_OK);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
     } else if (reply != NULL) {
-        int cls = rl__sync_classify(reply);
+        int cls = rl__redis_classify(reply);
         rl__sync_error(s, cls);
-        first_outcome(s, cls == RL_SYNC_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
+        first_outcome(s, cls == RL_REDIS_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
         rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
                      reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
     }
@@ -155,10 +143,10 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
     rl_sync_t *s = priv;
     redisReply *reply = r;
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        int cls = rl__sync_classify(reply);
+        int cls = rl__redis_classify(reply);
         rl__sync_error(s, cls);
         rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
-        if (cls == RL_SYNC_ERR_AUTH)
+        if (cls == RL_REDIS_ERR_AUTH)
             first_outcome(s, FIRST_AUTH);
     }
 }
@@ -169,12 +157,12 @@ static void on_nodes_loaded(redisAsyncContext *ac, void *r, void *priv)
     rl_sync_t *s = priv;
     redisReply *reply = r;
     s->nodes_loading = 0;
-    if (sha_reply(reply, s->nodes_sha)) {
+    if (rl__redis_sha_reply(reply, s->nodes_sha)) {
         rl__sync_nodes_ready(s, 1);
     } else if (reply != NULL && s->script_ready) {
         /* Only when the report script loaded: otherwise both failed for one
          * reason, already counted and logged. Retried next round. */
-        rl__sync_error(s, rl__sync_classify(reply));
+        rl__sync_error(s, rl__redis_classify(reply));
         rl__sync_count(s, C_NODES_ERRORS, 1);
         if (!s->nodes_failing)
             rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
@@ -207,7 +195,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
     uv_timer_stop(&s->connect_timer);
     s->connecting = 0;
     if (status != REDIS_OK) {
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
+        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
         if (s->attempt <= 1)
             rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
                          s->url.port, ac->errstr);
@@ -254,7 +242,7 @@ static void on_connect_deadline(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
     if (s->ac != NULL && s->connecting) {
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
+        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
         s->connecting = 0;
         first_outcome(s, FIRST_FAILED);
         set_health(s, RL_HEALTH_DEGRADED, "connect timed out");
@@ -272,7 +260,7 @@ static void start_connect(rl_sync_t *s)
     if (ac->err) {
         /* Refused at once (a loopback port nobody listens on): rl_open
          * need not wait out the connect deadline to learn it. */
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
+        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
         redisAsyncFree(ac);
         first_outcome(s, FIRST_FAILED);
         set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
@@ -385,7 +373,7 @@ static void on_round_deadline(uv_timer_t *timer)
         return;
     /* Replies that come later are still applied (reports are idempotent),
      * but this round counts as failed. */
-    rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
+    rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
     s->round_failed = 1;
     s->in_flight = 0;
     rl__sync_round_done(s);
@@ -406,7 +394,7 @@ static void on_round(uv_timer_t *timer)
         /* Connected, but setup is never answered (a server dying or frozen
          * as we connected): no round sends anything on such a connection,
          * so nothing else would notice. Start over. */
-        rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
+        rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
         s->loading = 0;
         rl__sync_drop_connection(s);
     } else if (!s->script_ready && !s->connecting && !s->loading)
@@ -664,7 +652,7 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     out->calls = v[C_CALLS];
     out->errors = v[C_ERRORS];
     out->connected = v[C_CONNECTED];
-    for (int i = 0; i < RL_SYNC_ERR_N; i++)
+    for (int i = 0; i < RL_REDIS_ERR_N; i++)
         out->by_class[i] = v[C_ERR_FIRST + i];
     out->nodes_writes = v[C_NODES_WRITES];
     out->nodes_errors = v[C_NODES_ERRORS];

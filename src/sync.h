@@ -14,12 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "keyhash.h"
-#include "redisurl.h"
+#include "redis/errclass.h"
+#include "redis/keys.h"
+#include "redis/url.h"
 
 struct rl;
 typedef struct rl_sync rl_sync_t;
 
-#define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
 #define RL_REPORT_LINGER 3     /* rounds a key still reports every round after
                                   it was near its limit (silent or not) */
@@ -63,20 +64,6 @@ typedef struct rl_report_action {
 
 void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out);
 
-/* Why a round failed, counted per class. */
-typedef enum rl_sync_error_class {
-    RL_SYNC_ERR_CONNECT,  /* refused, unreachable, or the connect deadline */
-    RL_SYNC_ERR_TIMEOUT,  /* a round's replies missed its deadline */
-    RL_SYNC_ERR_NOSCRIPT, /* script cache flushed: reloaded */
-    RL_SYNC_ERR_READONLY, /* a replica now (failover): reconnect */
-    RL_SYNC_ERR_LOADING,  /* the server is loading its dataset */
-    RL_SYNC_ERR_BUSY,     /* a script or DEBUG SLEEP holds the server */
-    RL_SYNC_ERR_OOM,      /* maxmemory reached */
-    RL_SYNC_ERR_AUTH,     /* NOAUTH, WRONGPASS, NOPERM */
-    RL_SYNC_ERR_OTHER,    /* any other error reply, or a malformed one */
-    RL_SYNC_ERR_N
-} rl_sync_error_class_t;
-
 /* Counters of the sync thread, read by rl__sync_counters (rl_stats, tests). */
 typedef struct rl_sync_counters {
     uint64_t rounds;        /* rounds started */
@@ -86,7 +73,7 @@ typedef struct rl_sync_counters {
     uint64_t calls;         /* script calls sent */
     uint64_t errors;        /* error replies and failed connections */
     uint64_t connected;     /* 1 while connected with the script loaded */
-    uint64_t by_class[RL_SYNC_ERR_N];
+    uint64_t by_class[RL_REDIS_ERR_N]; /* redis/errclass.h */
     /* The node registry (syncnodes.h): heartbeat writes Redis acknowledged,
      * and those that failed (also counted in errors and by_class above; they
      * never fail a round nor change the health state). */
@@ -122,16 +109,5 @@ void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
 void rl__sync_forget(rl_sync_t *s);
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out);
-
-/*
- * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from
- * the key's identity (rl__keyhash of its bytes under the fleet's secret): the
- * vshard is id.lo mod RL_VSHARDS, the hex a 128-bit PRF of the identity
- * (SipHash-2-4 under the secret's name key, twice), so the key bytes never
- * reach Redis. Pure; used by the sync rounds and by tools that must find a
- * key's hash (tools/ratelimit inspect). snprintf-style return.
- */
-int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
-                      rl_keyid_t id, char *buf, size_t cap);
 
 #endif

@@ -7,6 +7,7 @@
 #include <hiredis/async.h>
 #include <uv.h>
 #include "sync.h"
+#include "redis/reply.h"
 #include "instance.h"
 
 enum {
@@ -19,7 +20,7 @@ enum {
     C_CONNECTED,
     /* errors by class (rl_sync_error_class_t order) */
     C_ERR_FIRST,
-    C_NODES_WRITES = C_ERR_FIRST + RL_SYNC_ERR_N,
+    C_NODES_WRITES = C_ERR_FIRST + RL_REDIS_ERR_N,
     C_NODES_ERRORS,
     C_NODES_READY,
     /* completed rounds' latency (µs), and the last round's key reports */
@@ -172,7 +173,6 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 }
 
 /* syncround.c */
-int rl__sync_classify(const redisReply *reply);
 
 /*
  * Interpret a report script's reply for n keys: per key {rate share (Q24),

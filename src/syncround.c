@@ -198,18 +198,7 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
     out->revisit = 1; /* come back next round even without new counts */
 }
 
-int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
-                      rl_keyid_t id, char *buf, size_t cap)
-{
-    uint64_t words[2] = {id.lo, id.hi};
-    const uint64_t *k = kh->name;
-    uint64_t k2[2] = {k[1], k[0]};
-    uint64_t h1 = rl__siphash24(k, words, 16), h2 = rl__siphash24(k2, words, 16);
-    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
-                    (unsigned)(id.lo % RL_VSHARDS), h1, h2);
-}
-
-/* Redis name of the key in slot i (see rl__sync_key_name). */
+/* Redis name of the key in slot i (see rl__redis_key_name). */
 static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, size_t cap)
 {
     rl_slot_t *slot = &s->rl->table.slots[i];
@@ -217,7 +206,7 @@ static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, 
      * occupant is discarded when it comes back. */
     rl_keyid_t id = {atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
                      atomic_load_explicit(&slot->id_hi, memory_order_relaxed)};
-    return rl__sync_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
+    return rl__redis_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
 }
 
 static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
@@ -356,37 +345,17 @@ static void window_publish(rl_sync_t *s)
         s->window_no = 1;
 }
 
-int rl__sync_classify(const redisReply *reply)
-{
-    static const struct {
-        const char *prefix;
-        int cls;
-    } classes[] = {
-        {"NOSCRIPT", RL_SYNC_ERR_NOSCRIPT}, {"READONLY", RL_SYNC_ERR_READONLY},
-        {"LOADING", RL_SYNC_ERR_LOADING},   {"BUSY", RL_SYNC_ERR_BUSY},
-        {"OOM", RL_SYNC_ERR_OOM},           {"NOAUTH", RL_SYNC_ERR_AUTH},
-        {"WRONGPASS", RL_SYNC_ERR_AUTH},    {"NOPERM", RL_SYNC_ERR_AUTH},
-        {"ERR AUTH", RL_SYNC_ERR_AUTH},     {"MASTERDOWN", RL_SYNC_ERR_LOADING},
-    };
-    if (reply == NULL || reply->type != REDIS_REPLY_ERROR || reply->str == NULL)
-        return RL_SYNC_ERR_OTHER;
-    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
-        if (strncmp(reply->str, classes[i].prefix, strlen(classes[i].prefix)) == 0)
-            return classes[i].cls;
-    return RL_SYNC_ERR_OTHER;
-}
-
 /* An error reply: count it, and act on the classes that need more than a
  * failed round (reload the script; reconnect to the new primary). */
 static void on_error_reply(rl_sync_t *s, const redisReply *reply)
 {
-    int cls = rl__sync_classify(reply);
+    int cls = rl__redis_classify(reply);
     rl__sync_error(s, cls);
-    if (cls == RL_SYNC_ERR_NOSCRIPT)
+    if (cls == RL_REDIS_ERR_NOSCRIPT)
         s->script_ready = 0; /* reloaded before the next round */
-    else if (cls == RL_SYNC_ERR_READONLY)
+    else if (cls == RL_REDIS_ERR_READONLY)
         s->drop_after_round = 1; /* failover: this server is a replica now */
-    if (cls != RL_SYNC_ERR_NOSCRIPT)
+    if (cls != RL_REDIS_ERR_NOSCRIPT)
         rl__sync_log(s, RL_LOG_WARN, "sync: script error: %.200s", reply->str);
 }
 
@@ -435,7 +404,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
     } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
-        rl__sync_error(s, RL_SYNC_ERR_OTHER);
+        rl__sync_error(s, RL_REDIS_ERR_OTHER);
         if (current)
             s->round_failed = 1;
     }
@@ -624,12 +593,12 @@ static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
     }
     /* Counted and classified like any error, but the registry is for
      * observers only: it never fails a round nor touches health. */
-    int cls = rl__sync_classify(reply);
+    int cls = rl__redis_classify(reply);
     rl__sync_error(s, cls);
     rl__sync_count(s, C_NODES_ERRORS, 1);
-    if (cls == RL_SYNC_ERR_NOSCRIPT)
+    if (cls == RL_REDIS_ERR_NOSCRIPT)
         rl__sync_nodes_ready(s, 0); /* reloaded by the next round */
-    if (!s->nodes_failing && cls != RL_SYNC_ERR_NOSCRIPT)
+    if (!s->nodes_failing && cls != RL_REDIS_ERR_NOSCRIPT)
         rl__sync_log(s, RL_LOG_WARN, "sync: node registry write failed (rate limiting "
                      "unaffected): %.200s", reply->str);
     s->nodes_failing = 1;

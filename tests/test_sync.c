@@ -383,7 +383,7 @@ START_TEST(script_flush_recovers)
     WAIT_FOR(counters(n).rounds_ok >= 1 && counters(n).reports >= 1);
     redisContext *r = client();
     freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
-    WAIT_FOR(counters(n).by_class[RL_SYNC_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
+    WAIT_FOR(counters(n).by_class[RL_REDIS_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
     uint64_t ok_before = counters(n).rounds_ok;
     WAIT_FOR(counters(n).rounds_ok > ok_before); /* rounds succeed again */
     ck_assert_uint_ge(counters(n).errors, 1);
