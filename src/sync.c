@@ -12,12 +12,24 @@
 #include <time.h>
 #include <unistd.h>
 #include "syncint.h"
-#include "redis/uv.h"
+#include "redis/route.h"
 #include "alloc.h"
 #include "scripts.h"
 #include "backoff.h"
+#include "policy.h"
 
-#define CONNECT_DEADLINE_MS 1000
+/* Transition log lines: at most one in this many ms. */
+#define HEALTH_LOG_EVERY_MS 1000
+/* A round's replies are awaited 9/10 of the interval: the next round's
+ * jittered start (at least 90% of it) never finds them outstanding. */
+#define ROUND_DEADLINE_NUM 9
+#define ROUND_DEADLINE_DEN 10
+/* Rounds in a row whose replies missed the deadline before the connection
+ * is started over (a frozen or blackholed server). */
+#define SILENT_ROUNDS_MAX 3
+/* A manual round's deadline (rl__sync_step): generous, the simulator's
+ * rounds are not timed. */
+#define MANUAL_ROUND_DEADLINE_MS 2000
 
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
 {
@@ -35,8 +47,6 @@ static void set_connected(rl_sync_t *s, int on)
     /* relaxed: a statistic. */
     atomic_store_explicit(&s->counters[C_CONNECTED], (uint64_t)on, memory_order_relaxed);
 }
-
-static void start_connect(rl_sync_t *s);
 
 /* Tell rl_open how the first connection went (once). */
 static void first_outcome(rl_sync_t *s, int outcome)
@@ -70,7 +80,7 @@ static void set_health(rl_sync_t *s, int state, const char *why)
                           memory_order_relaxed);
     atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
-    if (now_ms >= s->last_log_ms + 1000) {
+    if (now_ms >= s->last_log_ms + HEALTH_LOG_EVERY_MS) {
         rl__sync_log(s, state == RL_HEALTH_DEGRADED ? RL_LOG_WARN : RL_LOG_INFO,
                      "sync: %s -> %s after %llu ms (%s)%s", rl__health_name(old),
                      rl__health_name(state), (unsigned long long)stay_ms, why,
@@ -82,49 +92,104 @@ static void set_health(rl_sync_t *s, int state, const char *why)
     }
 }
 
-static void on_retry(uv_timer_t *timer)
+void rl__sync_drop_connection(rl_sync_t *s) { rl__redis_route_reset(&s->route); }
+
+/* ---------------------------------------------- the connection's events */
+
+static int conn_stopping(void *owner)
 {
-    rl_sync_t *s = timer->data;
-    if (s->ac == NULL)
-        start_connect(s);
+    rl_sync_t *s = owner;
+    /* relaxed: stop requests are handled by on_wake; this only avoids work. */
+    return atomic_load_explicit(&s->stopping, memory_order_relaxed);
 }
 
-/* Reconnect after a random delay up to min(cap, 50 ms x 2^attempt): full
- * jitter, so nodes that lost Redis together do not come back together. */
-static void schedule_reconnect(rl_sync_t *s)
+static void conn_retry_scheduled(void *owner, uint64_t delay_ms)
 {
-    /* relaxed: stop requests are handled by on_wake; this only avoids work. */
-    if (atomic_load_explicit(&s->stopping, memory_order_relaxed) || uv_is_active(
-                                                                        (uv_handle_t *)&s->retry_timer))
-        return;
-    uint64_t delay = rl__backoff_ms(&s->rng, s->attempt, s->rl->reconnect_max_ms);
-    s->attempt++;
+    rl_sync_t *s = owner;
     uint64_t now = rl__clock_now_fp(&s->rl->clock, RL_CLOCK_PRECISE);
     /* relaxed: a value read by closed limits for their Retry-After. */
-    atomic_store_explicit(&s->rl->health.next_try_fp, now + delay * RL_FP_PER_MS,
+    atomic_store_explicit(&s->rl->health.next_try_fp, now + delay_ms * RL_FP_PER_MS,
                           memory_order_relaxed);
-    uv_timer_start(&s->retry_timer, on_retry, delay, 0);
 }
 
-void rl__sync_drop_connection(rl_sync_t *s)
+static void conn_failed(void *owner, const char *why, const char *detail)
 {
-    if (s->ac != NULL) {
-        redisAsyncContext *ac = s->ac;
-        s->ac = NULL;
-        redisAsyncFree(ac); /* pending callbacks get NULL replies; on_disconnect runs */
+    rl_sync_t *s = owner;
+    rl__sync_error(s, RL_REDIS_ERR_CONNECT);
+    if (detail != NULL && s->route.conn.attempt <= 1)
+        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
+                     s->url.port, detail);
+    first_outcome(s, FIRST_FAILED);
+    set_health(s, RL_HEALTH_DEGRADED, why);
+}
+
+static void conn_lost(void *owner)
+{
+    rl_sync_t *s = owner;
+    rl__redis_scripts_reset(&s->scripts);
+    rl__sync_mirror_nodes(s);
+    set_connected(s, 0);
+    if (!conn_stopping(s))
+        set_health(s, RL_HEALTH_DEGRADED, "connection lost");
+}
+
+static void conn_setup_error(void *owner, const redisReply *reply)
+{
+    rl_sync_t *s = owner;
+    int cls = rl__redis_classify(reply);
+    rl__sync_error(s, cls);
+    rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
+    if (cls == RL_REDIS_ERR_AUTH)
+        first_outcome(s, FIRST_AUTH);
+}
+
+void rl__sync_load_nodes(rl_sync_t *s)
+{
+    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_NODES,
+                           uv_now(&s->loop));
+    rl__sync_mirror_nodes(s);
+}
+
+static void load_script(rl_sync_t *s)
+{
+    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_REPORT,
+                           uv_now(&s->loop));
+    /* Pipelined behind it: the registry is ready when the first round runs. */
+    rl__sync_load_nodes(s);
+}
+
+static void conn_connected(void *owner) { load_script(owner); }
+
+static const rl_redis_conn_ops_t conn_ops = {
+    .connected = conn_connected,
+    .failed = conn_failed,
+    .lost = conn_lost,
+    .setup_error = conn_setup_error,
+    .retry_scheduled = conn_retry_scheduled,
+    .stopping = conn_stopping,
+};
+
+/* A SCRIPT LOAD's answer (the registry's state already updated). */
+static void script_loaded(void *owner, unsigned id, const redisReply *reply)
+{
+    rl_sync_t *s = owner;
+    int ready = rl__redis_scripts_ready(&s->scripts, id);
+    if (id == RL_SYNC_SCRIPT_NODES) {
+        rl__sync_mirror_nodes(s);
+        if (ready || reply == NULL || !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT))
+            return;
+        /* Only when the report script loaded: otherwise both failed for one
+         * reason, already counted and logged. Retried next round. */
+        rl__sync_error(s, rl__redis_classify(reply));
+        rl__sync_count(s, C_NODES_ERRORS, 1);
+        if (!s->nodes_failing)
+            rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
+                         "limiting unaffected): %.200s", rl__redis_reply_text(reply));
+        s->nodes_failing = 1;
+        return;
     }
-    schedule_reconnect(s);
-}
-
-static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    s->loading = 0;
-    if (rl__redis_sha_reply(reply, s->sha)) {
-        s->script_ready = 1;
-        s->attempt = 0;
+    if (ready) {
+        rl__redis_conn_ready(&s->route.conn);
         set_connected(s, 1);
         first_outcome(s, FIRST_OK);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
@@ -133,194 +198,32 @@ static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
         rl__sync_error(s, cls);
         first_outcome(s, cls == RL_REDIS_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
         rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
-                     reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+                     rl__redis_reply_text(reply));
     }
-}
-
-static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        int cls = rl__redis_classify(reply);
-        rl__sync_error(s, cls);
-        rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
-        if (cls == RL_REDIS_ERR_AUTH)
-            first_outcome(s, FIRST_AUTH);
-    }
-}
-
-static void on_nodes_loaded(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    s->nodes_loading = 0;
-    if (rl__redis_sha_reply(reply, s->nodes_sha)) {
-        rl__sync_nodes_ready(s, 1);
-    } else if (reply != NULL && s->script_ready) {
-        /* Only when the report script loaded: otherwise both failed for one
-         * reason, already counted and logged. Retried next round. */
-        rl__sync_error(s, rl__redis_classify(reply));
-        rl__sync_count(s, C_NODES_ERRORS, 1);
-        if (!s->nodes_failing)
-            rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
-                         "limiting unaffected): %.200s",
-                         reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-        s->nodes_failing = 1;
-    }
-}
-
-void rl__sync_load_nodes(rl_sync_t *s)
-{
-    rl__sync_nodes_ready(s, 0);
-    s->nodes_loading = 1;
-    redisAsyncCommand(s->ac, on_nodes_loaded, s, "SCRIPT LOAD %s", rl__lua_nodes);
-}
-
-static void load_script(rl_sync_t *s)
-{
-    s->script_ready = 0;
-    s->loading = 1;
-    s->loading_since_ms = uv_now(&s->loop);
-    redisAsyncCommand(s->ac, on_script_loaded, s, "SCRIPT LOAD %s", rl__lua_report);
-    /* Pipelined behind it: the registry is ready when the first round runs. */
-    rl__sync_load_nodes(s);
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-    rl_sync_t *s = ac->data;
-    uv_timer_stop(&s->connect_timer);
-    s->connecting = 0;
-    if (status != REDIS_OK) {
-        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
-        if (s->attempt <= 1)
-            rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
-                         s->url.port, ac->errstr);
-        s->ac = NULL; /* hiredis frees a context whose connect failed */
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
-        schedule_reconnect(s);
-        return;
-    }
-    /* Pipelined: AUTH and SELECT run before the script load and the first
-     * report, in order, on this connection. */
-    if (s->url.password[0] != '\0') {
-        if (s->url.user[0] != '\0')
-            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s %s", s->url.user,
-                              s->url.password);
-        else
-            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s", s->url.password);
-    }
-    if (s->url.db != 0)
-        redisAsyncCommand(s->ac, on_setup_reply, s, "SELECT %d", s->url.db);
-    load_script(s);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    rl_sync_t *s = ac->data;
-    (void)status;
-    s->ac = NULL;
-    s->connecting = 0;
-    s->script_ready = 0;
-    s->loading = 0;
-    rl__sync_nodes_ready(s, 0);
-    s->nodes_loading = 0;
-    set_connected(s, 0);
-    uv_timer_stop(&s->connect_timer);
-    /* relaxed: a flag this thread reads; set by rl_close's thread. */
-    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-        set_health(s, RL_HEALTH_DEGRADED, "connection lost");
-        schedule_reconnect(s);
-    }
-}
-
-static void on_connect_deadline(uv_timer_t *timer)
-{
-    rl_sync_t *s = timer->data;
-    if (s->ac != NULL && s->connecting) {
-        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
-        s->connecting = 0;
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "connect timed out");
-        rl__sync_drop_connection(s);
-    }
-}
-
-static void start_connect(rl_sync_t *s)
-{
-    redisAsyncContext *ac = redisAsyncConnect(s->url.host, s->url.port);
-    if (ac == NULL) {
-        schedule_reconnect(s);
-        return;
-    }
-    if (ac->err) {
-        /* Refused at once (a loopback port nobody listens on): rl_open
-         * need not wait out the connect deadline to learn it. */
-        rl__sync_error(s, RL_REDIS_ERR_CONNECT);
-        redisAsyncFree(ac);
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
-        schedule_reconnect(s);
-        return;
-    }
-    ac->data = s;
-    if (rl__redisuv_attach(ac, &s->loop, &s->rl->alloc) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(s);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    s->ac = ac;
-    s->connecting = 1;
-    uv_timer_start(&s->connect_timer, on_connect_deadline, CONNECT_DEADLINE_MS, 0);
 }
 
 static void finish_loop(rl_sync_t *s)
 {
     uv_timer_stop(&s->round_timer);
     uv_timer_stop(&s->deadline_timer);
-    uv_timer_stop(&s->connect_timer);
-    uv_timer_stop(&s->retry_timer);
-    if (s->ac != NULL) {
-        redisAsyncContext *ac = s->ac;
-        s->ac = NULL;
-        redisAsyncFree(ac);
-    }
+    rl__redis_route_close(&s->route);
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
-    uv_close((uv_handle_t *)&s->connect_timer, NULL);
-    uv_close((uv_handle_t *)&s->retry_timer, NULL);
     uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
 static void schedule_round(rl_sync_t *s);
 
-/* A round's outcome drives the health state machine (health.h). */
+/* A round's outcome drives the health state machine (policy.h decides). */
 static void judge_round(rl_sync_t *s)
 {
     /* relaxed: this thread is the only writer. */
     int state = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
-    if (s->round_failed) {
-        s->oks_in_row = 0;
-        s->fails_in_row++;
-        if (state == RL_HEALTH_RECOVERING || s->fails_in_row >= s->rl->degrade_after_failures)
-            set_health(s, RL_HEALTH_DEGRADED, "sync round failed");
-        return;
-    }
-    s->fails_in_row = 0;
-    s->oks_in_row++;
-    if (state == RL_HEALTH_DEGRADED) {
-        s->oks_in_row = 1;
-        set_health(s, RL_HEALTH_RECOVERING, "sync round succeeded");
-        state = RL_HEALTH_RECOVERING;
-    }
-    if (state == RL_HEALTH_RECOVERING && s->oks_in_row >= s->rl->recover_after_rounds)
-        set_health(s, RL_HEALTH_HEALTHY, "sync rounds succeed");
+    rl_health_cfg_t cfg = {s->rl->degrade_after_failures, s->rl->recover_after_rounds};
+    rl_health_move_t moves[RL_HEALTH_MOVES_MAX];
+    int n = rl__policy_health_round(state, s->round_failed, &s->health_counts, &cfg, moves);
+    for (int i = 0; i < n; i++)
+        set_health(s, moves[i].state, moves[i].why);
 }
 
 /* A finished round's figures for rl_stats. This thread is the only writer of
@@ -379,7 +282,7 @@ static void on_round_deadline(uv_timer_t *timer)
     rl__sync_round_done(s);
     /* A server that stopped answering (frozen, blackholed) would pile our
      * requests up on a dead connection: after 3 silent rounds, start over. */
-    if (++s->timeouts_in_row >= 3 && !s->leaving) {
+    if (++s->timeouts_in_row >= SILENT_ROUNDS_MAX && !s->leaving) {
         s->timeouts_in_row = 0;
         rl__sync_drop_connection(s);
     }
@@ -388,16 +291,19 @@ static void on_round_deadline(uv_timer_t *timer)
 static void on_round(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
-    if (s->ac == NULL) {
-        schedule_reconnect(s); /* no-op while one is pending */
-    } else if (s->loading && uv_now(&s->loop) - s->loading_since_ms > CONNECT_DEADLINE_MS) {
+    rl_redis_conn_t *c = &s->route.conn;
+    rl_redis_script_t *report = &s->scripts.s[RL_SYNC_SCRIPT_REPORT];
+    if (c->ac == NULL) {
+        rl__redis_conn_schedule(c); /* no-op while one is pending */
+    } else if (report->state == RL_SCRIPT_LOADING &&
+               uv_now(&s->loop) - report->since_ms > RL_REDIS_CONNECT_DEADLINE_MS) {
         /* Connected, but setup is never answered (a server dying or frozen
          * as we connected): no round sends anything on such a connection,
          * so nothing else would notice. Start over. */
         rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
-        s->loading = 0;
+        rl__redis_scripts_forget(&s->scripts, RL_SYNC_SCRIPT_REPORT);
         rl__sync_drop_connection(s);
-    } else if (!s->script_ready && !s->connecting && !s->loading)
+    } else if (report->state == RL_SCRIPT_UNLOADED && !c->connecting)
         load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
     if (s->in_flight > 0) {
         /* The last round's deadline has not fired yet: never stack rounds. */
@@ -407,7 +313,7 @@ static void on_round(uv_timer_t *timer)
     rl__sync_round(s);
     if (s->in_flight > 0)
         uv_timer_start(&s->deadline_timer, on_round_deadline,
-                       s->rl->sync_interval_ms * 9 / 10, 0);
+                       s->rl->sync_interval_ms * ROUND_DEADLINE_NUM / ROUND_DEADLINE_DEN, 0);
     schedule_round(s);
 }
 
@@ -431,11 +337,11 @@ static void manual_round(rl_sync_t *s)
     uv_mutex_unlock(&s->step_mu);
     if (!asked || s->in_flight > 0)
         return;
-    if (s->ac == NULL)
-        start_connect(s);
+    if (s->route.conn.ac == NULL)
+        rl__redis_route_connect(&s->route);
     rl__sync_round(s);
     if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, 2000, 0);
+        uv_timer_start(&s->deadline_timer, on_round_deadline, MANUAL_ROUND_DEADLINE_MS, 0);
 }
 
 static void on_wake(uv_async_t *async)
@@ -450,7 +356,8 @@ static void on_wake(uv_async_t *async)
     if (s->leaving)
         return;
     uv_timer_stop(&s->round_timer);
-    if (s->ac == NULL || !s->script_ready) {
+    if (!rl__redis_route_can_send(&s->route, NULL, 0) ||
+        !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT)) {
         finish_loop(s); /* nothing to hand back to */
         return;
     }
@@ -467,7 +374,7 @@ static void on_wake(uv_async_t *async)
 static void thread_main(void *arg)
 {
     rl_sync_t *s = arg;
-    start_connect(s);
+    rl__redis_route_connect(&s->route);
     schedule_round(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->manual) { /* release a stepper waiting on a loop that ended */
@@ -499,7 +406,7 @@ int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms)
  * little: rl_open must never block longer. */
 static int wait_first_outcome(rl_sync_t *s)
 {
-    uint64_t until = uv_hrtime() + (uint64_t)(CONNECT_DEADLINE_MS + 100) * 1000000u;
+    uint64_t until = uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + 100) * 1000000u;
     uv_mutex_lock(&s->step_mu);
     while (s->first_outcome == FIRST_PENDING) {
         uint64_t now = uv_hrtime();
@@ -581,11 +488,16 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     }
     uv_timer_init(&s->loop, &s->round_timer);
     uv_timer_init(&s->loop, &s->deadline_timer);
-    uv_timer_init(&s->loop, &s->connect_timer);
-    uv_timer_init(&s->loop, &s->retry_timer);
     uv_async_init(&s->loop, &s->wake, on_wake);
-    s->round_timer.data = s->deadline_timer.data = s->connect_timer.data = s;
-    s->retry_timer.data = s->wake.data = s;
+    s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
+    rl__redis_conn_init(&s->route.conn, &s->loop, &rl->alloc, &s->url, &s->rng,
+                        rl->reconnect_max_ms, &conn_ops, s);
+    rl__redis_route_single(&s->route);
+    static const char *const sources[RL_SYNC_SCRIPT_N] = {
+        [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
+        [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
+    };
+    rl__redis_scripts_init(&s->scripts, sources, RL_SYNC_SCRIPT_N, script_loaded, s);
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
      * share, not at its on_failure policy. */
@@ -603,8 +515,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     if (rc != 0) {
         uv_close((uv_handle_t *)&s->round_timer, NULL);
         uv_close((uv_handle_t *)&s->deadline_timer, NULL);
-        uv_close((uv_handle_t *)&s->connect_timer, NULL);
-        uv_close((uv_handle_t *)&s->retry_timer, NULL);
+        rl__redis_route_close(&s->route);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);

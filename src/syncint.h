@@ -8,7 +8,10 @@
 #include <uv.h>
 #include "sync.h"
 #include "redis/reply.h"
+#include "redis/route.h"
+#include "redis/scripts.h"
 #include "instance.h"
+#include "policy.h"
 
 enum {
     C_ROUNDS,
@@ -87,20 +90,11 @@ struct rl_sync {
     uv_loop_t loop;
     uv_timer_t round_timer;
     uv_timer_t deadline_timer;
-    uv_timer_t connect_timer;
-    uv_timer_t retry_timer;   /* the next reconnect attempt (backoff) */
     uv_async_t wake;
-    redisAsyncContext *ac;
-    int connecting;
-    int script_ready;
-    int loading; /* SCRIPT LOAD sent, no reply yet */
-    uint64_t loading_since_ms; /* uv_now when it was sent */
-    char sha[41];
+    rl_redis_route_t route;     /* the connection(s), redis/route.h */
+    rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
     char incarnation[300];
     /* The node registry (syncnodes.h; sync thread only). */
-    char nodes_sha[41];
-    int nodes_ready;       /* nodes.lua loaded (published in C_NODES_READY) */
-    int nodes_loading;     /* its SCRIPT LOAD sent, no reply yet */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
     uint64_t split_fps;      /* other fingerprints at the last heartbeat */
     uint64_t split_logged_ms; /* uv_now of the last split log line */
@@ -110,10 +104,8 @@ struct rl_sync {
     uint64_t rng;          /* jitter; sync thread only */
     uint64_t next_epoch;
     /* Health (sync thread only; published through rl->health). */
-    uint32_t fails_in_row;
-    uint32_t oks_in_row;
+    rl_health_counts_t health_counts; /* policy.h */
     uint32_t timeouts_in_row;
-    uint32_t attempt;         /* reconnect attempts since the last success */
     uint64_t last_log_ms;     /* transition logs: at most one a second */
     uint64_t logs_dropped;
     /* Round state (sync thread only). */
@@ -157,12 +149,16 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 
 enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
 
-/* The registry script's state, and its mirror for rl__sync_counters. */
-static inline void rl__sync_nodes_ready(rl_sync_t *s, int ready)
+/* The scripts the sync thread runs: entries of its script registry. */
+enum { RL_SYNC_SCRIPT_REPORT, RL_SYNC_SCRIPT_NODES, RL_SYNC_SCRIPT_N };
+
+/* The registry script's state, mirrored for rl__sync_counters. */
+static inline void rl__sync_mirror_nodes(rl_sync_t *s)
 {
-    s->nodes_ready = ready;
     /* relaxed: a statistic. */
-    atomic_store_explicit(&s->counters[C_NODES_READY], (uint64_t)ready, memory_order_relaxed);
+    atomic_store_explicit(&s->counters[C_NODES_READY],
+                          (uint64_t)rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_NODES),
+                          memory_order_relaxed);
 }
 
 /* Count an error of a class (and in the errors total). */
@@ -184,6 +180,10 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
+
+/* syncheartbeat.c: this node's heartbeat in the registry (rkeys keys of
+ * rlimits limits report this round). */
+void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits);
 
 /* sync.c */
 void rl__sync_drop_connection(rl_sync_t *s);
