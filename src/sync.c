@@ -27,9 +27,6 @@
 /* Rounds in a row whose replies missed the deadline before the connection
  * is started over (a frozen or blackholed server). */
 #define SILENT_ROUNDS_MAX 3
-/* A manual round's deadline (rl__sync_step): generous, the simulator's
- * rounds are not timed. */
-#define MANUAL_ROUND_DEADLINE_MS 2000
 
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
 {
@@ -258,13 +255,8 @@ void rl__sync_round_done(rl_sync_t *s)
         s->drop_after_round = 0;
         rl__sync_drop_connection(s);
     }
-    if (s->manual) {
-        uv_mutex_lock(&s->step_mu);
-        s->step_failed = s->round_failed;
-        s->step_done = s->step_asked;
-        uv_cond_broadcast(&s->step_cv);
-        uv_mutex_unlock(&s->step_mu);
-    }
+    if (s->driver->round_done != NULL)
+        s->driver->round_done(s);
     if (s->leaving)
         finish_loop(s); /* the shares are handed back: stop */
 }
@@ -310,17 +302,19 @@ static void on_round(uv_timer_t *timer)
         schedule_round(s);
         return;
     }
+    rl__sync_run_round(s, s->rl->sync_interval_ms * ROUND_DEADLINE_NUM / ROUND_DEADLINE_DEN);
+    schedule_round(s);
+}
+
+void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms)
+{
     rl__sync_round(s);
     if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline,
-                       s->rl->sync_interval_ms * ROUND_DEADLINE_NUM / ROUND_DEADLINE_DEN, 0);
-    schedule_round(s);
+        uv_timer_start(&s->deadline_timer, on_round_deadline, deadline_ms, 0);
 }
 
 static void schedule_round(rl_sync_t *s)
 {
-    if (s->manual)
-        return; /* rounds run only when rl__sync_step asks */
     /* +-10% jitter: nodes started together do not report in lockstep. */
     uint64_t base = s->rl->sync_interval_ms;
     uint64_t span = base / 5 + 1;
@@ -328,29 +322,18 @@ static void schedule_round(rl_sync_t *s)
     uv_timer_start(&s->round_timer, on_round, delay, 0);
 }
 
-/* A manual round, asked for by rl__sync_step on another thread. */
-static void manual_round(rl_sync_t *s)
-{
-    uv_mutex_lock(&s->step_mu);
-    int asked = s->step_asked != s->step_done;
-    s->round_virtual_ms = s->virtual_now_ms;
-    uv_mutex_unlock(&s->step_mu);
-    if (!asked || s->in_flight > 0)
-        return;
-    if (s->route.conn.ac == NULL)
-        rl__redis_route_connect(&s->route);
-    rl__sync_round(s);
-    if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, MANUAL_ROUND_DEADLINE_MS, 0);
-}
+/* The production driver: a jittered timer starts each round. */
+static const rl_sync_driver_t timer_driver = {
+    .schedule = schedule_round,
+};
 
 static void on_wake(uv_async_t *async)
 {
     rl_sync_t *s = async->data;
     /* relaxed: the flag itself is the message; uv_async_send orders it. */
     if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-        if (s->manual)
-            manual_round(s);
+        if (s->driver->woken != NULL)
+            s->driver->woken(s);
         return;
     }
     if (s->leaving)
@@ -366,40 +349,18 @@ static void on_wake(uv_async_t *async)
         s->in_flight = 0; /* the last round's stragglers no longer matter */
         uv_timer_stop(&s->deadline_timer);
     }
-    rl__sync_round(s);
-    if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, s->close_ms, 0);
+    rl__sync_run_round(s, s->close_ms);
 }
 
 static void thread_main(void *arg)
 {
     rl_sync_t *s = arg;
     rl__redis_route_connect(&s->route);
-    schedule_round(s);
+    if (s->driver->schedule != NULL)
+        s->driver->schedule(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    if (s->manual) { /* release a stepper waiting on a loop that ended */
-        uv_mutex_lock(&s->step_mu);
-        s->step_failed = 1;
-        s->step_done = s->step_asked;
-        uv_cond_broadcast(&s->step_cv);
-        uv_mutex_unlock(&s->step_mu);
-    }
-}
-
-int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms)
-{
-    uv_mutex_lock(&s->step_mu);
-    uint64_t ticket = ++s->step_asked;
-    /* The loop thread reads it after taking the same mutex. */
-    s->virtual_now_ms = virtual_now_ms;
-    uv_mutex_unlock(&s->step_mu);
-    uv_async_send(&s->wake);
-    uv_mutex_lock(&s->step_mu);
-    while (s->step_done < ticket)
-        uv_cond_wait(&s->step_cv, &s->step_mu);
-    int failed = s->step_failed;
-    uv_mutex_unlock(&s->step_mu);
-    return failed ? -1 : 0;
+    if (s->driver->loop_ended != NULL)
+        s->driver->loop_ended(s);
 }
 
 /* Wait for the first connection's outcome, at most its deadline and a
@@ -469,7 +430,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     clock_gettime(CLOCK_REALTIME, &wall);
     s->start_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
     atomic_init(&s->stopping, 0);
-    s->manual = manual;
+    s->driver = manual ? &rl__sync_step_driver : &timer_driver;
     if (uv_mutex_init(&s->step_mu) != 0) {
         free_sync(s);
         return RL_ENOMEM;

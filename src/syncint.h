@@ -125,8 +125,8 @@ struct rl_sync {
     uint64_t round_reports;       /* key reports the current round sent */
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */
-    /* Manual rounds (sync.h: rl__sync_step). */
-    int manual;
+    const struct rl_sync_driver *driver; /* what starts rounds */
+    /* Manual rounds (syncstep.c, rl__sync_step). */
     uint64_t virtual_now_ms;  /* under step_mu: asked for by the stepper */
     uint64_t round_virtual_ms; /* sync thread: the current round's (0: TIME) */
     int prims_ready;          /* step_mu and step_cv initialised */
@@ -180,6 +180,23 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
+
+/*
+ * What starts rounds: the production driver (sync.c: a jittered timer) or
+ * the stepper (syncstep.c: rl__sync_step, the accuracy simulator's virtual
+ * clock). The loop calls each hook that is not NULL, on its thread.
+ */
+typedef struct rl_sync_driver {
+    void (*schedule)(rl_sync_t *s);   /* at the start: arrange the first round */
+    void (*woken)(rl_sync_t *s);      /* the thread was woken, not to stop */
+    void (*round_done)(rl_sync_t *s); /* a round was judged */
+    void (*loop_ended)(rl_sync_t *s); /* the loop returned */
+} rl_sync_driver_t;
+
+extern const rl_sync_driver_t rl__sync_step_driver;
+
+/* sync.c: run a round now; its replies are awaited deadline_ms. */
+void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
 
 /* syncheartbeat.c: this node's heartbeat in the registry (rkeys keys of
  * rlimits limits report this round). */
