@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sync thread: its own libuv loop, a hiredis async connection attached
- * with hiredis's libuv adapter, a jittered round timer, and deadlines
- * enforced with uv timers (hiredis 0.14 has no async timeouts).
+ * The sync thread: its own libuv loop, one route to Redis (redis/route.h)
+ * and its scripts (redis/scripts.h), the round timer (or the stepper,
+ * syncstep.c), the round deadline, and the health state the rounds decide
+ * (policy.h). The round itself is syncround.c, the heartbeat
+ * syncheartbeat.c.
  */
 #include <signal.h>
 #include <sys/random.h>
