@@ -519,20 +519,10 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     for (int i = 0; i < C_N; i++)
         /* relaxed: statistics. */
         v[i] = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
-    out->rounds = v[C_ROUNDS];
-    out->rounds_ok = v[C_ROUNDS_OK];
-    out->rounds_failed = v[C_ROUNDS_FAILED];
-    out->reports = v[C_REPORTS];
-    out->calls = v[C_CALLS];
-    out->errors = v[C_ERRORS];
-    out->connected = v[C_CONNECTED];
+#define RL_X_(up, field) out->field = v[C_##up];
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
     for (int i = 0; i < RL_REDIS_ERR_N; i++)
         out->by_class[i] = v[C_ERR_FIRST + i];
-    out->nodes_writes = v[C_NODES_WRITES];
-    out->nodes_errors = v[C_NODES_ERRORS];
-    out->nodes_ready = v[C_NODES_READY];
-    out->round_us_sum = v[C_ROUND_US_SUM];
-    out->round_us_last = v[C_ROUND_US_LAST];
-    out->round_us_max = v[C_ROUND_US_MAX];
-    out->reports_last = v[C_REPORTS_LAST];
 }

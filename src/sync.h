@@ -64,27 +64,40 @@ typedef struct rl_report_action {
 
 void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out);
 
-/* Counters of the sync thread, read by rl__sync_counters (rl_stats, tests). */
+/*
+ * Counters of the sync thread, read by rl__sync_counters (rl_stats, tests),
+ * one table: each row is a field of rl_sync_counters_t and its index in the
+ * thread's counter array (syncint.h: C_<NAME>), in field order; the error
+ * classes' counts (by_class, redis/errclass.h) sit between the two parts.
+ */
+#define RL_SYNC_COUNTERS_HEAD(X)                                                   \
+    X(ROUNDS, rounds)               /* rounds started */                           \
+    X(ROUNDS_OK, rounds_ok)         /* every reply came before the deadline */     \
+    X(ROUNDS_FAILED, rounds_failed) /* missed the deadline or errored */           \
+    X(REPORTS, reports)             /* key reports sent */                         \
+    X(CALLS, calls)                 /* script calls sent */                        \
+    X(ERRORS, errors)               /* error replies and failed connections */     \
+    X(CONNECTED, connected)         /* 1 while connected with the script loaded */
+/* The node registry (syncnodes.h): heartbeat writes Redis acknowledged, and
+ * those that failed (also counted in errors and by_class; they never fail a
+ * round nor change the health state); then the latency of the rounds
+ * counted in rounds_ok, from start to last reply, and the key reports of
+ * the last finished round. */
+#define RL_SYNC_COUNTERS_TAIL(X)                                                   \
+    X(NODES_WRITES, nodes_writes)                                                  \
+    X(NODES_ERRORS, nodes_errors)                                                  \
+    X(NODES_READY, nodes_ready) /* 1 while the registry script is loaded */        \
+    X(ROUND_US_SUM, round_us_sum)                                                  \
+    X(ROUND_US_LAST, round_us_last)                                                \
+    X(ROUND_US_MAX, round_us_max)                                                  \
+    X(REPORTS_LAST, reports_last)
+
 typedef struct rl_sync_counters {
-    uint64_t rounds;        /* rounds started */
-    uint64_t rounds_ok;     /* rounds whose every reply came before the deadline */
-    uint64_t rounds_failed; /* rounds that missed the deadline or errored */
-    uint64_t reports;       /* key reports sent */
-    uint64_t calls;         /* script calls sent */
-    uint64_t errors;        /* error replies and failed connections */
-    uint64_t connected;     /* 1 while connected with the script loaded */
+#define RL_X_(up, field) uint64_t field;
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
     uint64_t by_class[RL_REDIS_ERR_N]; /* redis/errclass.h */
-    /* The node registry (syncnodes.h): heartbeat writes Redis acknowledged,
-     * and those that failed (also counted in errors and by_class above; they
-     * never fail a round nor change the health state). */
-    uint64_t nodes_writes;
-    uint64_t nodes_errors;
-    uint64_t nodes_ready; /* 1 while the registry script is loaded */
-    /* Latency of the rounds counted in rounds_ok, from start to last reply. */
-    uint64_t round_us_sum;
-    uint64_t round_us_last;
-    uint64_t round_us_max;
-    uint64_t reports_last; /* key reports of the last finished round */
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
 } rl_sync_counters_t;
 
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.

@@ -13,26 +13,19 @@
 #include "instance.h"
 #include "policy.h"
 
+/* Indices of the counter array: sync.h's table, the error classes between
+ * its two parts (rl_sync_counters_t's order). */
 enum {
-    C_ROUNDS,
-    C_ROUNDS_OK,
-    C_ROUNDS_FAILED,
-    C_REPORTS,
-    C_CALLS,
-    C_ERRORS,
-    C_CONNECTED,
-    /* errors by class (rl_sync_error_class_t order) */
+#define RL_X_(up, field) C_##up,
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
     C_ERR_FIRST,
-    C_NODES_WRITES = C_ERR_FIRST + RL_REDIS_ERR_N,
-    C_NODES_ERRORS,
-    C_NODES_READY,
-    /* completed rounds' latency (µs), and the last round's key reports */
-    C_ROUND_US_SUM,
-    C_ROUND_US_LAST,
-    C_ROUND_US_MAX,
-    C_REPORTS_LAST,
+    C_ERR_END_ = C_ERR_FIRST + RL_REDIS_ERR_N - 1,
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
     C_N
 };
+_Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
+               "one counter per rl_sync_counters_t word");
 
 /* Most keys one report script call carries: the call's slot lists
  * (syncround.c) and the reply scratch below are sized by it. */
