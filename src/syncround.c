@@ -8,12 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 #include "syncint.h"
+#include "reportargs.h"
 #include "alloc.h"
 #include "share.h"
 #include "shareword.h"
 
-#define ARGS_FIXED 13u
-#define ARGS_PER_KEY 7u
 
 /* One script call in flight: which slots its reply answers. */
 typedef struct call {
@@ -411,6 +410,110 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
     rl__free(&s->rl->alloc, call, sizeof *call, 8);
 }
 
+/* A command's arguments, formatted into one text buffer. */
+typedef struct argbuf {
+    const char **argv;
+    size_t *argl;
+    size_t argc, argv_bytes, k;
+    char *text, *w;
+    size_t text_cap;
+} argbuf_t;
+
+static int argbuf_init(argbuf_t *b, const rl_allocator_t *a, size_t argc, size_t text_cap)
+{
+    b->argc = argc;
+    b->argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
+    b->argv = rl__calloc(a, b->argv_bytes, 8);
+    b->text_cap = text_cap;
+    b->text = b->w = rl__calloc(a, text_cap, 1);
+    b->argl = b->argv != NULL ? (size_t *)(void *)(b->argv + argc) : NULL;
+    b->k = 0;
+    return b->argv != NULL && b->text != NULL ? 0 : -1;
+}
+
+static void argbuf_free(argbuf_t *b, const rl_allocator_t *a)
+{
+    rl__free(a, (void *)b->argv, b->argv_bytes, 8);
+    rl__free(a, b->text, b->text_cap, 1);
+}
+
+/* Close the argument just written at b->w (len bytes). */
+static void arg_done(argbuf_t *b, int len)
+{
+    b->argv[b->k] = b->w;
+    b->argl[b->k++] = (size_t)len;
+    b->w += len + 1;
+}
+
+static size_t arg_room(const argbuf_t *b) { return b->text_cap - (size_t)(b->w - b->text); }
+
+static void arg_u64(argbuf_t *b, uint64_t v)
+{
+    arg_done(b, snprintf(b->w, arg_room(b), "%" PRIu64, v));
+}
+
+static void arg_str(argbuf_t *b, const char *v) { arg_done(b, snprintf(b->w, arg_room(b), "%s", v)); }
+
+/* The call's fixed arguments, in reportargs.h's order. */
+static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
+{
+    for (unsigned i = 1; i <= RL_REPORT_ARGS_N; i++) {
+        switch (i) {
+        case RL_RA_INC: arg_str(b, s->incarnation); break;
+        case RL_RA_RATE: arg_u64(b, l->p.rate_count); break;
+        case RL_RA_PERIOD: arg_u64(b, l->p.period_ms); break;
+        case RL_RA_BURST: arg_u64(b, l->p.normal.burst); break;
+        case RL_RA_ALPHA: arg_u64(b, s->rl->demand_alpha_q16); break;
+        case RL_RA_RESERVE: arg_u64(b, RL_SHARE_RESERVE_DEFAULT); break;
+        case RL_RA_GAIN: arg_u64(b, RL_SHARE_GAIN_DEFAULT); break;
+        case RL_RA_MAX_CUT: arg_u64(b, RL_SHARE_MAX_CUT_DEFAULT); break;
+        case RL_RA_TTL:
+            /* The key hash outlives two bursts' worth of time and three
+             * quiet periods of reports. */
+            arg_u64(b, 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + 10 * 1000 +
+                           (uint64_t)RL_REPORT_QUIET_MAX * 3 * s->rl->sync_interval_ms);
+            break;
+        case RL_RA_LEAVING: arg_u64(b, s->leaving ? 1 : 0); break;
+        case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
+        case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
+        case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
+        }
+    }
+}
+
+/* Slot i's report, in reportargs.h's order; its pending counts are then
+ * sent (zeroed) and it is no longer queued. */
+static void put_key_args(rl_sync_t *s, uint32_t i, argbuf_t *b)
+{
+    rl_syncslot_t *ss = &s->slots[i];
+    /* A key that reports every round lives 3 rounds unrefreshed; a quiet one
+     * 3 of its longer periods: a dead node frees its busy keys' shares
+     * within 3 rounds. */
+    uint32_t period = ss->announce ? ss->announce : 1;
+    ss->period = (uint8_t)period;
+    for (unsigned j = 1; j <= RL_REPORT_KEY_ARGS_N; j++) {
+        switch (j) {
+        case RL_RK_EPOCH: arg_u64(b, ss->epoch); break;
+        case RL_RK_CUM_A: arg_u64(b, ss->cum_a); break;
+        case RL_RK_CUM_O: arg_u64(b, ss->cum_o); break;
+        case RL_RK_STALE: arg_u64(b, (uint64_t)3 * period * s->rl->sync_interval_ms); break;
+        /* What is new since this node's last report, and the time it spans:
+         * the script's rate sample for an entry it must create again (its
+         * key hash flushed, evicted or expired), where the cumulative
+         * counters would put the key's whole history into one round. */
+        case RL_RK_NEW_A: arg_u64(b, ss->pend_a); break;
+        case RL_RK_NEW_O: arg_u64(b, ss->pend_o); break;
+        case RL_RK_SPAN:
+            arg_u64(b, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
+            break;
+        }
+    }
+    ss->pend_a = 0;
+    ss->pend_o = 0;
+    ss->last_round = s->round_id;
+    ss->queued = 0;
+}
+
 /* Send the reports of slots idx[0, n), all of limit l and one vshard
  * (n <= RL_SYNC_KEYS_PER_CALL). */
 static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint32_t *idx,
@@ -418,77 +521,25 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
 {
     const rl_allocator_t *a = &s->rl->alloc;
     call_t *call = rl__calloc(a, sizeof *call, 8);
-    size_t argc = 3 + n + ARGS_FIXED + ARGS_PER_KEY * n;
-    size_t argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
-    const char **argv = rl__calloc(a, argv_bytes, 8);
-    size_t text_cap = (size_t)n * (96 + RL_NAME_MAX + 32 + ARGS_PER_KEY * 24) + 512;
-    char *text = rl__calloc(a, text_cap, 1);
-    if (call == NULL || argv == NULL || text == NULL) {
+    argbuf_t b;
+    int ok = argbuf_init(&b, a, 3 + n + RL_REPORT_ARGS_N + RL_REPORT_KEY_ARGS_N * (size_t)n,
+                         (size_t)n * (96 + RL_NAME_MAX + 32 + RL_REPORT_KEY_ARGS_N * 24) + 512);
+    if (call == NULL || ok != 0) {
         rl__free(a, call, sizeof *call, 8);
-        rl__free(a, (void *)argv, argv_bytes, 8);
-        rl__free(a, text, text_cap, 1);
+        argbuf_free(&b, a);
         return -1;
     }
-    size_t *argl = (size_t *)(void *)(argv + argc);
-    char *w = text;
-    size_t k = 0;
-#define ARG(...)                                                               \
-    do {                                                                       \
-        int len_ = snprintf(w, text_cap - (size_t)(w - text), __VA_ARGS__);    \
-        argv[k] = w;                                                           \
-        argl[k++] = (size_t)len_;                                              \
-        w += len_ + 1;                                                         \
-    } while (0)
-    ARG("EVALSHA");
-    ARG("%s", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_REPORT));
-    ARG("%u", n);
+    arg_str(&b, "EVALSHA");
+    arg_str(&b, rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_REPORT));
+    arg_u64(&b, n);
+    for (uint32_t j = 0; j < n; j++)
+        arg_done(&b, key_name(s, l, idx[j], b.w, arg_room(&b)));
+    put_fixed_args(s, l, &b);
     for (uint32_t j = 0; j < n; j++) {
-        int len = key_name(s, l, idx[j], w, text_cap - (size_t)(w - text));
-        argv[k] = w;
-        argl[k++] = (size_t)len;
-        w += len + 1;
-    }
-    uint64_t ttl = 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + 10 * 1000 +
-                   (uint64_t)RL_REPORT_QUIET_MAX * 3 * s->rl->sync_interval_ms;
-    ARG("%s", s->incarnation);
-    ARG("%" PRIu64, l->p.rate_count);
-    ARG("%" PRIu64, l->p.period_ms);
-    ARG("%" PRIu64, l->p.normal.burst);
-    ARG("%u", s->rl->demand_alpha_q16);
-    ARG("%u", RL_SHARE_RESERVE_DEFAULT);
-    ARG("%u", RL_SHARE_GAIN_DEFAULT);
-    ARG("%u", RL_SHARE_MAX_CUT_DEFAULT);
-    ARG("%" PRIu64, ttl);
-    ARG("%d", s->leaving ? 1 : 0);
-    ARG("%" PRIu64, s->round_virtual_ms);
-    ARG("%u", s->rl->expected_nodes);
-    ARG("%u", 2 * s->rl->sync_interval_ms); /* a key is young for two rounds */
-    for (uint32_t j = 0; j < n; j++) {
-        rl_syncslot_t *ss = &s->slots[idx[j]];
-        /* A key that reports every round lives 3 rounds unrefreshed; a quiet
-         * one 3 of its longer periods: a dead node frees its busy keys'
-         * shares within 3 rounds. */
-        uint32_t period = ss->announce ? ss->announce : 1;
-        ss->period = (uint8_t)period;
-        ARG("%" PRIu64, ss->epoch);
-        ARG("%" PRIu64, ss->cum_a);
-        ARG("%" PRIu64, ss->cum_o);
-        ARG("%" PRIu64, (uint64_t)3 * period * s->rl->sync_interval_ms);
-        /* What is new since this node's last report, and the time it spans:
-         * the script's rate sample for an entry it must create again (its
-         * key hash flushed, evicted or expired), where the cumulative
-         * counters would put the key's whole history into one round. */
-        ARG("%" PRIu64, ss->pend_a);
-        ARG("%" PRIu64, ss->pend_o);
-        ARG("%" PRIu64, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
         call->slot[j] = idx[j];
-        call->ctrl[j] = ss->ctrl;
-        ss->pend_a = 0;
-        ss->pend_o = 0;
-        ss->last_round = s->round_id;
-        ss->queued = 0;
+        call->ctrl[j] = s->slots[idx[j]].ctrl;
+        put_key_args(s, idx[j], &b);
     }
-#undef ARG
     call->s = s;
     call->round_id = s->round_id;
     call->sent_ns = uv_hrtime();
@@ -496,10 +547,10 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     call->n = n;
     /* Every key of a call shares one hash tag (its limit and vshard). */
     size_t tag_len;
-    const char *tag = rl__redis_hash_tag(argv[3], argl[3], &tag_len);
-    int rc = rl__redis_route_send(&s->route, tag, tag_len, call_reply, call, (int)k, argv, argl);
-    rl__free(a, (void *)argv, argv_bytes, 8);
-    rl__free(a, text, text_cap, 1);
+    const char *tag = rl__redis_hash_tag(b.argv[3], b.argl[3], &tag_len);
+    int rc = rl__redis_route_send(&s->route, tag, tag_len, call_reply, call, (int)b.k, b.argv,
+                                  b.argl);
+    argbuf_free(&b, a);
     if (rc != REDIS_OK) {
         rl__free(a, call, sizeof *call, 8);
         return -1;

@@ -4,11 +4,14 @@
  * round, the on_failure decision, the degraded ramp; and the Redis layer's
  * pure parts (reply classification, SHA replies, key names).
  */
+#include <stdio.h>
 #include <string.h>
 #include "testutil.h"
 #include "policy.h"
 #include "redis/keys.h"
 #include "redis/reply.h"
+#include "reportargs.h"
+#include "scripts.h"
 
 static int after(int state, int failed, rl_health_counts_t *c, const rl_health_cfg_t *cfg,
                  int *moves_out)
@@ -220,6 +223,28 @@ START_TEST(key_names)
 }
 END_TEST
 
+/* The embedded report script reads each argument where the C table puts it. */
+START_TEST(report_args_generated)
+{
+    char line[64];
+#define RL_X_(up, word)                                                            \
+    snprintf(line, sizeof line, "\nlocal A_%s=%u\n", #word, (unsigned)RL_RA_##up);     \
+    ck_assert_msg(strstr(rl__lua_report, line) != NULL, "missing: %s", line);
+    RL_REPORT_ARGS(RL_X_)
+#undef RL_X_
+#define RL_X_(up, word)                                                            \
+    snprintf(line, sizeof line, "\nlocal K_%s=%u\n", #word, (unsigned)RL_RK_##up);     \
+    ck_assert_msg(strstr(rl__lua_report, line) != NULL, "missing: %s", line);
+    RL_REPORT_KEY_ARGS(RL_X_)
+#undef RL_X_
+    snprintf(line, sizeof line, "\nlocal A_N=%u\nlocal K_N=%u\n", RL_REPORT_ARGS_N,
+             RL_REPORT_KEY_ARGS_N);
+    ck_assert_ptr_nonnull(strstr(rl__lua_report, line));
+    ck_assert_uint_eq(RL_REPORT_ARGS_N, 13);
+    ck_assert_uint_eq(RL_REPORT_KEY_ARGS_N, 7);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("health_policy");
@@ -233,6 +258,7 @@ static Suite *suite(void)
     TCase *rc = tcase_create("redis_pure");
     tcase_add_test(rc, reply_classes);
     tcase_add_test(rc, key_names);
+    tcase_add_test(rc, report_args_generated);
     suite_add_tcase(s, rc);
     return s;
 }
