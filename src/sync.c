@@ -396,12 +396,14 @@ static void free_sync(rl_sync_t *s)
     rl__free(a, s, sizeof *s, 64);
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+/* The memory a sync thread needs, sized by the table and the limit
+ * registry, and who this node is (incarnation, host, pid, start time). */
+static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
     if (s == NULL)
-        return RL_ENOMEM;
+        return NULL;
     s->rl = rl;
     s->url = *url;
     size_t n = rl->table.nslots;
@@ -409,14 +411,11 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
     s->bucket_of = rl__calloc(a, ((size_t)rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     s->limits = rl__calloc(a, rl->limits.cap * sizeof *s->limits, 8);
-    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL) {
-        free_sync(s);
-        return RL_ENOMEM;
-    }
     uint64_t seed[2];
-    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL ||
+        getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         free_sync(s);
-        return RL_ENOMEM;
+        return NULL;
     }
     s->rng = seed[0] | 1;
     /* node_id plus a random instance id: two instances in one process, or a
@@ -431,36 +430,76 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     s->start_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
+    return s;
+}
+
+/* The stepper's and rl_open's mutex and condition, and the counters. */
+static int init_shared(rl_sync_t *s)
+{
     atomic_init(&s->stopping, 0);
-    s->driver = manual ? &rl__sync_step_driver : &timer_driver;
-    if (uv_mutex_init(&s->step_mu) != 0) {
-        free_sync(s);
-        return RL_ENOMEM;
-    }
+    if (uv_mutex_init(&s->step_mu) != 0)
+        return -1;
     if (uv_cond_init(&s->step_cv) != 0) {
         uv_mutex_destroy(&s->step_mu);
-        free_sync(s);
-        return RL_ENOMEM;
+        return -1;
     }
     s->prims_ready = 1;
     for (int i = 0; i < C_N; i++)
         atomic_init(&s->counters[i], 0);
-    if (uv_loop_init(&s->loop) != 0) {
-        free_sync(s);
-        return RL_ENOMEM;
-    }
+    return 0;
+}
+
+/* The loop, its handles, the route to Redis and the script registry. */
+static int init_loop(rl_sync_t *s)
+{
+    if (uv_loop_init(&s->loop) != 0)
+        return -1;
     uv_timer_init(&s->loop, &s->round_timer);
     uv_timer_init(&s->loop, &s->deadline_timer);
     uv_async_init(&s->loop, &s->wake, on_wake);
     s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
-    rl__redis_conn_init(&s->route.conn, &s->loop, &rl->alloc, &s->url, &s->rng,
-                        rl->reconnect_max_ms, &conn_ops, s);
+    rl__redis_conn_init(&s->route.conn, &s->loop, &s->rl->alloc, &s->url, &s->rng,
+                        s->rl->reconnect_max_ms, &conn_ops, s);
     rl__redis_route_single(&s->route);
     static const char *const sources[RL_SYNC_SCRIPT_N] = {
         [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
         [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
     };
     rl__redis_scripts_init(&s->scripts, sources, RL_SYNC_SCRIPT_N, script_loaded, s);
+    return 0;
+}
+
+/* Start the thread with every signal blocked (the host's handlers run on
+ * its own threads, never on ours; the mask is inherited at creation). On
+ * failure the loop is closed. */
+static int start_thread(rl_sync_t *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = uv_thread_create(&s->thread, thread_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        return 0;
+    uv_close((uv_handle_t *)&s->round_timer, NULL);
+    uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+    rl__redis_route_close(&s->route);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    return -1;
+}
+
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+{
+    rl_sync_t *s = alloc_sync(rl, url);
+    if (s == NULL)
+        return RL_ENOMEM;
+    s->driver = manual ? &rl__sync_step_driver : &timer_driver;
+    if (init_shared(s) != 0 || init_loop(s) != 0) {
+        free_sync(s);
+        return RL_ENOMEM;
+    }
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
      * share, not at its on_failure policy. */
@@ -468,20 +507,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
                           RL_HEALTH_MAKE(RL_HEALTH_HEALTHY,
                                          rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
                           memory_order_relaxed);
-    /* Every signal blocked in the thread: the host's handlers run on its own
-     * threads, never on ours (the mask is inherited at creation). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = uv_thread_create(&s->thread, thread_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        uv_close((uv_handle_t *)&s->round_timer, NULL);
-        uv_close((uv_handle_t *)&s->deadline_timer, NULL);
-        rl__redis_route_close(&s->route);
-        uv_close((uv_handle_t *)&s->wake, NULL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
+    if (start_thread(s) != 0) {
         free_sync(s);
         return RL_ENOMEM;
     }

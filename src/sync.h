@@ -24,6 +24,8 @@ typedef struct rl_sync rl_sync_t;
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
 #define RL_REPORT_LINGER 3     /* rounds a key still reports every round after
                                   it was near its limit (silent or not) */
+#define RL_REPORT_ENTRY_PERIODS 3 /* Redis drops a node's entry for a key after
+                                     this many announced periods unreported */
 #define RL_SYNC_NODES_MAX (1 << 20) /* live nodes on one key a reply may claim */
 _Static_assert(RL_STATS_SYNC_WINDOW >= RL_REPORT_QUIET_MAX,
                "every quiet key reports within one stats window");

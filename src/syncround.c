@@ -14,6 +14,10 @@
 #include "shareword.h"
 
 
+/* Beyond a burst's time and the quiet reporters' entries, how long a key's
+ * hash lives unreported in Redis (ms). */
+#define KEY_TTL_SLACK_MS 10000
+
 /* One script call in flight: which slots its reply answers. */
 typedef struct call {
     rl_sync_t *s;
@@ -468,10 +472,11 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_GAIN: arg_u64(b, RL_SHARE_GAIN_DEFAULT); break;
         case RL_RA_MAX_CUT: arg_u64(b, RL_SHARE_MAX_CUT_DEFAULT); break;
         case RL_RA_TTL:
-            /* The key hash outlives two bursts' worth of time and three
-             * quiet periods of reports. */
-            arg_u64(b, 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + 10 * 1000 +
-                           (uint64_t)RL_REPORT_QUIET_MAX * 3 * s->rl->sync_interval_ms);
+            /* The key hash outlives two bursts' worth of time and the
+             * entries of its quietest reporters. */
+            arg_u64(b, 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + KEY_TTL_SLACK_MS +
+                           (uint64_t)RL_REPORT_QUIET_MAX * RL_REPORT_ENTRY_PERIODS *
+                               s->rl->sync_interval_ms);
             break;
         case RL_RA_LEAVING: arg_u64(b, s->leaving ? 1 : 0); break;
         case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
@@ -496,7 +501,9 @@ static void put_key_args(rl_sync_t *s, uint32_t i, argbuf_t *b)
         case RL_RK_EPOCH: arg_u64(b, ss->epoch); break;
         case RL_RK_CUM_A: arg_u64(b, ss->cum_a); break;
         case RL_RK_CUM_O: arg_u64(b, ss->cum_o); break;
-        case RL_RK_STALE: arg_u64(b, (uint64_t)3 * period * s->rl->sync_interval_ms); break;
+        case RL_RK_STALE:
+            arg_u64(b, (uint64_t)RL_REPORT_ENTRY_PERIODS * period * s->rl->sync_interval_ms);
+            break;
         /* What is new since this node's last report, and the time it spans:
          * the script's rate sample for an entry it must create again (its
          * key hash flushed, evicted or expired), where the cumulative
@@ -607,7 +614,8 @@ static void send_reports(rl_sync_t *s, uint32_t n)
 static int entry_may_live(const rl_sync_t *s, const rl_syncslot_t *ss)
 {
     uint64_t since = s->round_id - ss->last_round;
-    return since <= 1 || (since - 1) * 9 < (uint64_t)30 * ss->period;
+    return since <= 1 ||
+           (since - 1) * 9 < (uint64_t)RL_REPORT_ENTRY_PERIODS * 10 * ss->period;
 }
 
 /* Limits with at least one of order[0, n) (for the heartbeat). */
