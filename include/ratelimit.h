@@ -513,9 +513,22 @@ RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spe
 RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
 
 /*
- * Replace a limit's parameters in place; every key keeps its bucket state
- * (tokens consumed so far). The name must stay the same. Checks running
- * concurrently see either the old or the new parameters, never a mix.
+ * Replace a limit's parameters in place; every key keeps the tokens it has
+ * consumed: its debt is converted to the new rate exactly (rounded against
+ * the key) and is not cut to the new burst, so a key that owes more than
+ * the new burst stays empty until it has paid the difference (lowering a
+ * burst, then restoring it, gives nothing back). Only a debt of more than
+ * about 4.6 years at the new rate is cut to that.
+ * Exact across updates: over any interval, a local key admits at most the
+ * largest burst in force during it plus the tokens the rates in force
+ * refilled; with the clock frozen, at most the largest burst. This holds
+ * whatever checks and updates from any threads interleave. Checks running
+ * concurrently see either the old or the new parameters, never a mix; a
+ * check stalled across two whole updates of its limit may be charged twice
+ * (never less). (A synced key's local share is rescaled by the sync thread.)
+ * An update that changes the rate converts every key of the limit before it
+ * returns (a walk of the key table; updates serialise on the instance's
+ * mutex); one that keeps the rate is O(1). The name must stay the same.
  * Errors: those of rl_limit_add, plus RL_ENOTFOUND; RL_ENAME if the name
  * differs.
  */

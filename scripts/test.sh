@@ -285,6 +285,7 @@ threaded_cases=(
   "test_hardening numeric"
   "test_hardening fixed_bugs"
   "test_metrics concurrency"
+  "test_exactness core"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

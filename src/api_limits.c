@@ -19,23 +19,23 @@ int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
     return rc != 0 ? rc : rl__limits_add(&rl->limits, lim, &rl->clock);
 }
 
+/* Under the writers' lock, the new epoch published: bring every bucket word
+ * of the limit to it (limits.h, Epochs). */
+static void convert_keys(void *ctx, int id, rl_limit_slot_t *ls, const rl_limit_params_t *from,
+                         const rl_limit_params_t *to)
+{
+    rl_t *rl = ctx;
+    uint64_t bit = rl__epoch_bit(to->epoch);
+    rl__table_convert_limit(&rl->table, rl__limit_ref(id), from->normal.t_fp, to->normal.t_fp,
+                            bit, &rl->clock, (int32_t)to->clock_source);
+    rl__bucket_convert(&ls->overflow_tat, NULL, from->normal.t_fp, to->normal.t_fp, bit,
+                       rl__clock_now_fp(&rl->clock, (int32_t)to->clock_source));
+}
+
 int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
-    rl_limit_params_t old, now;
-    if (rc != 0 || (rc = rl__limits_update(&rl->limits, id, lim, &rl->clock, &old)) != 0)
-        return rc;
-    /* Keys keep their tokens, not their time debt: a faster rate must not
-     * leave a key more limited than before. Checks racing this sweep may be
-     * charged once at either parameter set. */
-    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, id);
-    if (ls == NULL)
-        return 0; /* removed meanwhile */
-    rl__params_read(ls, &now);
-    uint64_t t = rl__clock_now_fp(&rl->clock, now.clock_source);
-    rl__table_rescale_limit(&rl->table, rl__limit_ref(id), &old.normal, &now.normal, t);
-    rl__bucket_rescale(&ls->overflow_tat, &old.normal, &now.normal, t);
-    return 0;
+    return rc != 0 ? rc : rl__limits_update(&rl->limits, id, lim, &rl->clock, convert_keys, rl);
 }
 
 int rl_limit_remove(rl_t *rl, int id)

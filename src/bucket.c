@@ -20,7 +20,9 @@ int rl__gcra_from_rate(rl_gcra_t *g, const rl_rate_t *rate, uint64_t burst,
         burst = rate->count;
     if (burst > RL_BURST_MAX)
         return rl__errf(err, errlen, RL_ERANGE, "burst: larger than 1000000000");
-    if (burst > RL_TAU_FP_MAX / t_fp)
+    /* On the exact interval period/count, not the rounded-up t_fp: a burst
+     * that refills in exactly 4 years is accepted (97/d, burst 141717). */
+    if ((unsigned __int128)burst * period_fp > (unsigned __int128)RL_TAU_FP_MAX * rate->count)
         return rl__errf(err, errlen, RL_ERANGE,
                         "burst: refilling it at %s would take more than 4 years", field);
     g->t_fp = t_fp;

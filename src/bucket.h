@@ -13,8 +13,18 @@
  * Why 1/16 ns: T is rounded up to a whole unit, so the effective rate is at
  * most the configured one and below it by less than 1/(16*T_ns) relative
  * (exact whenever 16*period_ns is a multiple of count: 100/s, 1000/m, ...;
- * 3/s is off by 2e-10). 64 bits of 1/16 ns still give 36 years of range;
- * instance time saturates at 2^63 units (18 years of uptime).
+ * 3/s is off by 2e-10). A bucket word keeps 63 bits of 1/16 ns (18 years)
+ * for its TAT and one for its epoch (below); instance time saturates at 2^62
+ * units (9 years of uptime), so a TAT (now plus at most RL_DEBT_FP_MAX of
+ * debt) always fits.
+ *
+ * Epochs: a TAT is a debt in time, so it means something only together with
+ * the T it was charged at. A limit's T changes only by rl_limit_update, which
+ * bumps the limit's epoch (limits.h) and converts every bucket word of the
+ * limit to the new T (table.h). Each word carries the parity of the epoch
+ * its TAT is expressed in (RL_TAT_EPOCH); a check that meets a word of the
+ * other parity charges it at the previous epoch's parameters, so publishing
+ * new parameters before a word is converted cannot re-value its debt.
  */
 #ifndef RL_BUCKET_H
 #define RL_BUCKET_H
@@ -34,10 +44,18 @@
 #define RL_T_FP_MAX (RL_PERIOD_MS_MAX * RL_FP_PER_MS)       /* one per 30 days */
 #define RL_BURST_MAX UINT64_C(1000000000)
 #define RL_TAU_FP_MAX ((UINT64_C(4) * 36525 * 864 * 1000000000) << RL_FP_SHIFT) /* 4 years */
-#define RL_NOW_FP_MAX (UINT64_C(1) << 63)
+#define RL_NOW_FP_MAX (UINT64_C(1) << 62)
+/* The most debt a conversion leaves (about 4.6 years): above any tau. */
+#define RL_DEBT_FP_MAX (UINT64_C(1) << 61)
 
 /* A TAT value no live bucket can hold: the slot is being retired. */
 #define RL_TAT_DEAD UINT64_MAX
+/* The epoch-parity bit of a bucket word; the other 63 bits are the TAT. */
+#define RL_TAT_EPOCH (UINT64_C(1) << 63)
+#define RL_TAT_MASK (RL_TAT_EPOCH - 1)
+
+/* The epoch bit a word written in `epoch` carries. */
+static inline uint64_t rl__epoch_bit(uint64_t epoch) { return epoch << 63; }
 
 /* Emission interval and tolerance of one (rate, burst), in fixed point. */
 typedef struct rl_gcra {
@@ -103,6 +121,23 @@ static inline uint64_t rl__gcra_remaining(const rl_gcra_t *g, uint64_t tat, uint
 {
     uint64_t used = tat > now_fp ? tat - now_fp : 0;
     return used >= g->tau_fp ? 0 : (g->tau_fp - used) / g->t_fp;
+}
+
+/*
+ * The TAT that keeps a bucket's tokens when T changes from `from_t` to `to_t`
+ * at time u: the debt at u, (tat - u) / from_t tokens, is kept exactly
+ * (rounded up to a whole unit, never down), and it is not capped at the new
+ * tau: a bucket that owes more than the new burst is empty until it has paid
+ * the difference, so lowering and restoring a burst refills nothing. Only a
+ * debt beyond RL_DEBT_FP_MAX (years) is cut to it, to stay in range.
+ */
+static inline uint64_t rl__gcra_convert(uint64_t tat, uint64_t from_t, uint64_t to_t,
+                                        uint64_t u)
+{
+    if (tat <= u || from_t == to_t)
+        return tat; /* full at u (nothing owed in any unit), or the same unit */
+    unsigned __int128 d = ((unsigned __int128)(tat - u) * to_t + from_t - 1) / from_t;
+    return u + (d < RL_DEBT_FP_MAX ? (uint64_t)d : RL_DEBT_FP_MAX);
 }
 
 /* Milliseconds, rounded up, until the bucket whose TAT is tat is full. */

@@ -27,6 +27,7 @@ typedef struct target {
     rl_probe_t probe;
     uint64_t now;
     rl_gcra_t local; /* a synced key's decoded share (or degraded ramp) */
+    rl_gcra_t prev;  /* the previous epoch's normal, for a word not yet converted */
     int detail;      /* the caller reads the decision: compute its figures */
     uint64_t health; /* the instance's health word, for synced limits */
 } target_t;
@@ -80,28 +81,141 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
     return 0;
 }
 
-/* One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died.
- * The decision's figures (divisions) only when the caller reads them. */
-static int charge_word(_Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g, uint64_t now,
-                       uint32_t cost, int detail, outcome_t *o)
+/*
+ * A word of the limit's own rate whose epoch bit is not the snapshot's
+ * (limits.h, Epochs): either the word is one epoch behind (not converted
+ * yet) and the previous normal applies, or the snapshot is behind (the word
+ * was written after a newer publish, which happens-before our acquire load
+ * of it). Reads the snapshot again to tell: 1 if it changed (the caller
+ * starts over with it), 0 with *g set to the previous epoch's normal.
+ * Rare (only while an update converts), so out of the hot path's line.
+ */
+static __attribute__((noinline, cold)) int epoch_behind(target_t *t, const rl_gcra_t **g)
 {
+    uint64_t e = t->p.epoch;
+    rl__params_read(t->ls, &t->p);
+    if (t->p.epoch != e)
+        return 1;
+    t->prev = t->p.prev;
+    *g = &t->prev;
+    return 0;
+}
+
+/* The parameters word w is in, as above; *behind set when the previous
+ * epoch's. 1: the snapshot changed, start over. */
+static inline int epoch_gcra(target_t *t, uint64_t w, const rl_gcra_t **g, int *behind)
+{
+    *behind = 0;
+    *g = &t->p.normal;
+    if ((w & RL_TAT_EPOCH) == rl__epoch_bit(t->p.epoch))
+        return 0;
+    if (epoch_behind(t, g))
+        return 1;
+    *behind = 1;
+    return 0;
+}
+
+/*
+ * After a CAS that wrote a word in epoch `e` (taken as `behind` it): could
+ * the word have been in another epoch of the same parity? Only if updates
+ * published two epochs past the one assumed while this check ran: the CAS
+ * (acquire) read a word no older than the conversion that made it so, which
+ * follows the epoch store (release sequence of rl__bucket_convert).
+ */
+static __attribute__((noinline, cold)) int overtaken(const target_t *t, uint64_t e, int behind)
+{
+    /* relaxed: ordered after the CAS by its acquire. */
+    return atomic_load_explicit(&t->ls->epoch, memory_order_relaxed) >= e + 2 - (uint64_t)behind;
+}
+
+/*
+ * A write of `amount` tokens (charge) or `undo` units (refund) that may have
+ * landed on a word of another epoch (overtaken): add the amount again, at
+ * the word's current unit, without an admission test. Conservative: it
+ * costs the key tokens only when a check was stalled across whole updates.
+ */
+static void recharge(target_t *t, _Atomic uint64_t *w, uint32_t tokens, uint64_t units)
+{
+    for (;;) {
+        /* acquire: as in charge_word. */
+        uint64_t x = atomic_load_explicit(w, memory_order_acquire);
+        const rl_gcra_t *g;
+        int behind;
+        if (x == RL_TAT_DEAD)
+            return; /* retired: the key's next bucket starts from its floor */
+        if (epoch_gcra(t, x, &g, &behind) != 0)
+            continue;
+        uint64_t e = t->p.epoch;
+        uint64_t add = rl__max_u64(rl__mul_sat(tokens, g->t_fp), units);
+        uint64_t base = rl__max_u64(x & RL_TAT_MASK, t->now);
+        uint64_t cap = rl__max_u64(base, t->now + RL_DEBT_FP_MAX);
+        uint64_t next = add < cap - base ? base + add : cap;
+        /* acquire: as in charge_word. */
+        if (atomic_compare_exchange_weak_explicit(w, &x, next | (x & RL_TAT_EPOCH),
+                                                  memory_order_acquire, memory_order_relaxed) &&
+            !overtaken(t, e, behind))
+            return;
+    }
+}
+
+/*
+ * One GCRA charge on a bucket word by CAS. 0: done; -1: the slot died.
+ * The decision's figures (divisions) only when the caller reads them.
+ * `epochal`: the word is in the limit's own rate (a local limit's key, or
+ * the overflow bucket), so its epoch bit is honoured; a synced key's word is
+ * in its share's unit, which the sync thread rescales itself.
+ */
+static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
+                       uint32_t cost, int epochal, outcome_t *o)
+{
+    /* Locals, not reloads through t: the CAS is a compiler barrier. */
+    const uint64_t now = t->now;
+    const int detail = t->detail;
+    _Atomic uint64_t *epoch_now = &t->ls->epoch;
+    uint64_t e = t->p.epoch;
     for (;;) {
         if (tat == RL_TAT_DEAD)
             return -1;
-        rl_verdict_t v = rl__gcra_charge(g, tat, now, cost);
+        const rl_gcra_t *g = g0;
+        int behind = 0;
+        /* The word's epoch bit: ours in the common case, so the TAT is one
+         * XOR away and the word to write one XOR back (new_tat < 2^63). */
+        uint64_t bit = epochal ? rl__epoch_bit(e) : tat & RL_TAT_EPOCH;
+        if ((tat ^ bit) >> 63) {
+            if (epoch_behind(t, &g)) {
+                e = t->p.epoch;
+                /* acquire: as the CAS below. */
+                tat = atomic_load_explicit(w, memory_order_acquire);
+                continue;
+            }
+            behind = 1;
+            bit ^= RL_TAT_EPOCH;
+        }
+        uint64_t val = tat ^ bit;
+        rl_verdict_t v = rl__gcra_charge(g, val, now, cost);
+        o->g = g;
         if (!v.allowed) {
             o->allowed = 0;
             if (detail) {
-                o->remaining = rl__gcra_remaining(g, tat, now);
-                o->reset_ms = rl__gcra_reset_ms(tat, now);
-                o->retry_ms = rl__gcra_retry_ms(g, tat, now, cost);
+                o->remaining = rl__gcra_remaining(g, val, now);
+                o->reset_ms = rl__gcra_reset_ms(val, now);
+                o->retry_ms = rl__gcra_retry_ms(g, val, now, cost);
             }
             return 0;
         }
-        /* relaxed: the bucket word publishes no other memory; the CAS alone
-         * makes concurrent charges add up (one modification order). */
-        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
+        /* acquire on both: the word may be a conversion's (release), after
+         * which the epoch is read (overtaken) or the parameters re-read
+         * (epoch_behind) and must be no older. Otherwise the bucket word
+         * publishes no memory; the CAS alone makes concurrent charges add up
+         * (one modification order). Free on x86. */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, v.new_tat ^ bit, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            /* relaxed: ordered after the CAS by its acquire (see overtaken). */
+            if (epochal && __builtin_expect(atomic_load_explicit(epoch_now, memory_order_relaxed) !=
+                                                e,
+                                            0) &&
+                overtaken(t, e, behind))
+                recharge(t, w, cost, 0);
             o->allowed = 1;
             if (detail) {
                 o->remaining = rl__gcra_remaining(g, v.new_tat, now);
@@ -139,13 +253,10 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
     }
     /* local: every slotless key of this limit shares one bucket. */
     _Atomic uint64_t *w = &t->ls->overflow_tat;
-    /* relaxed: the CAS in charge_word validates it. */
-    charge_word(w, atomic_load_explicit(w, memory_order_relaxed), &t->p.normal, t->now, cost,
-                t->detail, o);
-    if (o->allowed) {
+    /* acquire: as in charge_word. */
+    charge_word(t, w, atomic_load_explicit(w, memory_order_acquire), &t->p.normal, cost, 1, o);
+    if (o->allowed)
         o->bucket = w;
-        o->g = &t->p.normal;
-    }
 }
 
 /* Count a decision by the answer its caller gets (shadow would-denies are
@@ -226,7 +337,7 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
         failure_answer(&a, o);
     } else {
         o->g = degraded_gcra(rl, t, o->g);
-        if (charge_word(&ref->slot->tat, ref->tat, o->g, t->now, cost, t->detail, o) != 0) {
+        if (charge_word(t, &ref->slot->tat, ref->tat, o->g, cost, 0, o) != 0) {
             o->slot = NULL; /* retired under us: the caller looks again */
             return;
         }
@@ -255,7 +366,7 @@ static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
                 break;
             continue;
         }
-        if (charge_word(&ref.slot->tat, ref.tat, o->g, t->now, cost, t->detail, o) == 0) {
+        if (charge_word(t, &ref.slot->tat, ref.tat, o->g, cost, !t->p.synced, o) == 0) {
             o->slot = ref.slot;
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
             break;
@@ -278,6 +389,12 @@ static void peek(rl_t *rl, target_t *t, outcome_t *o)
     uint64_t tat = found ? ref.tat : 0;
     const rl_gcra_t *g = found ? slot_gcra(t, ref.slot) : t->p.synced ? &t->p.presync
                                                                       : &t->p.normal;
+    int behind;
+    /* A word of the other epoch: read at the parameters it is in (a newer
+     * snapshot, if ours was behind, then the word as read). */
+    while (found && !t->p.synced && epoch_gcra(t, tat, &g, &behind) != 0)
+        g = &t->p.normal;
+    tat &= RL_TAT_MASK;
     o->flags = RL_FLAG_PEEK;
     o->remaining = rl__gcra_remaining(g, tat, t->now);
     o->allowed = o->remaining >= 1;
@@ -344,28 +461,37 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
 }
 
 /* Give tokens back to a bucket word; records the highest TAT it lowered so
- * a reuse of the slot starts above it (see table.h). */
-static void refund_word(_Atomic uint64_t *w, _Atomic uint64_t *high, const rl_gcra_t *g,
-                        uint64_t now, uint32_t cost)
+ * a reuse of the slot starts above it (see table.h). `high` is NULL for the
+ * overflow bucket, which is in the limit's own rate like a local key's. */
+static void refund_word(target_t *t, _Atomic uint64_t *w, _Atomic uint64_t *high,
+                        const rl_gcra_t *g, uint32_t cost)
 {
-    /* relaxed: the CAS validates it. */
-    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    int epochal = high == NULL || !t->p.synced;
+    /* acquire: as in charge_word. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_acquire);
     while (tat != RL_TAT_DEAD) {
-        uint64_t next = rl__gcra_refund(g, tat, now, cost);
-        if (next == tat)
-            return;
-        if (high != NULL) {
-            /* relaxed: read by the retirer after its acq_rel swap of tat,
-             * which follows our release CAS below. */
-            uint64_t h = atomic_load_explicit(high, memory_order_relaxed);
-            while (h < tat && !atomic_compare_exchange_weak_explicit(
-                                  high, &h, tat, memory_order_relaxed, memory_order_relaxed)) {
-            }
+        int behind = 0;
+        if (epochal && epoch_gcra(t, tat, &g, &behind) != 0) {
+            /* acquire: as in charge_word. */
+            tat = atomic_load_explicit(w, memory_order_acquire);
+            continue;
         }
-        /* release: orders the high-water store before the lowered TAT. */
-        if (atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_release,
-                                                  memory_order_relaxed))
+        uint64_t e = t->p.epoch;
+        uint64_t val = tat & RL_TAT_MASK;
+        uint64_t next = rl__gcra_refund(g, val, t->now, cost);
+        if (next == val)
             return;
+        if (high != NULL)
+            rl__tat_high(high, val);
+        /* release: orders the high-water store before the lowered TAT;
+         * acquire: as in charge_word. */
+        if (atomic_compare_exchange_weak_explicit(w, &tat, next | (tat & RL_TAT_EPOCH),
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            /* Given back in another epoch's unit: take it back again. */
+            if (epochal && overtaken(t, e, behind))
+                recharge(t, w, 0, val - next);
+            return;
+        }
     }
 }
 
@@ -381,7 +507,7 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
         return rc;
     rl_slotref_t ref;
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
-        refund_word(&ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), t.now, cost);
+        refund_word(&t, &ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), cost);
     return 0;
 }
 
@@ -470,10 +596,11 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
         for (size_t j = denier; j-- > 0;) {
             const rl_request_t *r = (const void *)((const char *)reqs + j * req_size);
             if (o[j].bucket != NULL && !(o[j].flags & RL_FLAG_SHADOW)) {
-                refund_word(o[j].bucket, o[j].slot ? &o[j].slot->aux : NULL, o[j].g,
-                            t[j].now, r->cost);
+                refund_word(&t[j], o[j].bucket, o[j].slot ? &o[j].slot->aux : NULL, o[j].g,
+                            r->cost);
                 /* relaxed: reads back the state after the refund to report. */
-                uint64_t tat = atomic_load_explicit(o[j].bucket, memory_order_relaxed);
+                uint64_t tat =
+                    atomic_load_explicit(o[j].bucket, memory_order_relaxed) & RL_TAT_MASK;
                 o[j].remaining = rl__gcra_remaining(o[j].g, tat, t[j].now);
                 o[j].reset_ms = rl__gcra_reset_ms(tat, t[j].now);
             }

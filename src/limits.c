@@ -66,6 +66,8 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->on_failure = lim->on_failure;
     p->shadow = lim->shadow;
     p->max_keys = lim->max_keys;
+    p->epoch = 0;
+    p->prev = d.normal;
     /* exact has no per-request Redis path yet: it is synced like global (a
      * bounded band), never left to each node alone (N times the rate). */
     p->synced = ls->synced && lim->mode != RL_MODE_LOCAL;
@@ -142,6 +144,7 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
     /* relaxed: nothing reads these until the id is published below. */
     atomic_store_explicit(&s->nkeys, 0, memory_order_relaxed);
     atomic_store_explicit(&s->overflow_tat, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->epoch, 0, memory_order_relaxed);
     for (int i = 0; i < RL_STAT_STRIPES; i++)
         for (int j = 0; j < RL_STAT_N; j++)
             atomic_store_explicit(&s->stats[i].c[j], 0, memory_order_relaxed);
@@ -159,7 +162,7 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
 }
 
 int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_clock_t *clk,
-                      rl_limit_params_t *old)
+                      rl_limits_convert_fn convert, void *ctx)
 {
     rl_limit_params_t p;
     pthread_mutex_lock(&ls->lock);
@@ -172,10 +175,24 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_c
     else if (strncmp(s->name, lim->name, RL_NAME_MAX) != 0)
         rc = RL_ENAME;
     else {
+        rl_limit_params_t old;
         s->def = *lim;
         s->def.size = sizeof s->def;
-        rl__params_read(s, old);
+        rl__params_read(s, &old);
+        /* Same T: every word already means the same tokens (a new burst only
+         * moves the threshold), so the epoch stays and nothing converts. */
+        int bump = old.normal.t_fp != p.normal.t_fp;
+        p.epoch = old.epoch + (uint64_t)bump;
+        p.prev = bump ? old.normal : old.prev;
         params_publish(s, &p);
+        if (bump) {
+            /* seq_cst: after the publish (so a reader of the new epoch finds
+             * the new params), and the store half of the store->load pairing
+             * with a claiming inserter (table.c): either our sweep sees its
+             * slot or it sees this epoch. */
+            atomic_store_explicit(&s->epoch, p.epoch, memory_order_seq_cst);
+            convert(ctx, id, s, &old, &p);
+        }
     }
     pthread_mutex_unlock(&ls->lock);
     return rc;

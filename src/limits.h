@@ -11,6 +11,14 @@
  *
  * A limit id is (generation << RL_LIMIT_IDX_BITS) | index, so an id that was
  * removed stays RL_ENOTFOUND even after its index is reused.
+ *
+ * Epochs (bucket.h): an update that changes T publishes epoch + 1 with the
+ * previous parameters in `prev`, stores the epoch in the slot, then, still
+ * under the writers' lock, converts every bucket word of the limit. So when
+ * an update returns, every word is in the current epoch, and during one a
+ * word is in the current or the previous one; a check tells which by the
+ * word's parity bit. A check whose own snapshot is older than a word it
+ * meets reads the parameters again.
  */
 #ifndef RL_LIMITS_H
 #define RL_LIMITS_H
@@ -63,6 +71,7 @@ typedef struct rl_limit_params {
     int64_t shadow;
     uint64_t max_keys;
     int64_t on_failure;
+    uint64_t epoch; /* bumped by each update that changes normal.t_fp */
     /* checks of synced limits */
     rl_gcra_t presync; /* a synced key's share before its first sync */
     /* checks whose caller reads the decision */
@@ -71,6 +80,8 @@ typedef struct rl_limit_params {
     /* the control path */
     int64_t mode;
     rl_gcra_t degraded;
+    /* a check that meets a word of the previous epoch */
+    rl_gcra_t prev; /* normal of epoch - 1 (of epoch 0: normal itself) */
 } rl_limit_params_t;
 
 #define RL_PARAM_HOT_WORDS (offsetof(rl_limit_params_t, presync) / 8)
@@ -87,6 +98,9 @@ typedef struct rl_param_copy {
 typedef struct rl_limit_slot {
     _Atomic uint32_t id;  /* current id, 0 when free */
     _Atomic uint32_t cur; /* which params copy readers use */
+    /* The published params' epoch, stored after them: a check that wrote a
+     * word reads it to learn whether updates overtook its snapshot. */
+    _Atomic uint64_t epoch;
     rl_param_copy_t copy[2];
     _Atomic uint64_t nkeys;       /* table slots held by this limit */
     _Atomic uint64_t overflow_tat; /* the shared bucket for keys with no slot */
@@ -213,9 +227,16 @@ uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which);
 struct rl_table;
 struct rl_clock;
 int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const struct rl_clock *clk);
-/* Publish new parameters; *old receives the previous ones (for rescaling). */
+
+/* Converts a limit's bucket words from one epoch's T to the next; called
+ * under the writers' lock, after the new parameters are published. */
+typedef void (*rl_limits_convert_fn)(void *ctx, int id, rl_limit_slot_t *s,
+                                     const rl_limit_params_t *from, const rl_limit_params_t *to);
+
+/* Publish new parameters; if T changed, bump the epoch and run `convert`
+ * before any other update can start. */
 int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const struct rl_clock *clk,
-                      rl_limit_params_t *old);
+                      rl_limits_convert_fn convert, void *ctx);
 /* Unpublish the limit; the caller then frees its table slots. */
 int rl__limits_remove(rl_limits_t *ls, int id);
 int rl__limits_find(rl_limits_t *ls, const char *name);

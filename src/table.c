@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+#include <sched.h>
 #include <string.h>
 #include "table.h"
 #include "alloc.h"
+#include "clock.h"
 
 int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
                    rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
@@ -110,8 +112,9 @@ static void release_counts(rl_table_t *t, uint64_t c)
  */
 static void retire_owned(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t old)
 {
-    /* relaxed: written by refunds before their tat CAS, which our
-     * acq_rel swap of tat follows in modification order. */
+    old &= RL_TAT_MASK;
+    /* relaxed: written by refunds and conversions before their tat CAS,
+     * which our acq_rel swap of tat follows in modification order. */
     uint64_t high = atomic_load_explicit(&s->aux, memory_order_relaxed);
     /* relaxed: published by the release store of ctrl below. */
     atomic_store_explicit(&s->aux, old > high ? old : high, memory_order_relaxed);
@@ -168,23 +171,12 @@ static int retire_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t idle_ta
     return 1;
 }
 
-/* Merge a retired duplicate's consumption into the survivor (keep the max). */
-static void merge_tat(rl_slot_t *into, uint64_t tat)
-{
-    /* relaxed: the CAS below carries the ordering. */
-    uint64_t v = atomic_load_explicit(&into->tat, memory_order_relaxed);
-    /* relaxed: a bucket value, not a publication. */
-    while (v != RL_TAT_DEAD && v < tat &&
-           !atomic_compare_exchange_weak_explicit(&into->tat, &v, tat, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
-}
-
 /* May this LIVE slot (ctrl c, TAT v) be reclaimed at now? */
 static int slot_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t v, uint64_t now_fp)
 {
     if (v == RL_TAT_DEAD)
         return 0;
+    v &= RL_TAT_MASK;
     rl_limit_slot_t *ls = slot_limit(t, c);
     if (ls == NULL)
         return 1; /* its limit was removed */
@@ -226,37 +218,52 @@ static void unreserve(rl_table_t *t, rl_limit_slot_t *lim)
     atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
 }
 
-/* After publishing at distance `mine`, resolve same-key duplicates. */
-static void dedupe(rl_table_t *t, const rl_probe_t *p, size_t mine, uint64_t my_ctrl,
-                   rl_slotref_t *ref)
+/*
+ * Our claim at distance `mine` holds the key's identity (CLAIMING): before
+ * publishing it, make sure no other slot of the key is or becomes chargeable,
+ * so two slots of one key never both admit (burst 1: twice). Every claimer
+ * claims (seq_cst) and then scans (seq_cst), so of two claimers of a key at
+ * least one sees the other. A LIVE slot of the key wins: returns 1 with it
+ * in *ref, and we give ours up. Another claim of the key (its identity is
+ * the keybits: its id words may not be written yet) is killed by a CAS of
+ * its ctrl to a new generation, so its own publishing CAS fails and its
+ * claimer starts over; if it published first, our kill fails and we look at
+ * it again. Returns 0 when ours may be published (its publishing CAS then
+ * fails only if another claimer killed it the same way).
+ */
+static int claim_conflicts(rl_table_t *t, const rl_probe_t *p, size_t mine, rl_slotref_t *ref)
 {
-    rl_slot_t *me = slot_at(t, p->home, mine);
     for (size_t d = 0; d < RL_PROBE_MAX; d++) {
         if (d == mine)
             continue;
         rl_slot_t *s = slot_at(t, p->home, d);
-        /* seq_cst: with our seq_cst publish, at least one of two racing
-         * inserters of the same key sees the other (store->load ordering). */
-        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst);
-        if (RL_CTRL_STATE(c) == RL_SLOT_EMPTY)
-            break;
-        uint64_t tat;
-        if (RL_CTRL_STATE(c) != RL_SLOT_LIVE || RL_CTRL_KEYBITS(c) != p->keybits ||
-            !slot_read(s, p, c, &tat))
-            continue;
-        uint64_t last;
-        if (d < mine) {
-            /* The nearer slot survives: give ours up, into it. */
-            if (retire_any(t, me, my_ctrl, &last))
-                merge_tat(s, last);
-            ref->slot = s;
-            /* relaxed: the caller's CAS revalidates this value. */
-            ref->tat = atomic_load_explicit(&s->tat, memory_order_relaxed);
-            return;
+        for (;;) {
+            /* seq_cst: the load half of the claim/claim pairing (above). */
+            uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst);
+            unsigned st = RL_CTRL_STATE(c);
+            if (st == RL_SLOT_EMPTY)
+                return 0; /* no claimer of the key goes past an EMPTY slot */
+            if (RL_CTRL_KEYBITS(c) != p->keybits)
+                break;
+            if (st == RL_SLOT_LIVE) {
+                if (slot_read(s, p, c, &ref->tat)) {
+                    ref->slot = s;
+                    return 1;
+                }
+                break;
+            }
+            if (st != RL_SLOT_CLAIMING)
+                break;
+            uint64_t killed = RL_CTRL_MAKE(RL_CTRL_TAG(c), RL_CTRL_LREF(c), RL_CTRL_GEN(c) + 1,
+                                           RL_SLOT_CLAIMING);
+            /* seq_cst: as the claim; a failure reloads and looks again. */
+            if (atomic_compare_exchange_strong_explicit(&s->ctrl, &c, killed,
+                                                        memory_order_seq_cst,
+                                                        memory_order_relaxed))
+                break;
         }
-        if (retire_any(t, s, c, &last))
-            merge_tat(me, last);
     }
+    return 0;
 }
 
 int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
@@ -317,29 +324,65 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         }
         rl_slot_t *s = slot_at(t, p->home, free_d);
         uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
-        /* acq_rel: wins the slot; acquire sees the floor and counts of the
-         * retire before it; the stores below publish with release. */
+        /* seq_cst: wins the slot; acquire sees the floor and counts of the
+         * retire before it; the stores below publish with release. And the
+         * store half of two store->load pairings: with another claimer of
+         * the key (claim_conflicts) and with an epoch conversion (below). */
         if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim,
-                                                     memory_order_acq_rel, memory_order_relaxed)) {
+                                                     memory_order_seq_cst, memory_order_relaxed)) {
             unreserve(t, lim);
+            /* Another inserter took the slot (it made progress): look again
+             * without using up an attempt, which would send a key that has
+             * room to the no-slot path (on_failure) under contention. */
+            attempt--;
             continue;
         }
+        /* seq_cst: pairs with rl__limits_update's store of a new epoch and
+         * its sweep's seq_cst load of ctrl: either the sweep sees CLAIMING
+         * (and waits to convert our word) or we see the new epoch here. A
+         * full bucket owes nothing in any epoch, so it takes the newest. */
+        uint64_t bit = rl__epoch_bit(atomic_load_explicit(&lim->epoch, memory_order_seq_cst));
+        /* relaxed: ordered by the claim (acquire); restored if we give up. */
+        uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
         /* release (seqlock write side): a reader that sees one of these
          * values also sees CLAIMING, so its validation fails instead of
          * mixing two keys. */
         atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_release);
         atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_release);
-        atomic_store_explicit(&s->tat, now_fp, memory_order_release);
-        /* relaxed: read only by the sync thread and retirers, after they
-         * validated ctrl LIVE, which the seq_cst store below publishes. */
-        atomic_store_explicit(&s->share, 0, memory_order_relaxed);
-        atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
-        atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
-        atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->tat, now_fp | bit, memory_order_release);
+        int other = claim_conflicts(t, p, free_d, ref);
         uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
-        /* seq_cst: publishes the slot (release) and takes part in the
-         * store->load ordering of dedupe() and of rl_limit_remove. */
-        atomic_store_explicit(&s->ctrl, live, memory_order_seq_cst);
+        if (other == 0) {
+            /* relaxed: read only by the sync thread and retirers, after they
+             * validated ctrl LIVE, which the CAS below publishes. */
+            atomic_store_explicit(&s->share, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
+            atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
+            uint64_t c = claim;
+            /* seq_cst: publishes the slot (release) and takes part in the
+             * store->load ordering of rl_limit_remove. A CAS: it fails if a
+             * nearer claimer of the key killed our claim. */
+            if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &c, live,
+                                                         memory_order_seq_cst,
+                                                         memory_order_relaxed))
+                other = -1;
+        }
+        if (other != 0) {
+            /* Give the claim up: nobody could charge it. The slot goes back
+             * to TOMB with the floor it had, so it is reusable as before
+             * (relaxed: published by the release store of ctrl, as in
+             * retire_owned). */
+            atomic_store_explicit(&s->aux, floor, memory_order_relaxed);
+            atomic_store_explicit(&s->ctrl,
+                                  RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(claim) + 2, RL_SLOT_TOMB),
+                                  memory_order_release);
+            unreserve(t, lim);
+            if (other > 0)
+                return 1; /* the key's live slot, in *ref */
+            attempt--;  /* lost to a claim of the same key: not a full window */
+            continue;
+        }
         /* seq_cst: pairs with rl_limit_remove's seq_cst store of id 0, so
          * either its purge sees this slot or we see the removal here. */
         if (atomic_load_explicit(&lim->id, memory_order_seq_cst) == 0 ||
@@ -350,8 +393,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
             return 0;
         }
         ref->slot = s;
-        ref->tat = now_fp;
-        dedupe(t, p, free_d, live, ref);
+        ref->tat = now_fp | bit;
         return 1;
     }
     return 0;
@@ -399,33 +441,73 @@ void rl__table_purge_limit(rl_table_t *t, uint32_t lref)
     }
 }
 
+void rl__tat_high(_Atomic uint64_t *high, uint64_t v)
+{
+    /* relaxed: read by a retirer after its acq_rel swap of tat, which follows
+     * the caller's later CAS of tat (release) in modification order. */
+    uint64_t h = atomic_load_explicit(high, memory_order_relaxed);
+    while (h < v &&
+           !atomic_compare_exchange_weak_explicit(high, &h, v, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
 void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
                         uint64_t now_fp)
 {
     /* relaxed: the CAS validates it; a bucket word publishes nothing. */
-    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
     for (;;) {
-        if (tat == RL_TAT_DEAD || tat <= now_fp)
+        uint64_t tat = x & RL_TAT_MASK;
+        if (x == RL_TAT_DEAD || tat <= now_fp)
             return; /* dying, or full: nothing owed either way */
         unsigned __int128 debt = (unsigned __int128)(tat - now_fp) * to->t_fp / from->t_fp;
         uint64_t next = now_fp + (debt < to->tau_fp ? (uint64_t)debt : to->tau_fp);
-        /* relaxed: as rl_check's charge. */
-        if (next == tat || atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_relaxed,
-                                                                 memory_order_relaxed))
+        /* relaxed: as rl_check's charge; an RMW, so it carries on the
+         * word's release sequence. */
+        if (next == tat ||
+            atomic_compare_exchange_weak_explicit(w, &x, next | (x & RL_TAT_EPOCH),
+                                                  memory_order_relaxed, memory_order_relaxed))
             return;
     }
 }
 
-void rl__table_rescale_limit(rl_table_t *t, uint32_t lref, const rl_gcra_t *from,
-                             const rl_gcra_t *to, uint64_t now_fp)
+void rl__bucket_convert(_Atomic uint64_t *w, _Atomic uint64_t *high, uint64_t from_t,
+                        uint64_t to_t, uint64_t bit, uint64_t u)
 {
-    if (from->t_fp == to->t_fp && from->tau_fp <= to->tau_fp)
-        return; /* same token value, no lower cap: nothing to convert */
+    /* relaxed: the CAS validates it. */
+    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        if (x == RL_TAT_DEAD || (x & RL_TAT_EPOCH) == bit)
+            return; /* dying, or converted by a claimer's stamp */
+        uint64_t tat = x & RL_TAT_MASK;
+        uint64_t next = rl__gcra_convert(tat, from_t, to_t, u);
+        if (next < tat && high != NULL)
+            rl__tat_high(high, tat);
+        /* release: heads the release sequence of the converted word, so a
+         * check whose CAS (acquire) reads it or a later charge of it also
+         * sees the epoch stored before this sweep (check.c: overtaken). */
+        if (atomic_compare_exchange_weak_explicit(w, &x, next | bit, memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+void rl__table_convert_limit(rl_table_t *t, uint32_t lref, uint64_t from_t, uint64_t to_t,
+                             uint64_t bit, rl_clock_t *clk, int32_t source)
+{
     for (size_t i = 0; i < t->nslots; i++) {
         rl_slot_t *s = &t->slots[i];
-        /* acquire: as in rl__table_find. */
-        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        uint64_t c;
+        /* seq_cst: the load half of the pairing with a claimer (see
+         * rl__table_acquire); a claim of this limit in progress is waited
+         * for, then its word converted like any other. */
+        while (RL_CTRL_STATE(c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst)) ==
+                   RL_SLOT_CLAIMING &&
+               RL_CTRL_LREF(c) == lref)
+            sched_yield();
         if (RL_CTRL_STATE(c) == RL_SLOT_LIVE && RL_CTRL_LREF(c) == lref)
-            rl__bucket_rescale(&s->tat, from, to, now_fp);
+            rl__bucket_convert(&s->tat, &s->aux, from_t, to_t, bit,
+                               rl__clock_now_fp(clk, source));
     }
 }

@@ -25,12 +25,20 @@
  * slots. A checker that finds a slot it was using retired simply looks the
  * key up again.
  *
- * Two threads inserting the same new key: each claims the first free slot
- * in the window and publishes it (seq_cst), then rescans (seq_cst). By the
- * store->load ordering at least one of the two sees the other; the slot
- * nearer the key's home survives and the other is retired into it (its TAT
- * merged by max). Lookups return the nearest match, so all threads converge
- * on the survivor at once.
+ * Two threads inserting the same new key: each claims a free slot in the
+ * window (CLAIMING, with the key's tag and limit in ctrl) and scans the
+ * window (seq_cst both) before it publishes; by the store->load ordering at
+ * least one of the two sees the other. A claimer that sees the key LIVE
+ * gives its claim up and uses that slot; one that sees another claim of the
+ * key kills it (a CAS of its ctrl to the next generation), so that claim's
+ * publishing CAS fails and its claimer starts over. So a key never has two
+ * LIVE slots, and never two buckets that could each admit: a claim is
+ * charged only once published. (Two claimers that kill each other both
+ * start over; each attempt takes a new slot, so this ends unless their
+ * schedules stay in lockstep.)
+ *
+ * The bucket word carries an epoch bit (bucket.h); the reuse floor, the
+ * idle test and merges read the TAT without it.
  */
 #ifndef RL_TABLE_H
 #define RL_TABLE_H
@@ -156,15 +164,31 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
 /* Retire every slot of a removed limit (index `lref` low bits). Control path. */
 void rl__table_purge_limit(rl_table_t *t, uint32_t lref);
 
-/*
- * Keep every bucket of a limit at the same number of tokens across a
- * parameter change: the debt (TAT - now) is rescaled by T_new / T_old and
- * capped at the new tau. Control path (rl_limit_update).
- */
-void rl__table_rescale_limit(rl_table_t *t, uint32_t lref, const rl_gcra_t *from,
-                             const rl_gcra_t *to, uint64_t now_fp);
+struct rl_clock;
 
-/* Rescale one bucket word as above. */
+/*
+ * Convert every bucket word of a limit (index `lref`) from T `from_t` to
+ * `to_t`, into the epoch whose bit is `bit` (bucket.h: rl__gcra_convert, at
+ * a clock reading taken per word). A slot being claimed for the limit is
+ * waited for (a claimer never blocks, so this ends): the claimer either
+ * stamps the new epoch or is seen here. Control path: rl_limit_update, under
+ * the writers' lock, after the new epoch is published.
+ */
+void rl__table_convert_limit(rl_table_t *t, uint32_t lref, uint64_t from_t, uint64_t to_t,
+                             uint64_t bit, struct rl_clock *clk, int32_t source);
+
+/* Convert one bucket word as above, unless it already carries `bit`. A lower
+ * TAT is first recorded in *high (when not NULL; see table.h, reuse floor). */
+void rl__bucket_convert(_Atomic uint64_t *w, _Atomic uint64_t *high, uint64_t from_t,
+                        uint64_t to_t, uint64_t bit, uint64_t u);
+
+/* Raise *high to at least `v` (the highest TAT a bucket was lowered from). */
+void rl__tat_high(_Atomic uint64_t *high, uint64_t v);
+
+/*
+ * A synced key's new share: its debt is rescaled by T_new / T_old and capped
+ * at the new tau; the word keeps its epoch bit. Sync thread.
+ */
 void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
                         uint64_t now_fp);
 

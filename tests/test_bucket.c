@@ -253,13 +253,16 @@ START_TEST(update_keeps_state)
     rl_test_clock_advance(&clk, 1800 * SEC);
     ck_assert_int_eq(take(id, "k", 0, &d), RL_ALLOW);
     ck_assert_uint_eq(d.remaining, 5); /* and refills at the new rate */
-    /* A smaller burst caps what is owed. */
+    /* A smaller burst keeps what is owed (5 tokens, not 3): the key is
+     * empty until it has paid the 2 over the burst, then refills. */
     ck_assert_int_eq(rl_limit_parse(&lim, "name=u rate=2/h burst=3", err, sizeof err), 0);
     ck_assert_int_eq(rl_limit_update(rl, id, &lim), 0);
     ck_assert_int_eq(take(id, "k", 0, &d), RL_DENY);
     ck_assert_uint_eq(d.remaining, 0);
     rl_test_clock_advance(&clk, 1800 * SEC);
-    ck_assert_int_eq(drain(id, "k"), 1);
+    ck_assert_int_eq(drain(id, "k"), 0); /* owes 4 */
+    rl_test_clock_advance(&clk, 3600 * SEC);
+    ck_assert_int_eq(drain(id, "k"), 1); /* owed 2, then one more taken */
     ck_assert_int_eq(rl_limit_parse(&lim, "name=other rate=2/h", err, sizeof err), 0);
     ck_assert_int_eq(rl_limit_update(rl, id, &lim), RL_ENAME);
 }
