@@ -59,6 +59,41 @@ START_TEST(backward_jump_is_absorbed)
 }
 END_TEST
 
+/*
+ * A reader stalled between its clock read and its jump handling while the
+ * clock jumps back again and another reader absorbs that second jump: its
+ * reading predates the second jump, so the second offset is not its to use.
+ * It was used (now = rel + max(offset, want)): the stalled reading came out
+ * a whole jump ahead, was published as `last`, and every reader moved a
+ * second forward for good. The interleaving, step by step:
+ */
+START_TEST(stalled_reader_does_not_add_a_later_jump)
+{
+    rl_clock_t c;
+    atomic_store(&raw_ns, UINT64_C(100) * 1000000000u);
+    rl__clock_init(&c, hook, NULL, 0);
+    atomic_fetch_add(&raw_ns, 10 * 1000000u);
+    ck_assert_uint_eq(rl__clock_now_fp(&c, RL_CLOCK_PRECISE), ms_fp(1010));
+    /* Y loads the guard's words, the clock jumps back 1 s, Y reads it. */
+    int s = RL_CLOCK_PRECISE == RL_CLOCK_COARSE;
+    uint64_t y_off = atomic_load(&c.guard[s].offset_ns);
+    uint64_t y_last = atomic_load(&c.guard[s].last_ns);
+    atomic_fetch_sub(&raw_ns, UINT64_C(1000000000));
+    uint64_t y_raw = atomic_load(&raw_ns);
+    /* Y stalls. Others absorb this jump, time moves 5 ms, the clock jumps
+     * back again and that jump is absorbed too. */
+    ck_assert_uint_eq(rl__clock_now_fp(&c, RL_CLOCK_PRECISE), ms_fp(1010));
+    atomic_fetch_add(&raw_ns, 5 * 1000000u);
+    ck_assert_uint_eq(rl__clock_now_fp(&c, RL_CLOCK_PRECISE), ms_fp(1015));
+    atomic_fetch_sub(&raw_ns, UINT64_C(1000000000));
+    ck_assert_uint_eq(rl__clock_now_fp(&c, RL_CLOCK_PRECISE), ms_fp(1015));
+    /* Y resumes: its reading is of 1010 ms, not a jump later. */
+    uint64_t y_now = rl__clock_guard(&c, s, y_raw, y_off, y_last);
+    ck_assert_uint_le(y_now, UINT64_C(1015) * 1000000u);
+    ck_assert_uint_eq(rl__clock_now_fp(&c, RL_CLOCK_PRECISE), ms_fp(1015));
+}
+END_TEST
+
 START_TEST(saturates)
 {
     ck_assert_uint_eq(rl__clock_to_fp(UINT64_MAX), RL_NOW_FP_MAX);
@@ -154,6 +189,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("hook");
     tcase_add_test(tc, origin_and_forward);
     tcase_add_test(tc, backward_jump_is_absorbed);
+    tcase_add_test(tc, stalled_reader_does_not_add_a_later_jump);
     tcase_add_test(tc, saturates);
     tcase_add_test(tc, pick_by_slack);
     tcase_add_test(tc, backward_jumps_raced);
