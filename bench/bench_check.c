@@ -852,7 +852,8 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
     size_t nlines = table_slots(rl);
     /* The Redis baseline is compared with the 1k-key mostly-allow figure,
      * so it runs in that group. */
-    bench_redis_t srv = {0, 0};
+    bench_redis_t srv;
+    memset(&srv, 0, sizeof srv);
     redis_ctx_t rc;
     int with_redis = first_dist == D_K1 && mode == M_ALLOW && redis_setup(&srv, &rc);
     for (int d = first_dist; d <= last_dist; d++) {

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A throwaway redis-server for baseline (d) of rl_bench: a free loopback
- * port, no persistence, stopped by PID at exit and on fatal signals.
- *
- * tests/redis_harness.{c,h} does the same job for the Check suites; the
- * bench keeps its own because it must also stop the server when the run is
- * interrupted (Ctrl-C on a three-minute run), which a test fixture never is.
+ * A throwaway redis-server for rl_bench and rl_bench_health: started by the
+ * launcher the tests use (tests/redis_harness.h: a free loopback port, no
+ * persistence, stopped by PID), and stopped at exit and on fatal signals
+ * too, since a bench run can be interrupted (Ctrl-C), which a test fixture
+ * never is.
  */
 #ifndef RL_BENCH_REDIS_SERVER_H
 #define RL_BENCH_REDIS_SERVER_H
 
 #include <stddef.h>
 #include <sys/types.h>
+#include "redis_harness.h"
 
 typedef struct bench_redis {
     pid_t pid; /* 0 when not running */
     int port;
+    rl_test_redis_t srv;
 } bench_redis_t;
 
 /*

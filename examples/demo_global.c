@@ -59,7 +59,7 @@
 
 /* Internal: share words and sync counters (see the comment above). */
 #include "instance.h"
-#include "redisurl.h"
+#include "redis/url.h"
 #include "shareword.h"
 #include "sync.h"
 #include "table.h"

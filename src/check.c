@@ -7,6 +7,7 @@
 #include "instance.h"
 #include "structsize.h"
 #include "shareword.h"
+#include "policy.h"
 
 /* Everything one charge decided, before it is written to the caller. */
 typedef struct outcome {
@@ -226,33 +227,36 @@ static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_
     }
 }
 
+/* A closed limit's Retry-After for a key with no table slot: the time in
+ * which slots may have gone idle (and been reclaimed). */
+#define NOSLOT_RETRY_MS 1000
+
+/* Write an open or closed on_failure answer (policy.h) into o. */
+static void failure_answer(const rl_failure_answer_t *a, outcome_t *o)
+{
+    o->allowed = a->action == RL_FAILURE_ALLOW;
+    o->remaining = a->remaining;
+    o->reset_ms = o->retry_ms = a->retry_ms;
+}
+
 /* A key with no table slot: the limit's on_failure decides. */
 static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
 {
     o->flags |= RL_FLAG_NOSLOT | RL_FLAG_DEGRADED;
     o->slot = NULL;
     o->bucket = NULL;
-    switch (t->p.on_failure) {
-    case RL_FAIL_OPEN:
-        o->allowed = 1;
-        o->remaining = t->p.normal.burst;
-        o->reset_ms = o->retry_ms = 0;
-        break;
-    case RL_FAIL_CLOSED:
-        o->allowed = 0;
-        o->remaining = 0;
-        o->reset_ms = o->retry_ms = 1000; /* when slots may have gone idle */
-        break;
-    default: {
-        /* local: every slotless key of this limit shares one bucket. */
-        _Atomic uint64_t *w = &t->ls->overflow_tat;
-        /* acquire: as in charge_word. */
-        charge_word(t, w, atomic_load_explicit(w, memory_order_acquire), &t->p.normal, cost, 1,
-                    o);
-        if (o->allowed)
-            o->bucket = w;
+    rl_failure_answer_t a = rl__policy_on_failure(t->p.on_failure, t->p.normal.burst,
+                                                  NOSLOT_RETRY_MS);
+    if (a.action != RL_FAILURE_LOCAL) {
+        failure_answer(&a, o);
+        return;
     }
-    }
+    /* local: every slotless key of this limit shares one bucket. */
+    _Atomic uint64_t *w = &t->ls->overflow_tat;
+    /* acquire: as in charge_word. */
+    charge_word(t, w, atomic_load_explicit(w, memory_order_acquire), &t->p.normal, cost, 1, o);
+    if (o->allowed)
+        o->bucket = w;
 }
 
 /* Count a decision by the answer its caller gets (shadow would-denies are
@@ -299,37 +303,24 @@ static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s)
     return &t->local;
 }
 
-/* Move a from `from` towards `to` by frac/65536. */
-static uint64_t ramp_u64(uint64_t from, uint64_t to, uint64_t frac)
-{
-    if (to >= from)
-        return from + (uint64_t)(((unsigned __int128)(to - from) * frac) >> 16);
-    return from - (uint64_t)(((unsigned __int128)(from - to) * frac) >> 16);
-}
-
-/*
- * A `local` limit while Redis is out: its key's last good share moves to the
- * limit's degraded_rate (default rate / expected_nodes) over degrade_ramp_ms
- * as the outage ages, so a node neither keeps a large share it may no longer
- * hold nor drops to the pessimistic one in a step.
- */
+/* A `local` limit while Redis is out: its key's last good share ramps to
+ * the limit's degraded rate as the outage ages (policy.h). */
 static const rl_gcra_t *degraded_gcra(rl_t *rl, target_t *t, const rl_gcra_t *last)
 {
     uint64_t since = RL_HEALTH_SINCE(t->health);
     uint64_t age = t->now > since ? t->now - since : 0;
-    uint64_t frac = rl->degrade_ramp_fp == 0 || age >= rl->degrade_ramp_fp
-                        ? 65536
-                        : (uint64_t)(((unsigned __int128)age << 16) / rl->degrade_ramp_fp);
-    const rl_gcra_t *to = &t->p.degraded;
-    rl_gcra_t g;
-    g.t_fp = ramp_u64(last->t_fp, to->t_fp, frac);
-    g.burst = ramp_u64(last->burst, to->burst, frac);
-    if (g.burst == 0)
-        g.burst = 1;
-    g.tau_fp = g.burst <= RL_TAU_FP_MAX / g.t_fp ? g.burst * g.t_fp
-                                                 : (RL_TAU_FP_MAX / g.t_fp) * g.t_fp;
-    t->local = g;
+    rl__policy_degraded_gcra(last, &t->p.degraded, age, rl->degrade_ramp_fp, &t->local);
     return &t->local;
+}
+
+/* When a closed limit's callers may try again while degraded: the next
+ * reconnect attempt, or else the next round's probe. */
+static uint64_t degraded_retry_ms(rl_t *rl, const target_t *t)
+{
+    /* relaxed: a self-contained value. */
+    uint64_t next = atomic_load_explicit(&rl->health.next_try_fp, memory_order_relaxed);
+    uint64_t ms = next > t->now ? (next - t->now + RL_FP_PER_MS - 1) / RL_FP_PER_MS : 0;
+    return ms != 0 ? ms : rl->sync_interval_ms;
 }
 
 /* A synced limit's check while the instance is degraded: its on_failure. */
@@ -339,24 +330,12 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
     o->flags |= RL_FLAG_DEGRADED;
     o->slot = ref->slot;
     o->bucket = NULL;
-    switch (t->p.on_failure) {
-    case RL_FAIL_OPEN:
-        o->allowed = 1;
-        o->remaining = t->p.normal.burst;
-        o->reset_ms = o->retry_ms = 0;
-        break;
-    case RL_FAIL_CLOSED: {
-        /* relaxed: a self-contained value. */
-        uint64_t next = atomic_load_explicit(&rl->health.next_try_fp, memory_order_relaxed);
-        o->allowed = 0;
-        o->remaining = 0;
-        o->retry_ms = next > t->now ? (next - t->now + RL_FP_PER_MS - 1) / RL_FP_PER_MS : 0;
-        if (o->retry_ms == 0)
-            o->retry_ms = rl->sync_interval_ms; /* the next round's probe */
-        o->reset_ms = o->retry_ms;
-        break;
-    }
-    default:
+    rl_failure_answer_t a = rl__policy_on_failure(
+        t->p.on_failure, t->p.normal.burst,
+        t->p.on_failure == RL_FAIL_CLOSED ? degraded_retry_ms(rl, t) : 0);
+    if (a.action != RL_FAILURE_LOCAL) {
+        failure_answer(&a, o);
+    } else {
         o->g = degraded_gcra(rl, t, o->g);
         if (charge_word(t, &ref->slot->tat, ref->tat, o->g, cost, 0, o) != 0) {
             o->slot = NULL; /* retired under us: the caller looks again */

@@ -64,7 +64,11 @@ uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint6
                !atomic_compare_exchange_weak_explicit(&c->guard[s].offset_ns, &off, want,
                                                       memory_order_release, memory_order_relaxed)) {
         }
-        now = rel + (__int128)(off > want ? off : want);
+        /* This reading is `last`, whatever the offset is now: a larger one
+         * was raised for a later jump this reading predates (a reader
+         * stalled here), and adding it put the reading a whole jump ahead,
+         * published as `last` below (test_clock). */
+        now = rel + (__int128)want;
     }
     uint64_t unow = now <= 0 ? 0 : now > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)now;
     /* release: pairs with the acquire loads of the readers. */

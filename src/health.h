@@ -24,6 +24,36 @@
 
 #include "ratelimit.h" /* RL_HEALTH_* */
 
+/* The states, one table: the public RL_HEALTH_* values and the names every
+ * log line, metric label and registry record uses. */
+#define RL_HEALTH_MAP(X)                                                           \
+    X(HEALTHY, healthy)                                                            \
+    X(DEGRADED, degraded)                                                          \
+    X(RECOVERING, recovering)
+
+enum {
+#define RL_X_(up, word) RL_HEALTH_I_##up,
+    RL_HEALTH_MAP(RL_X_)
+#undef RL_X_
+    RL_HEALTH_N
+};
+#define RL_X_(up, word)                                                            \
+    _Static_assert((int)RL_HEALTH_I_##up == (int)RL_HEALTH_##up,                   \
+                   "RL_HEALTH_" #up " is its row of RL_HEALTH_MAP");
+RL_HEALTH_MAP(RL_X_)
+#undef RL_X_
+
+/* "healthy", "degraded", "recovering"; NULL for anything else. */
+static inline const char *rl__health_name(int state)
+{
+    static const char *const names[] = {
+#define RL_X_(up, word) #word,
+        RL_HEALTH_MAP(RL_X_)
+#undef RL_X_
+    };
+    return state >= 0 && state < RL_HEALTH_N ? names[state] : NULL;
+}
+
 #define RL_HEALTH_STATE(w) ((int)((w)&3u))
 #define RL_HEALTH_SINCE(w) ((w) >> 2)
 #define RL_HEALTH_MAKE(state, since_fp) (((since_fp) << 2) | (uint64_t)(state))

@@ -11,7 +11,7 @@
 #include "structsize.h"
 #include "shared.h"
 #include "limitdef.h"
-#include "redisurl.h"
+#include "redis/url.h"
 #include "sync.h"
 
 #define PAGE 4096

@@ -31,10 +31,12 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "alloc.h"
+#include "health.h"
 #include "instance.h"
 #include "metrics.h"
 #include "stats.h"
 #include "textsink.h"
+#include "redis/errclass.h"
 
 size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)
 {
@@ -272,21 +274,20 @@ static void render_instance(rl_sink_t *s, const rl_stats_t *st)
 
 static void render_global(rl_sink_t *s, const rl_stats_t *st)
 {
-    static const char *const states[3] = {"healthy", "degraded", "recovering"};
     const uint64_t ms_in[3] = {st->ms_healthy, st->ms_degraded, st->ms_recovering};
 
     family(s, "ratelimit_health", "gauge",
            "Health of the global tier, 1 for the current state: healthy (shares from Redis), "
            "degraded (on_failure policies decide), recovering (shares being re-established).");
     for (int i = 0; i < 3; i++)
-        sample(s, "ratelimit_health", "state", states[i], st->health == i);
+        sample(s, "ratelimit_health", "state", rl__health_name(i), st->health == i);
     family(s, "ratelimit_health_state_seconds", "gauge",
            "Time since the global tier entered its current health state.");
     sample_fixed(s, "ratelimit_health_state_seconds", NULL, NULL, st->health_since_ms, 3);
     family(s, "ratelimit_health_seconds_total", "counter",
            "Time spent in each health state since the instance opened.");
     for (int i = 0; i < 3; i++)
-        sample_fixed(s, "ratelimit_health_seconds_total", "state", states[i], ms_in[i], 3);
+        sample_fixed(s, "ratelimit_health_seconds_total", "state", rl__health_name(i), ms_in[i], 3);
     single(s, "ratelimit_health_transitions_total", "counter", "Health state changes.",
            st->health_transitions);
 
@@ -309,11 +310,11 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     const struct {
         const char *name;
         uint64_t v;
-    } cls[] = {{"connect", st->sync_err_connect},   {"timeout", st->sync_err_timeout},
-               {"noscript", st->sync_err_noscript}, {"readonly", st->sync_err_readonly},
-               {"loading", st->sync_err_loading},   {"busy", st->sync_err_busy},
-               {"oom", st->sync_err_oom},           {"auth", st->sync_err_auth},
-               {"other", st->sync_err_other}};
+    } cls[] = {
+#define RL_X_(up, word, doc) {#word, st->sync_err_##word},
+        RL_REDIS_ERR_MAP(RL_X_)
+#undef RL_X_
+    };
     for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++)
         sample(s, "ratelimit_sync_errors_by_class_total", "class", cls[i].name, cls[i].v);
     /* A summary without quantiles: _sum and _count give the mean latency

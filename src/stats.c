@@ -1,9 +1,22 @@
 /* SPDX-License-Identifier: MIT */
+#include <stddef.h>
 #include <string.h>
 #include "instance.h"
 #include "stats.h"
 #include "structsize.h"
 #include "sync.h"
+#include "redis/errclass.h"
+
+/* The public per-class fields are the error-class table in its order, one
+ * consecutive uint64_t each: a class added to the table without its field
+ * (or out of order) fails here. */
+#define RL_X_(up, word, doc)                                                        \
+    _Static_assert(offsetof(rl_stats_t, sync_err_##word) ==                        \
+                       offsetof(rl_stats_t, sync_err_connect) +                    \
+                           RL_REDIS_ERR_##up * sizeof(uint64_t),                   \
+                   "rl_stats_t.sync_err_" #word " follows redis/errclass.h");
+RL_REDIS_ERR_MAP(RL_X_)
+#undef RL_X_
 
 void rl_stats_init_sized(rl_stats_t *s, size_t size)
 {
@@ -131,15 +144,9 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
         o->sync_reports = c.reports;
         o->sync_errors = c.errors;
         o->sync_connected = c.connected;
-        o->sync_err_connect = c.by_class[RL_SYNC_ERR_CONNECT];
-        o->sync_err_timeout = c.by_class[RL_SYNC_ERR_TIMEOUT];
-        o->sync_err_noscript = c.by_class[RL_SYNC_ERR_NOSCRIPT];
-        o->sync_err_readonly = c.by_class[RL_SYNC_ERR_READONLY];
-        o->sync_err_loading = c.by_class[RL_SYNC_ERR_LOADING];
-        o->sync_err_busy = c.by_class[RL_SYNC_ERR_BUSY];
-        o->sync_err_oom = c.by_class[RL_SYNC_ERR_OOM];
-        o->sync_err_auth = c.by_class[RL_SYNC_ERR_AUTH];
-        o->sync_err_other = c.by_class[RL_SYNC_ERR_OTHER];
+#define RL_X_(up, word, doc) o->sync_err_##word = c.by_class[RL_REDIS_ERR_##up];
+        RL_REDIS_ERR_MAP(RL_X_)
+#undef RL_X_
         o->sync_rounds_completed = c.rounds_ok;
         o->sync_round_us_sum = c.round_us_sum;
         o->sync_round_us_last = c.round_us_last;

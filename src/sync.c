@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sync thread: its own libuv loop, a hiredis async connection attached
- * with hiredis's libuv adapter, a jittered round timer, and deadlines
- * enforced with uv timers (hiredis 0.14 has no async timeouts).
+ * The sync thread: its own libuv loop, one route to Redis (redis/route.h)
+ * and its scripts (redis/scripts.h), the round timer (or the stepper,
+ * syncstep.c), the round deadline, and the health state the rounds decide
+ * (policy.h). The round itself is syncround.c, the heartbeat
+ * syncheartbeat.c.
  */
 #include <signal.h>
 #include <sys/random.h>
@@ -12,12 +14,21 @@
 #include <time.h>
 #include <unistd.h>
 #include "syncint.h"
-#include "redisuv.h"
+#include "redis/route.h"
 #include "alloc.h"
 #include "scripts.h"
 #include "backoff.h"
+#include "policy.h"
 
-#define CONNECT_DEADLINE_MS 1000
+/* Transition log lines: at most one in this many ms. */
+#define HEALTH_LOG_EVERY_MS 1000
+/* A round's replies are awaited 9/10 of the interval: the next round's
+ * jittered start (at least 90% of it) never finds them outstanding. */
+#define ROUND_DEADLINE_NUM 9
+#define ROUND_DEADLINE_DEN 10
+/* Rounds in a row whose replies missed the deadline before the connection
+ * is started over (a frozen or blackholed server). */
+#define SILENT_ROUNDS_MAX 3
 
 void rl__sync_log(rl_sync_t *s, int level, const char *fmt, ...)
 {
@@ -36,8 +47,6 @@ static void set_connected(rl_sync_t *s, int on)
     atomic_store_explicit(&s->counters[C_CONNECTED], (uint64_t)on, memory_order_relaxed);
 }
 
-static void start_connect(rl_sync_t *s);
-
 /* Tell rl_open how the first connection went (once). */
 static void first_outcome(rl_sync_t *s, int outcome)
 {
@@ -48,8 +57,6 @@ static void first_outcome(rl_sync_t *s, int outcome)
     }
     uv_mutex_unlock(&s->step_mu);
 }
-
-static const char *const health_names[] = {"healthy", "degraded", "recovering"};
 
 /* Move to a health state: publish it with the time it was entered, account
  * the time spent in the old one, and log (at most one line a second). */
@@ -72,10 +79,10 @@ static void set_health(rl_sync_t *s, int state, const char *why)
                           memory_order_relaxed);
     atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
-    if (now_ms >= s->last_log_ms + 1000) {
+    if (now_ms >= s->last_log_ms + HEALTH_LOG_EVERY_MS) {
         rl__sync_log(s, state == RL_HEALTH_DEGRADED ? RL_LOG_WARN : RL_LOG_INFO,
-                     "sync: %s -> %s after %llu ms (%s)%s", health_names[old],
-                     health_names[state], (unsigned long long)stay_ms, why,
+                     "sync: %s -> %s after %llu ms (%s)%s", rl__health_name(old),
+                     rl__health_name(state), (unsigned long long)stay_ms, why,
                      s->logs_dropped ? "; earlier transitions not logged" : "");
         s->last_log_ms = now_ms;
         s->logs_dropped = 0;
@@ -84,255 +91,138 @@ static void set_health(rl_sync_t *s, int state, const char *why)
     }
 }
 
-static void on_retry(uv_timer_t *timer)
+void rl__sync_drop_connection(rl_sync_t *s) { rl__redis_route_reset(&s->route); }
+
+/* ---------------------------------------------- the connection's events */
+
+static int conn_stopping(void *owner)
 {
-    rl_sync_t *s = timer->data;
-    if (s->ac == NULL)
-        start_connect(s);
+    rl_sync_t *s = owner;
+    /* relaxed: stop requests are handled by on_wake; this only avoids work. */
+    return atomic_load_explicit(&s->stopping, memory_order_relaxed);
 }
 
-/* Reconnect after a random delay up to min(cap, 50 ms x 2^attempt): full
- * jitter, so nodes that lost Redis together do not come back together. */
-static void schedule_reconnect(rl_sync_t *s)
+static void conn_retry_scheduled(void *owner, uint64_t delay_ms)
 {
-    /* relaxed: stop requests are handled by on_wake; this only avoids work. */
-    if (atomic_load_explicit(&s->stopping, memory_order_relaxed) || uv_is_active(
-                                                                        (uv_handle_t *)&s->retry_timer))
-        return;
-    uint64_t delay = rl__backoff_ms(&s->rng, s->attempt, s->rl->reconnect_max_ms);
-    s->attempt++;
+    rl_sync_t *s = owner;
     uint64_t now = rl__clock_now_fp(&s->rl->clock, RL_CLOCK_PRECISE);
     /* relaxed: a value read by closed limits for their Retry-After. */
-    atomic_store_explicit(&s->rl->health.next_try_fp, now + delay * RL_FP_PER_MS,
+    atomic_store_explicit(&s->rl->health.next_try_fp, now + delay_ms * RL_FP_PER_MS,
                           memory_order_relaxed);
-    uv_timer_start(&s->retry_timer, on_retry, delay, 0);
 }
 
-void rl__sync_drop_connection(rl_sync_t *s)
+static void conn_failed(void *owner, const char *why, const char *detail)
 {
-    if (s->ac != NULL) {
-        redisAsyncContext *ac = s->ac;
-        s->ac = NULL;
-        redisAsyncFree(ac); /* pending callbacks get NULL replies; on_disconnect runs */
-    }
-    schedule_reconnect(s);
+    rl_sync_t *s = owner;
+    rl__sync_error(s, RL_REDIS_ERR_CONNECT);
+    if (detail != NULL && s->route.conn.attempt <= 1)
+        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
+                     s->url.port, detail);
+    first_outcome(s, FIRST_FAILED);
+    set_health(s, RL_HEALTH_DEGRADED, why);
 }
 
-/* A SCRIPT LOAD reply: 1 and the SHA in sha[41] if it is one, else 0. */
-static int sha_reply(const redisReply *reply, char *sha)
+static void conn_lost(void *owner)
 {
-    if (reply == NULL || reply->type != REDIS_REPLY_STRING || reply->len != 40)
-        return 0;
-    memcpy(sha, reply->str, 40);
-    sha[40] = '\0';
-    return 1;
+    rl_sync_t *s = owner;
+    rl__redis_scripts_reset(&s->scripts);
+    rl__sync_mirror_nodes(s);
+    set_connected(s, 0);
+    if (!conn_stopping(s))
+        set_health(s, RL_HEALTH_DEGRADED, "connection lost");
 }
 
-static void on_script_loaded(redisAsyncContext *ac, void *r, void *priv)
+static void conn_setup_error(void *owner, const redisReply *reply)
 {
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    s->loading = 0;
-    if (sha_reply(reply, s->sha)) {
-        s->script_ready = 1;
-        s->attempt = 0;
-        set_connected(s, 1);
-        first_outcome(s, FIRST_OK);
-        rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
-    } else if (reply != NULL) {
-        int cls = rl__sync_classify(reply);
-        rl__sync_error(s, cls);
-        first_outcome(s, cls == RL_SYNC_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
-        rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
-                     reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-    }
-}
-
-static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        int cls = rl__sync_classify(reply);
-        rl__sync_error(s, cls);
-        rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
-        if (cls == RL_SYNC_ERR_AUTH)
-            first_outcome(s, FIRST_AUTH);
-    }
-}
-
-static void on_nodes_loaded(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    s->nodes_loading = 0;
-    if (sha_reply(reply, s->nodes_sha)) {
-        rl__sync_nodes_ready(s, 1);
-    } else if (reply != NULL && s->script_ready) {
-        /* Only when the report script loaded: otherwise both failed for one
-         * reason, already counted and logged. Retried next round. */
-        rl__sync_error(s, rl__sync_classify(reply));
-        rl__sync_count(s, C_NODES_ERRORS, 1);
-        if (!s->nodes_failing)
-            rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
-                         "limiting unaffected): %.200s",
-                         reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-        s->nodes_failing = 1;
-    }
+    rl_sync_t *s = owner;
+    int cls = rl__redis_classify(reply);
+    rl__sync_error(s, cls);
+    rl__sync_log(s, RL_LOG_ERROR, "sync: connection setup failed: %.200s", reply->str);
+    if (cls == RL_REDIS_ERR_AUTH)
+        first_outcome(s, FIRST_AUTH);
 }
 
 void rl__sync_load_nodes(rl_sync_t *s)
 {
-    rl__sync_nodes_ready(s, 0);
-    s->nodes_loading = 1;
-    redisAsyncCommand(s->ac, on_nodes_loaded, s, "SCRIPT LOAD %s", rl__lua_nodes);
+    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_NODES,
+                           uv_now(&s->loop));
+    rl__sync_mirror_nodes(s);
 }
 
 static void load_script(rl_sync_t *s)
 {
-    s->script_ready = 0;
-    s->loading = 1;
-    s->loading_since_ms = uv_now(&s->loop);
-    redisAsyncCommand(s->ac, on_script_loaded, s, "SCRIPT LOAD %s", rl__lua_report);
+    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_REPORT,
+                           uv_now(&s->loop));
     /* Pipelined behind it: the registry is ready when the first round runs. */
     rl__sync_load_nodes(s);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-    rl_sync_t *s = ac->data;
-    uv_timer_stop(&s->connect_timer);
-    s->connecting = 0;
-    if (status != REDIS_OK) {
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
-        if (s->attempt <= 1)
-            rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
-                         s->url.port, ac->errstr);
-        s->ac = NULL; /* hiredis frees a context whose connect failed */
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
-        schedule_reconnect(s);
-        return;
-    }
-    /* Pipelined: AUTH and SELECT run before the script load and the first
-     * report, in order, on this connection. */
-    if (s->url.password[0] != '\0') {
-        if (s->url.user[0] != '\0')
-            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s %s", s->url.user,
-                              s->url.password);
-        else
-            redisAsyncCommand(s->ac, on_setup_reply, s, "AUTH %s", s->url.password);
-    }
-    if (s->url.db != 0)
-        redisAsyncCommand(s->ac, on_setup_reply, s, "SELECT %d", s->url.db);
-    load_script(s);
-}
+static void conn_connected(void *owner) { load_script(owner); }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    rl_sync_t *s = ac->data;
-    (void)status;
-    s->ac = NULL;
-    s->connecting = 0;
-    s->script_ready = 0;
-    s->loading = 0;
-    rl__sync_nodes_ready(s, 0);
-    s->nodes_loading = 0;
-    set_connected(s, 0);
-    uv_timer_stop(&s->connect_timer);
-    /* relaxed: a flag this thread reads; set by rl_close's thread. */
-    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-        set_health(s, RL_HEALTH_DEGRADED, "connection lost");
-        schedule_reconnect(s);
-    }
-}
+static const rl_redis_conn_ops_t conn_ops = {
+    .connected = conn_connected,
+    .failed = conn_failed,
+    .lost = conn_lost,
+    .setup_error = conn_setup_error,
+    .retry_scheduled = conn_retry_scheduled,
+    .stopping = conn_stopping,
+};
 
-static void on_connect_deadline(uv_timer_t *timer)
+/* A SCRIPT LOAD's answer (the registry's state already updated). */
+static void script_loaded(void *owner, unsigned id, const redisReply *reply)
 {
-    rl_sync_t *s = timer->data;
-    if (s->ac != NULL && s->connecting) {
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
-        s->connecting = 0;
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "connect timed out");
-        rl__sync_drop_connection(s);
-    }
-}
-
-static void start_connect(rl_sync_t *s)
-{
-    redisAsyncContext *ac = redisAsyncConnect(s->url.host, s->url.port);
-    if (ac == NULL) {
-        schedule_reconnect(s);
+    rl_sync_t *s = owner;
+    int ready = rl__redis_scripts_ready(&s->scripts, id);
+    if (id == RL_SYNC_SCRIPT_NODES) {
+        rl__sync_mirror_nodes(s);
+        if (ready || reply == NULL || !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT))
+            return;
+        /* Only when the report script loaded: otherwise both failed for one
+         * reason, already counted and logged. Retried next round. */
+        rl__sync_error(s, rl__redis_classify(reply));
+        rl__sync_count(s, C_NODES_ERRORS, 1);
+        if (!s->nodes_failing)
+            rl__sync_log(s, RL_LOG_WARN, "sync: node registry script not loaded (rate "
+                         "limiting unaffected): %.200s", rl__redis_reply_text(reply));
+        s->nodes_failing = 1;
         return;
     }
-    if (ac->err) {
-        /* Refused at once (a loopback port nobody listens on): rl_open
-         * need not wait out the connect deadline to learn it. */
-        rl__sync_error(s, RL_SYNC_ERR_CONNECT);
-        redisAsyncFree(ac);
-        first_outcome(s, FIRST_FAILED);
-        set_health(s, RL_HEALTH_DEGRADED, "cannot connect");
-        schedule_reconnect(s);
-        return;
+    if (ready) {
+        rl__redis_conn_ready(&s->route.conn);
+        set_connected(s, 1);
+        first_outcome(s, FIRST_OK);
+        rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
+    } else if (reply != NULL) {
+        int cls = rl__redis_classify(reply);
+        rl__sync_error(s, cls);
+        first_outcome(s, cls == RL_REDIS_ERR_AUTH ? FIRST_AUTH : FIRST_FAILED);
+        rl__sync_log(s, RL_LOG_ERROR, "sync: SCRIPT LOAD failed: %.200s",
+                     rl__redis_reply_text(reply));
     }
-    ac->data = s;
-    if (rl__redisuv_attach(ac, &s->loop, &s->rl->alloc) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(s);
-        return;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    s->ac = ac;
-    s->connecting = 1;
-    uv_timer_start(&s->connect_timer, on_connect_deadline, CONNECT_DEADLINE_MS, 0);
 }
 
 static void finish_loop(rl_sync_t *s)
 {
     uv_timer_stop(&s->round_timer);
     uv_timer_stop(&s->deadline_timer);
-    uv_timer_stop(&s->connect_timer);
-    uv_timer_stop(&s->retry_timer);
-    if (s->ac != NULL) {
-        redisAsyncContext *ac = s->ac;
-        s->ac = NULL;
-        redisAsyncFree(ac);
-    }
+    rl__redis_route_close(&s->route);
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
-    uv_close((uv_handle_t *)&s->connect_timer, NULL);
-    uv_close((uv_handle_t *)&s->retry_timer, NULL);
     uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
 static void schedule_round(rl_sync_t *s);
 
-/* A round's outcome drives the health state machine (health.h). */
+/* A round's outcome drives the health state machine (policy.h decides). */
 static void judge_round(rl_sync_t *s)
 {
     /* relaxed: this thread is the only writer. */
     int state = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
-    if (s->round_failed) {
-        s->oks_in_row = 0;
-        s->fails_in_row++;
-        if (state == RL_HEALTH_RECOVERING || s->fails_in_row >= s->rl->degrade_after_failures)
-            set_health(s, RL_HEALTH_DEGRADED, "sync round failed");
-        return;
-    }
-    s->fails_in_row = 0;
-    s->oks_in_row++;
-    if (state == RL_HEALTH_DEGRADED) {
-        s->oks_in_row = 1;
-        set_health(s, RL_HEALTH_RECOVERING, "sync round succeeded");
-        state = RL_HEALTH_RECOVERING;
-    }
-    if (state == RL_HEALTH_RECOVERING && s->oks_in_row >= s->rl->recover_after_rounds)
-        set_health(s, RL_HEALTH_HEALTHY, "sync rounds succeed");
+    rl_health_cfg_t cfg = {s->rl->degrade_after_failures, s->rl->recover_after_rounds};
+    rl_health_move_t moves[RL_HEALTH_MOVES_MAX];
+    int n = rl__policy_health_round(state, s->round_failed, &s->health_counts, &cfg, moves);
+    for (int i = 0; i < n; i++)
+        set_health(s, moves[i].state, moves[i].why);
 }
 
 /* A finished round's figures for rl_stats. This thread is the only writer of
@@ -367,13 +257,8 @@ void rl__sync_round_done(rl_sync_t *s)
         s->drop_after_round = 0;
         rl__sync_drop_connection(s);
     }
-    if (s->manual) {
-        uv_mutex_lock(&s->step_mu);
-        s->step_failed = s->round_failed;
-        s->step_done = s->step_asked;
-        uv_cond_broadcast(&s->step_cv);
-        uv_mutex_unlock(&s->step_mu);
-    }
+    if (s->driver->round_done != NULL)
+        s->driver->round_done(s);
     if (s->leaving)
         finish_loop(s); /* the shares are handed back: stop */
 }
@@ -385,13 +270,13 @@ static void on_round_deadline(uv_timer_t *timer)
         return;
     /* Replies that come later are still applied (reports are idempotent),
      * but this round counts as failed. */
-    rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
+    rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
     s->round_failed = 1;
     s->in_flight = 0;
     rl__sync_round_done(s);
     /* A server that stopped answering (frozen, blackholed) would pile our
      * requests up on a dead connection: after 3 silent rounds, start over. */
-    if (++s->timeouts_in_row >= 3 && !s->leaving) {
+    if (++s->timeouts_in_row >= SILENT_ROUNDS_MAX && !s->leaving) {
         s->timeouts_in_row = 0;
         rl__sync_drop_connection(s);
     }
@@ -400,33 +285,38 @@ static void on_round_deadline(uv_timer_t *timer)
 static void on_round(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
-    if (s->ac == NULL) {
-        schedule_reconnect(s); /* no-op while one is pending */
-    } else if (s->loading && uv_now(&s->loop) - s->loading_since_ms > CONNECT_DEADLINE_MS) {
+    rl_redis_conn_t *c = &s->route.conn;
+    rl_redis_script_t *report = &s->scripts.s[RL_SYNC_SCRIPT_REPORT];
+    if (c->ac == NULL) {
+        rl__redis_conn_schedule(c); /* no-op while one is pending */
+    } else if (report->state == RL_SCRIPT_LOADING &&
+               uv_now(&s->loop) - report->since_ms > RL_REDIS_CONNECT_DEADLINE_MS) {
         /* Connected, but setup is never answered (a server dying or frozen
          * as we connected): no round sends anything on such a connection,
          * so nothing else would notice. Start over. */
-        rl__sync_error(s, RL_SYNC_ERR_TIMEOUT);
-        s->loading = 0;
+        rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
+        rl__redis_scripts_forget(&s->scripts, RL_SYNC_SCRIPT_REPORT);
         rl__sync_drop_connection(s);
-    } else if (!s->script_ready && !s->connecting && !s->loading)
+    } else if (report->state == RL_SCRIPT_UNLOADED && !c->connecting)
         load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
     if (s->in_flight > 0) {
         /* The last round's deadline has not fired yet: never stack rounds. */
         schedule_round(s);
         return;
     }
+    rl__sync_run_round(s, s->rl->sync_interval_ms * ROUND_DEADLINE_NUM / ROUND_DEADLINE_DEN);
+    schedule_round(s);
+}
+
+void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms)
+{
     rl__sync_round(s);
     if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline,
-                       s->rl->sync_interval_ms * 9 / 10, 0);
-    schedule_round(s);
+        uv_timer_start(&s->deadline_timer, on_round_deadline, deadline_ms, 0);
 }
 
 static void schedule_round(rl_sync_t *s)
 {
-    if (s->manual)
-        return; /* rounds run only when rl__sync_step asks */
     /* +-10% jitter: nodes started together do not report in lockstep. */
     uint64_t base = s->rl->sync_interval_ms;
     uint64_t span = base / 5 + 1;
@@ -434,35 +324,25 @@ static void schedule_round(rl_sync_t *s)
     uv_timer_start(&s->round_timer, on_round, delay, 0);
 }
 
-/* A manual round, asked for by rl__sync_step on another thread. */
-static void manual_round(rl_sync_t *s)
-{
-    uv_mutex_lock(&s->step_mu);
-    int asked = s->step_asked != s->step_done;
-    s->round_virtual_ms = s->virtual_now_ms;
-    uv_mutex_unlock(&s->step_mu);
-    if (!asked || s->in_flight > 0)
-        return;
-    if (s->ac == NULL)
-        start_connect(s);
-    rl__sync_round(s);
-    if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, 2000, 0);
-}
+/* The production driver: a jittered timer starts each round. */
+static const rl_sync_driver_t timer_driver = {
+    .schedule = schedule_round,
+};
 
 static void on_wake(uv_async_t *async)
 {
     rl_sync_t *s = async->data;
     /* relaxed: the flag itself is the message; uv_async_send orders it. */
     if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
-        if (s->manual)
-            manual_round(s);
+        if (s->driver->woken != NULL)
+            s->driver->woken(s);
         return;
     }
     if (s->leaving)
         return;
     uv_timer_stop(&s->round_timer);
-    if (s->ac == NULL || !s->script_ready) {
+    if (!rl__redis_route_can_send(&s->route, NULL, 0) ||
+        !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT)) {
         finish_loop(s); /* nothing to hand back to */
         return;
     }
@@ -471,47 +351,25 @@ static void on_wake(uv_async_t *async)
         s->in_flight = 0; /* the last round's stragglers no longer matter */
         uv_timer_stop(&s->deadline_timer);
     }
-    rl__sync_round(s);
-    if (s->in_flight > 0)
-        uv_timer_start(&s->deadline_timer, on_round_deadline, s->close_ms, 0);
+    rl__sync_run_round(s, s->close_ms);
 }
 
 static void thread_main(void *arg)
 {
     rl_sync_t *s = arg;
-    start_connect(s);
-    schedule_round(s);
+    rl__redis_route_connect(&s->route);
+    if (s->driver->schedule != NULL)
+        s->driver->schedule(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    if (s->manual) { /* release a stepper waiting on a loop that ended */
-        uv_mutex_lock(&s->step_mu);
-        s->step_failed = 1;
-        s->step_done = s->step_asked;
-        uv_cond_broadcast(&s->step_cv);
-        uv_mutex_unlock(&s->step_mu);
-    }
-}
-
-int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms)
-{
-    uv_mutex_lock(&s->step_mu);
-    uint64_t ticket = ++s->step_asked;
-    /* The loop thread reads it after taking the same mutex. */
-    s->virtual_now_ms = virtual_now_ms;
-    uv_mutex_unlock(&s->step_mu);
-    uv_async_send(&s->wake);
-    uv_mutex_lock(&s->step_mu);
-    while (s->step_done < ticket)
-        uv_cond_wait(&s->step_cv, &s->step_mu);
-    int failed = s->step_failed;
-    uv_mutex_unlock(&s->step_mu);
-    return failed ? -1 : 0;
+    if (s->driver->loop_ended != NULL)
+        s->driver->loop_ended(s);
 }
 
 /* Wait for the first connection's outcome, at most its deadline and a
  * little: rl_open must never block longer. */
 static int wait_first_outcome(rl_sync_t *s)
 {
-    uint64_t until = uv_hrtime() + (uint64_t)(CONNECT_DEADLINE_MS + 100) * 1000000u;
+    uint64_t until = uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + 100) * 1000000u;
     uv_mutex_lock(&s->step_mu);
     while (s->first_outcome == FIRST_PENDING) {
         uint64_t now = uv_hrtime();
@@ -538,12 +396,14 @@ static void free_sync(rl_sync_t *s)
     rl__free(a, s, sizeof *s, 64);
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+/* The memory a sync thread needs, sized by the table and the limit
+ * registry, and who this node is (incarnation, host, pid, start time). */
+static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
     if (s == NULL)
-        return RL_ENOMEM;
+        return NULL;
     s->rl = rl;
     s->url = *url;
     size_t n = rl->table.nslots;
@@ -551,14 +411,11 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
     s->bucket_of = rl__calloc(a, ((size_t)rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     s->limits = rl__calloc(a, rl->limits.cap * sizeof *s->limits, 8);
-    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL) {
-        free_sync(s);
-        return RL_ENOMEM;
-    }
     uint64_t seed[2];
-    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL ||
+        getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         free_sync(s);
-        return RL_ENOMEM;
+        return NULL;
     }
     s->rng = seed[0] | 1;
     /* node_id plus a random instance id: two instances in one process, or a
@@ -573,31 +430,76 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     s->start_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
+    return s;
+}
+
+/* The stepper's and rl_open's mutex and condition, and the counters. */
+static int init_shared(rl_sync_t *s)
+{
     atomic_init(&s->stopping, 0);
-    s->manual = manual;
-    if (uv_mutex_init(&s->step_mu) != 0) {
-        free_sync(s);
-        return RL_ENOMEM;
-    }
+    if (uv_mutex_init(&s->step_mu) != 0)
+        return -1;
     if (uv_cond_init(&s->step_cv) != 0) {
         uv_mutex_destroy(&s->step_mu);
-        free_sync(s);
-        return RL_ENOMEM;
+        return -1;
     }
     s->prims_ready = 1;
     for (int i = 0; i < C_N; i++)
         atomic_init(&s->counters[i], 0);
-    if (uv_loop_init(&s->loop) != 0) {
+    return 0;
+}
+
+/* The loop, its handles, the route to Redis and the script registry. */
+static int init_loop(rl_sync_t *s)
+{
+    if (uv_loop_init(&s->loop) != 0)
+        return -1;
+    uv_timer_init(&s->loop, &s->round_timer);
+    uv_timer_init(&s->loop, &s->deadline_timer);
+    uv_async_init(&s->loop, &s->wake, on_wake);
+    s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
+    rl__redis_conn_init(&s->route.conn, &s->loop, &s->rl->alloc, &s->url, &s->rng,
+                        s->rl->reconnect_max_ms, &conn_ops, s);
+    rl__redis_route_single(&s->route);
+    static const char *const sources[RL_SYNC_SCRIPT_N] = {
+        [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
+        [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
+    };
+    rl__redis_scripts_init(&s->scripts, sources, RL_SYNC_SCRIPT_N, script_loaded, s);
+    return 0;
+}
+
+/* Start the thread with every signal blocked (the host's handlers run on
+ * its own threads, never on ours; the mask is inherited at creation). On
+ * failure the loop is closed. */
+static int start_thread(rl_sync_t *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = uv_thread_create(&s->thread, thread_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        return 0;
+    uv_close((uv_handle_t *)&s->round_timer, NULL);
+    uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+    rl__redis_route_close(&s->route);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    return -1;
+}
+
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+{
+    rl_sync_t *s = alloc_sync(rl, url);
+    if (s == NULL)
+        return RL_ENOMEM;
+    s->driver = manual ? &rl__sync_step_driver : &timer_driver;
+    if (init_shared(s) != 0 || init_loop(s) != 0) {
         free_sync(s);
         return RL_ENOMEM;
     }
-    uv_timer_init(&s->loop, &s->round_timer);
-    uv_timer_init(&s->loop, &s->deadline_timer);
-    uv_timer_init(&s->loop, &s->connect_timer);
-    uv_timer_init(&s->loop, &s->retry_timer);
-    uv_async_init(&s->loop, &s->wake, on_wake);
-    s->round_timer.data = s->deadline_timer.data = s->connect_timer.data = s;
-    s->retry_timer.data = s->wake.data = s;
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
      * share, not at its on_failure policy. */
@@ -605,21 +507,7 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
                           RL_HEALTH_MAKE(RL_HEALTH_HEALTHY,
                                          rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
                           memory_order_relaxed);
-    /* Every signal blocked in the thread: the host's handlers run on its own
-     * threads, never on ours (the mask is inherited at creation). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = uv_thread_create(&s->thread, thread_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        uv_close((uv_handle_t *)&s->round_timer, NULL);
-        uv_close((uv_handle_t *)&s->deadline_timer, NULL);
-        uv_close((uv_handle_t *)&s->connect_timer, NULL);
-        uv_close((uv_handle_t *)&s->retry_timer, NULL);
-        uv_close((uv_handle_t *)&s->wake, NULL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
+    if (start_thread(s) != 0) {
         free_sync(s);
         return RL_ENOMEM;
     }
@@ -657,20 +545,10 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
     for (int i = 0; i < C_N; i++)
         /* relaxed: statistics. */
         v[i] = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
-    out->rounds = v[C_ROUNDS];
-    out->rounds_ok = v[C_ROUNDS_OK];
-    out->rounds_failed = v[C_ROUNDS_FAILED];
-    out->reports = v[C_REPORTS];
-    out->calls = v[C_CALLS];
-    out->errors = v[C_ERRORS];
-    out->connected = v[C_CONNECTED];
-    for (int i = 0; i < RL_SYNC_ERR_N; i++)
+#define RL_X_(up, field) out->field = v[C_##up];
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
+    for (int i = 0; i < RL_REDIS_ERR_N; i++)
         out->by_class[i] = v[C_ERR_FIRST + i];
-    out->nodes_writes = v[C_NODES_WRITES];
-    out->nodes_errors = v[C_NODES_ERRORS];
-    out->nodes_ready = v[C_NODES_READY];
-    out->round_us_sum = v[C_ROUND_US_SUM];
-    out->round_us_last = v[C_ROUND_US_LAST];
-    out->round_us_max = v[C_ROUND_US_MAX];
-    out->reports_last = v[C_REPORTS_LAST];
 }

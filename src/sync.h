@@ -14,15 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "keyhash.h"
-#include "redisurl.h"
+#include "redis/errclass.h"
+#include "redis/keys.h"
+#include "redis/url.h"
 
 struct rl;
 typedef struct rl_sync rl_sync_t;
 
-#define RL_VSHARDS 16         /* virtual shards per limit: one hash tag each */
 #define RL_REPORT_QUIET_MAX 10 /* a quiet key reports at least every N rounds */
 #define RL_REPORT_LINGER 3     /* rounds a key still reports every round after
                                   it was near its limit (silent or not) */
+#define RL_REPORT_ENTRY_PERIODS 3 /* Redis drops a node's entry for a key after
+                                     this many announced periods unreported */
 #define RL_SYNC_NODES_MAX (1 << 20) /* live nodes on one key a reply may claim */
 _Static_assert(RL_STATS_SYNC_WINDOW >= RL_REPORT_QUIET_MAX,
                "every quiet key reports within one stats window");
@@ -63,41 +66,40 @@ typedef struct rl_report_action {
 
 void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out);
 
-/* Why a round failed, counted per class. */
-typedef enum rl_sync_error_class {
-    RL_SYNC_ERR_CONNECT,  /* refused, unreachable, or the connect deadline */
-    RL_SYNC_ERR_TIMEOUT,  /* a round's replies missed its deadline */
-    RL_SYNC_ERR_NOSCRIPT, /* script cache flushed: reloaded */
-    RL_SYNC_ERR_READONLY, /* a replica now (failover): reconnect */
-    RL_SYNC_ERR_LOADING,  /* the server is loading its dataset */
-    RL_SYNC_ERR_BUSY,     /* a script or DEBUG SLEEP holds the server */
-    RL_SYNC_ERR_OOM,      /* maxmemory reached */
-    RL_SYNC_ERR_AUTH,     /* NOAUTH, WRONGPASS, NOPERM */
-    RL_SYNC_ERR_OTHER,    /* any other error reply, or a malformed one */
-    RL_SYNC_ERR_N
-} rl_sync_error_class_t;
+/*
+ * Counters of the sync thread, read by rl__sync_counters (rl_stats, tests),
+ * one table: each row is a field of rl_sync_counters_t and its index in the
+ * thread's counter array (syncint.h: C_<NAME>), in field order; the error
+ * classes' counts (by_class, redis/errclass.h) sit between the two parts.
+ */
+#define RL_SYNC_COUNTERS_HEAD(X)                                                   \
+    X(ROUNDS, rounds)               /* rounds started */                           \
+    X(ROUNDS_OK, rounds_ok)         /* every reply came before the deadline */     \
+    X(ROUNDS_FAILED, rounds_failed) /* missed the deadline or errored */           \
+    X(REPORTS, reports)             /* key reports sent */                         \
+    X(CALLS, calls)                 /* script calls sent */                        \
+    X(ERRORS, errors)               /* error replies and failed connections */     \
+    X(CONNECTED, connected)         /* 1 while connected with the script loaded */
+/* The node registry (syncnodes.h): heartbeat writes Redis acknowledged, and
+ * those that failed (also counted in errors and by_class; they never fail a
+ * round nor change the health state); then the latency of the rounds
+ * counted in rounds_ok, from start to last reply, and the key reports of
+ * the last finished round. */
+#define RL_SYNC_COUNTERS_TAIL(X)                                                   \
+    X(NODES_WRITES, nodes_writes)                                                  \
+    X(NODES_ERRORS, nodes_errors)                                                  \
+    X(NODES_READY, nodes_ready) /* 1 while the registry script is loaded */        \
+    X(ROUND_US_SUM, round_us_sum)                                                  \
+    X(ROUND_US_LAST, round_us_last)                                                \
+    X(ROUND_US_MAX, round_us_max)                                                  \
+    X(REPORTS_LAST, reports_last)
 
-/* Counters of the sync thread, read by rl__sync_counters (rl_stats, tests). */
 typedef struct rl_sync_counters {
-    uint64_t rounds;        /* rounds started */
-    uint64_t rounds_ok;     /* rounds whose every reply came before the deadline */
-    uint64_t rounds_failed; /* rounds that missed the deadline or errored */
-    uint64_t reports;       /* key reports sent */
-    uint64_t calls;         /* script calls sent */
-    uint64_t errors;        /* error replies and failed connections */
-    uint64_t connected;     /* 1 while connected with the script loaded */
-    uint64_t by_class[RL_SYNC_ERR_N];
-    /* The node registry (syncnodes.h): heartbeat writes Redis acknowledged,
-     * and those that failed (also counted in errors and by_class above; they
-     * never fail a round nor change the health state). */
-    uint64_t nodes_writes;
-    uint64_t nodes_errors;
-    uint64_t nodes_ready; /* 1 while the registry script is loaded */
-    /* Latency of the rounds counted in rounds_ok, from start to last reply. */
-    uint64_t round_us_sum;
-    uint64_t round_us_last;
-    uint64_t round_us_max;
-    uint64_t reports_last; /* key reports of the last finished round */
+#define RL_X_(up, field) uint64_t field;
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
+    uint64_t by_class[RL_REDIS_ERR_N]; /* redis/errclass.h */
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
 } rl_sync_counters_t;
 
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.
@@ -122,16 +124,5 @@ void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
 void rl__sync_forget(rl_sync_t *s);
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out);
-
-/*
- * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from
- * the key's identity (rl__keyhash of its bytes under the fleet's secret): the
- * vshard is id.lo mod RL_VSHARDS, the hex a 128-bit PRF of the identity
- * (SipHash-2-4 under the secret's name key, twice), so the key bytes never
- * reach Redis. Pure; used by the sync rounds and by tools that must find a
- * key's hash (tools/ratelimit inspect). snprintf-style return.
- */
-int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
-                      rl_keyid_t id, char *buf, size_t cap);
 
 #endif

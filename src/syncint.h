@@ -7,28 +7,25 @@
 #include <hiredis/async.h>
 #include <uv.h>
 #include "sync.h"
+#include "redis/reply.h"
+#include "redis/route.h"
+#include "redis/scripts.h"
 #include "instance.h"
+#include "policy.h"
 
+/* Indices of the counter array: sync.h's table, the error classes between
+ * its two parts (rl_sync_counters_t's order). */
 enum {
-    C_ROUNDS,
-    C_ROUNDS_OK,
-    C_ROUNDS_FAILED,
-    C_REPORTS,
-    C_CALLS,
-    C_ERRORS,
-    C_CONNECTED,
-    /* errors by class (rl_sync_error_class_t order) */
+#define RL_X_(up, field) C_##up,
+    RL_SYNC_COUNTERS_HEAD(RL_X_)
     C_ERR_FIRST,
-    C_NODES_WRITES = C_ERR_FIRST + RL_SYNC_ERR_N,
-    C_NODES_ERRORS,
-    C_NODES_READY,
-    /* completed rounds' latency (µs), and the last round's key reports */
-    C_ROUND_US_SUM,
-    C_ROUND_US_LAST,
-    C_ROUND_US_MAX,
-    C_REPORTS_LAST,
+    C_ERR_END_ = C_ERR_FIRST + RL_REDIS_ERR_N - 1,
+    RL_SYNC_COUNTERS_TAIL(RL_X_)
+#undef RL_X_
     C_N
 };
+_Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
+               "one counter per rl_sync_counters_t word");
 
 /* Most keys one report script call carries: the call's slot lists
  * (syncround.c) and the reply scratch below are sized by it. */
@@ -86,20 +83,11 @@ struct rl_sync {
     uv_loop_t loop;
     uv_timer_t round_timer;
     uv_timer_t deadline_timer;
-    uv_timer_t connect_timer;
-    uv_timer_t retry_timer;   /* the next reconnect attempt (backoff) */
     uv_async_t wake;
-    redisAsyncContext *ac;
-    int connecting;
-    int script_ready;
-    int loading; /* SCRIPT LOAD sent, no reply yet */
-    uint64_t loading_since_ms; /* uv_now when it was sent */
-    char sha[41];
+    rl_redis_route_t route;     /* the connection(s), redis/route.h */
+    rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
     char incarnation[300];
     /* The node registry (syncnodes.h; sync thread only). */
-    char nodes_sha[41];
-    int nodes_ready;       /* nodes.lua loaded (published in C_NODES_READY) */
-    int nodes_loading;     /* its SCRIPT LOAD sent, no reply yet */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
     uint64_t split_fps;      /* other fingerprints at the last heartbeat */
     uint64_t split_logged_ms; /* uv_now of the last split log line */
@@ -109,10 +97,8 @@ struct rl_sync {
     uint64_t rng;          /* jitter; sync thread only */
     uint64_t next_epoch;
     /* Health (sync thread only; published through rl->health). */
-    uint32_t fails_in_row;
-    uint32_t oks_in_row;
+    rl_health_counts_t health_counts; /* policy.h */
     uint32_t timeouts_in_row;
-    uint32_t attempt;         /* reconnect attempts since the last success */
     uint64_t last_log_ms;     /* transition logs: at most one a second */
     uint64_t logs_dropped;
     /* Round state (sync thread only). */
@@ -132,8 +118,8 @@ struct rl_sync {
     uint64_t round_reports;       /* key reports the current round sent */
     uint32_t *bucket_of;   /* scratch: group counts for the counting sort */
     rl_synclimit_t *limits; /* one per limit index */
-    /* Manual rounds (sync.h: rl__sync_step). */
-    int manual;
+    const struct rl_sync_driver *driver; /* what starts rounds */
+    /* Manual rounds (syncstep.c, rl__sync_step). */
     uint64_t virtual_now_ms;  /* under step_mu: asked for by the stepper */
     uint64_t round_virtual_ms; /* sync thread: the current round's (0: TIME) */
     int prims_ready;          /* step_mu and step_cv initialised */
@@ -156,12 +142,16 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 
 enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
 
-/* The registry script's state, and its mirror for rl__sync_counters. */
-static inline void rl__sync_nodes_ready(rl_sync_t *s, int ready)
+/* The scripts the sync thread runs: entries of its script registry. */
+enum { RL_SYNC_SCRIPT_REPORT, RL_SYNC_SCRIPT_NODES, RL_SYNC_SCRIPT_N };
+
+/* The registry script's state, mirrored for rl__sync_counters. */
+static inline void rl__sync_mirror_nodes(rl_sync_t *s)
 {
-    s->nodes_ready = ready;
     /* relaxed: a statistic. */
-    atomic_store_explicit(&s->counters[C_NODES_READY], (uint64_t)ready, memory_order_relaxed);
+    atomic_store_explicit(&s->counters[C_NODES_READY],
+                          (uint64_t)rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_NODES),
+                          memory_order_relaxed);
 }
 
 /* Count an error of a class (and in the errors total). */
@@ -172,7 +162,6 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
 }
 
 /* syncround.c */
-int rl__sync_classify(const redisReply *reply);
 
 /*
  * Interpret a report script's reply for n keys: per key {rate share (Q24),
@@ -184,6 +173,27 @@ int rl__sync_classify(const redisReply *reply);
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
 void rl__sync_round(rl_sync_t *s);
 void rl__sync_round_done(rl_sync_t *s);
+
+/*
+ * What starts rounds: the production driver (sync.c: a jittered timer) or
+ * the stepper (syncstep.c: rl__sync_step, the accuracy simulator's virtual
+ * clock). The loop calls each hook that is not NULL, on its thread.
+ */
+typedef struct rl_sync_driver {
+    void (*schedule)(rl_sync_t *s);   /* at the start: arrange the first round */
+    void (*woken)(rl_sync_t *s);      /* the thread was woken, not to stop */
+    void (*round_done)(rl_sync_t *s); /* a round was judged */
+    void (*loop_ended)(rl_sync_t *s); /* the loop returned */
+} rl_sync_driver_t;
+
+extern const rl_sync_driver_t rl__sync_step_driver;
+
+/* sync.c: run a round now; its replies are awaited deadline_ms. */
+void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
+
+/* syncheartbeat.c: this node's heartbeat in the registry (rkeys keys of
+ * rlimits limits report this round). */
+void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits);
 
 /* sync.c */
 void rl__sync_drop_connection(rl_sync_t *s);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "ratelimit.h"
+#include "health.h"
 #include "syncnodes.h"
 
 int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *live,
@@ -26,11 +27,10 @@ void rl__nodes_fp_text(uint64_t fingerprint, char out[17])
     snprintf(out, 17, "%016" PRIx64, fingerprint);
 }
 
-static const char *const health_names[] = {"healthy", "degraded", "recovering"};
-
 const char *rl__nodes_health_name(int32_t health)
 {
-    return health >= 0 && health <= RL_HEALTH_RECOVERING ? health_names[health] : "unknown";
+    const char *name = rl__health_name(health);
+    return name != NULL ? name : "unknown";
 }
 
 static int name_byte(unsigned char c)
@@ -134,8 +134,8 @@ int rl__nodes_parse(const char *value, size_t len, rl_nodes_record_t *out)
         else if (word_is(w, wn, "int"))
             out->interval_ms = u > UINT32_MAX ? 0 : (uint32_t)u;
         else if (word_is(w, wn, "health")) {
-            for (int32_t h = 0; h <= RL_HEALTH_RECOVERING; h++)
-                if (word_is(v, vn, health_names[h]))
+            for (int32_t h = 0; h < RL_HEALTH_N; h++)
+                if (word_is(v, vn, rl__health_name(h)))
                     out->health = h;
         } else if (word_is(w, wn, "limits"))
             out->limits = u;

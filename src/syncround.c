@@ -8,14 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 #include "syncint.h"
+#include "reportargs.h"
 #include "alloc.h"
-#include "scripts.h"
 #include "share.h"
 #include "shareword.h"
-#include "syncnodes.h"
 
-#define ARGS_FIXED 13u
-#define ARGS_PER_KEY 7u
+
+/* Beyond a burst's time and the quiet reporters' entries, how long a key's
+ * hash lives unreported in Redis (ms). */
+#define KEY_TTL_SLACK_MS 10000
 
 /* One script call in flight: which slots its reply answers. */
 typedef struct call {
@@ -198,18 +199,7 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
     out->revisit = 1; /* come back next round even without new counts */
 }
 
-int rl__sync_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
-                      rl_keyid_t id, char *buf, size_t cap)
-{
-    uint64_t words[2] = {id.lo, id.hi};
-    const uint64_t *k = kh->name;
-    uint64_t k2[2] = {k[1], k[0]};
-    uint64_t h1 = rl__siphash24(k, words, 16), h2 = rl__siphash24(k2, words, 16);
-    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
-                    (unsigned)(id.lo % RL_VSHARDS), h1, h2);
-}
-
-/* Redis name of the key in slot i (see rl__sync_key_name). */
+/* Redis name of the key in slot i (see rl__redis_key_name). */
 static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, size_t cap)
 {
     rl_slot_t *slot = &s->rl->table.slots[i];
@@ -217,7 +207,7 @@ static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, 
      * occupant is discarded when it comes back. */
     rl_keyid_t id = {atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
                      atomic_load_explicit(&slot->id_hi, memory_order_relaxed)};
-    return rl__sync_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
+    return rl__redis_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
 }
 
 static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
@@ -356,37 +346,17 @@ static void window_publish(rl_sync_t *s)
         s->window_no = 1;
 }
 
-int rl__sync_classify(const redisReply *reply)
-{
-    static const struct {
-        const char *prefix;
-        int cls;
-    } classes[] = {
-        {"NOSCRIPT", RL_SYNC_ERR_NOSCRIPT}, {"READONLY", RL_SYNC_ERR_READONLY},
-        {"LOADING", RL_SYNC_ERR_LOADING},   {"BUSY", RL_SYNC_ERR_BUSY},
-        {"OOM", RL_SYNC_ERR_OOM},           {"NOAUTH", RL_SYNC_ERR_AUTH},
-        {"WRONGPASS", RL_SYNC_ERR_AUTH},    {"NOPERM", RL_SYNC_ERR_AUTH},
-        {"ERR AUTH", RL_SYNC_ERR_AUTH},     {"MASTERDOWN", RL_SYNC_ERR_LOADING},
-    };
-    if (reply == NULL || reply->type != REDIS_REPLY_ERROR || reply->str == NULL)
-        return RL_SYNC_ERR_OTHER;
-    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
-        if (strncmp(reply->str, classes[i].prefix, strlen(classes[i].prefix)) == 0)
-            return classes[i].cls;
-    return RL_SYNC_ERR_OTHER;
-}
-
 /* An error reply: count it, and act on the classes that need more than a
  * failed round (reload the script; reconnect to the new primary). */
 static void on_error_reply(rl_sync_t *s, const redisReply *reply)
 {
-    int cls = rl__sync_classify(reply);
+    int cls = rl__redis_classify(reply);
     rl__sync_error(s, cls);
-    if (cls == RL_SYNC_ERR_NOSCRIPT)
-        s->script_ready = 0; /* reloaded before the next round */
-    else if (cls == RL_SYNC_ERR_READONLY)
+    if (cls == RL_REDIS_ERR_NOSCRIPT)
+        rl__redis_scripts_forget(&s->scripts, RL_SYNC_SCRIPT_REPORT); /* reloaded before the next round */
+    else if (cls == RL_REDIS_ERR_READONLY)
         s->drop_after_round = 1; /* failover: this server is a replica now */
-    if (cls != RL_SYNC_ERR_NOSCRIPT)
+    if (cls != RL_REDIS_ERR_NOSCRIPT)
         rl__sync_log(s, RL_LOG_WARN, "sync: script error: %.200s", reply->str);
 }
 
@@ -435,13 +405,120 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
     } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
-        rl__sync_error(s, RL_SYNC_ERR_OTHER);
+        rl__sync_error(s, RL_REDIS_ERR_OTHER);
         if (current)
             s->round_failed = 1;
     }
     if (current && s->in_flight > 0 && --s->in_flight == 0)
         rl__sync_round_done(s);
     rl__free(&s->rl->alloc, call, sizeof *call, 8);
+}
+
+/* A command's arguments, formatted into one text buffer. */
+typedef struct argbuf {
+    const char **argv;
+    size_t *argl;
+    size_t argc, argv_bytes, k;
+    char *text, *w;
+    size_t text_cap;
+} argbuf_t;
+
+static int argbuf_init(argbuf_t *b, const rl_allocator_t *a, size_t argc, size_t text_cap)
+{
+    b->argc = argc;
+    b->argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
+    b->argv = rl__calloc(a, b->argv_bytes, 8);
+    b->text_cap = text_cap;
+    b->text = b->w = rl__calloc(a, text_cap, 1);
+    b->argl = b->argv != NULL ? (size_t *)(void *)(b->argv + argc) : NULL;
+    b->k = 0;
+    return b->argv != NULL && b->text != NULL ? 0 : -1;
+}
+
+static void argbuf_free(argbuf_t *b, const rl_allocator_t *a)
+{
+    rl__free(a, (void *)b->argv, b->argv_bytes, 8);
+    rl__free(a, b->text, b->text_cap, 1);
+}
+
+/* Close the argument just written at b->w (len bytes). */
+static void arg_done(argbuf_t *b, int len)
+{
+    b->argv[b->k] = b->w;
+    b->argl[b->k++] = (size_t)len;
+    b->w += len + 1;
+}
+
+static size_t arg_room(const argbuf_t *b) { return b->text_cap - (size_t)(b->w - b->text); }
+
+static void arg_u64(argbuf_t *b, uint64_t v)
+{
+    arg_done(b, snprintf(b->w, arg_room(b), "%" PRIu64, v));
+}
+
+static void arg_str(argbuf_t *b, const char *v) { arg_done(b, snprintf(b->w, arg_room(b), "%s", v)); }
+
+/* The call's fixed arguments, in reportargs.h's order. */
+static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
+{
+    for (unsigned i = 1; i <= RL_REPORT_ARGS_N; i++) {
+        switch (i) {
+        case RL_RA_INC: arg_str(b, s->incarnation); break;
+        case RL_RA_RATE: arg_u64(b, l->p.rate_count); break;
+        case RL_RA_PERIOD: arg_u64(b, l->p.period_ms); break;
+        case RL_RA_BURST: arg_u64(b, l->p.normal.burst); break;
+        case RL_RA_ALPHA: arg_u64(b, s->rl->demand_alpha_q16); break;
+        case RL_RA_RESERVE: arg_u64(b, RL_SHARE_RESERVE_DEFAULT); break;
+        case RL_RA_GAIN: arg_u64(b, RL_SHARE_GAIN_DEFAULT); break;
+        case RL_RA_MAX_CUT: arg_u64(b, RL_SHARE_MAX_CUT_DEFAULT); break;
+        case RL_RA_TTL:
+            /* The key hash outlives two bursts' worth of time and the
+             * entries of its quietest reporters. */
+            arg_u64(b, 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + KEY_TTL_SLACK_MS +
+                           (uint64_t)RL_REPORT_QUIET_MAX * RL_REPORT_ENTRY_PERIODS *
+                               s->rl->sync_interval_ms);
+            break;
+        case RL_RA_LEAVING: arg_u64(b, s->leaving ? 1 : 0); break;
+        case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
+        case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
+        case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
+        }
+    }
+}
+
+/* Slot i's report, in reportargs.h's order; its pending counts are then
+ * sent (zeroed) and it is no longer queued. */
+static void put_key_args(rl_sync_t *s, uint32_t i, argbuf_t *b)
+{
+    rl_syncslot_t *ss = &s->slots[i];
+    /* A key that reports every round lives 3 rounds unrefreshed; a quiet one
+     * 3 of its longer periods: a dead node frees its busy keys' shares
+     * within 3 rounds. */
+    uint32_t period = ss->announce ? ss->announce : 1;
+    ss->period = (uint8_t)period;
+    for (unsigned j = 1; j <= RL_REPORT_KEY_ARGS_N; j++) {
+        switch (j) {
+        case RL_RK_EPOCH: arg_u64(b, ss->epoch); break;
+        case RL_RK_CUM_A: arg_u64(b, ss->cum_a); break;
+        case RL_RK_CUM_O: arg_u64(b, ss->cum_o); break;
+        case RL_RK_STALE:
+            arg_u64(b, (uint64_t)RL_REPORT_ENTRY_PERIODS * period * s->rl->sync_interval_ms);
+            break;
+        /* What is new since this node's last report, and the time it spans:
+         * the script's rate sample for an entry it must create again (its
+         * key hash flushed, evicted or expired), where the cumulative
+         * counters would put the key's whole history into one round. */
+        case RL_RK_NEW_A: arg_u64(b, ss->pend_a); break;
+        case RL_RK_NEW_O: arg_u64(b, ss->pend_o); break;
+        case RL_RK_SPAN:
+            arg_u64(b, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
+            break;
+        }
+    }
+    ss->pend_a = 0;
+    ss->pend_o = 0;
+    ss->last_round = s->round_id;
+    ss->queued = 0;
 }
 
 /* Send the reports of slots idx[0, n), all of limit l and one vshard
@@ -451,85 +528,36 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
 {
     const rl_allocator_t *a = &s->rl->alloc;
     call_t *call = rl__calloc(a, sizeof *call, 8);
-    size_t argc = 3 + n + ARGS_FIXED + ARGS_PER_KEY * n;
-    size_t argv_bytes = argc * (sizeof(char *) + sizeof(size_t));
-    const char **argv = rl__calloc(a, argv_bytes, 8);
-    size_t text_cap = (size_t)n * (96 + RL_NAME_MAX + 32 + ARGS_PER_KEY * 24) + 512;
-    char *text = rl__calloc(a, text_cap, 1);
-    if (call == NULL || argv == NULL || text == NULL) {
+    argbuf_t b;
+    int ok = argbuf_init(&b, a, 3 + n + RL_REPORT_ARGS_N + RL_REPORT_KEY_ARGS_N * (size_t)n,
+                         (size_t)n * (96 + RL_NAME_MAX + 32 + RL_REPORT_KEY_ARGS_N * 24) + 512);
+    if (call == NULL || ok != 0) {
         rl__free(a, call, sizeof *call, 8);
-        rl__free(a, (void *)argv, argv_bytes, 8);
-        rl__free(a, text, text_cap, 1);
+        argbuf_free(&b, a);
         return -1;
     }
-    size_t *argl = (size_t *)(void *)(argv + argc);
-    char *w = text;
-    size_t k = 0;
-#define ARG(...)                                                               \
-    do {                                                                       \
-        int len_ = snprintf(w, text_cap - (size_t)(w - text), __VA_ARGS__);    \
-        argv[k] = w;                                                           \
-        argl[k++] = (size_t)len_;                                              \
-        w += len_ + 1;                                                         \
-    } while (0)
-    ARG("EVALSHA");
-    ARG("%s", s->sha);
-    ARG("%u", n);
+    arg_str(&b, "EVALSHA");
+    arg_str(&b, rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_REPORT));
+    arg_u64(&b, n);
+    for (uint32_t j = 0; j < n; j++)
+        arg_done(&b, key_name(s, l, idx[j], b.w, arg_room(&b)));
+    put_fixed_args(s, l, &b);
     for (uint32_t j = 0; j < n; j++) {
-        int len = key_name(s, l, idx[j], w, text_cap - (size_t)(w - text));
-        argv[k] = w;
-        argl[k++] = (size_t)len;
-        w += len + 1;
-    }
-    uint64_t ttl = 2 * (l->p.normal.tau_fp / RL_FP_PER_MS) + 10 * 1000 +
-                   (uint64_t)RL_REPORT_QUIET_MAX * 3 * s->rl->sync_interval_ms;
-    ARG("%s", s->incarnation);
-    ARG("%" PRIu64, l->p.rate_count);
-    ARG("%" PRIu64, l->p.period_ms);
-    ARG("%" PRIu64, l->p.normal.burst);
-    ARG("%u", s->rl->demand_alpha_q16);
-    ARG("%u", RL_SHARE_RESERVE_DEFAULT);
-    ARG("%u", RL_SHARE_GAIN_DEFAULT);
-    ARG("%u", RL_SHARE_MAX_CUT_DEFAULT);
-    ARG("%" PRIu64, ttl);
-    ARG("%d", s->leaving ? 1 : 0);
-    ARG("%" PRIu64, s->round_virtual_ms);
-    ARG("%u", s->rl->expected_nodes);
-    ARG("%u", 2 * s->rl->sync_interval_ms); /* a key is young for two rounds */
-    for (uint32_t j = 0; j < n; j++) {
-        rl_syncslot_t *ss = &s->slots[idx[j]];
-        /* A key that reports every round lives 3 rounds unrefreshed; a quiet
-         * one 3 of its longer periods: a dead node frees its busy keys'
-         * shares within 3 rounds. */
-        uint32_t period = ss->announce ? ss->announce : 1;
-        ss->period = (uint8_t)period;
-        ARG("%" PRIu64, ss->epoch);
-        ARG("%" PRIu64, ss->cum_a);
-        ARG("%" PRIu64, ss->cum_o);
-        ARG("%" PRIu64, (uint64_t)3 * period * s->rl->sync_interval_ms);
-        /* What is new since this node's last report, and the time it spans:
-         * the script's rate sample for an entry it must create again (its
-         * key hash flushed, evicted or expired), where the cumulative
-         * counters would put the key's whole history into one round. */
-        ARG("%" PRIu64, ss->pend_a);
-        ARG("%" PRIu64, ss->pend_o);
-        ARG("%" PRIu64, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
         call->slot[j] = idx[j];
-        call->ctrl[j] = ss->ctrl;
-        ss->pend_a = 0;
-        ss->pend_o = 0;
-        ss->last_round = s->round_id;
-        ss->queued = 0;
+        call->ctrl[j] = s->slots[idx[j]].ctrl;
+        put_key_args(s, idx[j], &b);
     }
-#undef ARG
     call->s = s;
     call->round_id = s->round_id;
     call->sent_ns = uv_hrtime();
     call->lidx = lidx;
     call->n = n;
-    int rc = redisAsyncCommandArgv(s->ac, call_reply, call, (int)k, argv, argl);
-    rl__free(a, (void *)argv, argv_bytes, 8);
-    rl__free(a, text, text_cap, 1);
+    /* Every key of a call shares one hash tag (its limit and vshard). */
+    size_t tag_len;
+    const char *tag = rl__redis_hash_tag(b.argv[3], b.argl[3], &tag_len);
+    int rc = rl__redis_route_send(&s->route, tag, tag_len, call_reply, call, (int)b.k, b.argv,
+                                  b.argl);
+    argbuf_free(&b, a);
     if (rc != REDIS_OK) {
         rl__free(a, call, sizeof *call, 8);
         return -1;
@@ -539,149 +567,6 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     rl__sync_count(s, C_REPORTS, n);
     s->round_reports += n;
     return 0;
-}
-
-/* ------------------------------------------------------ node registry */
-
-/* 16 hex digits, as rl__nodes_fp_text writes them: anything else in the
- * fingerprint hash was not written by a node, and never reaches a log. */
-static int is_fingerprint(const redisReply *e)
-{
-    if (e->type != REDIS_REPLY_STRING || e->len != 16)
-        return 0;
-    for (size_t i = 0; i < 16; i++)
-        if (!((e->str[i] >= '0' && e->str[i] <= '9') || (e->str[i] >= 'a' && e->str[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* What a heartbeat's reply says of the fleet ({pruned, live, other
- * fingerprints...}, see syncnodes.h): the live count becomes the divisor of
- * the pessimistic shares, and another fingerprint is a split fleet, logged
- * and counted. */
-static void fleet_seen(rl_sync_t *s, const redisReply *reply)
-{
-    rl_t *rl = s->rl;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[1]->integer < 1 ||
-        reply->element[1]->integer > RL_SYNC_NODES_MAX)
-        return; /* not a reply of this library's script: nothing to learn */
-    uint64_t live = (uint64_t)reply->element[1]->integer;
-    /* relaxed: statistics, each self-contained. */
-    atomic_store_explicit(&rl->fleet_nodes, live, memory_order_relaxed);
-    if (rl__limits_set_nodes(&rl->limits, (uint32_t)live, &rl->clock))
-        rl__sync_log(s, RL_LOG_INFO, "fleet: %" PRIu64 " live node%s: pessimistic shares are "
-                     "rate / %" PRIu64, live, live == 1 ? "" : "s", live);
-    uint64_t others = 0;
-    const redisReply *first = NULL;
-    for (size_t i = 2; i < reply->elements; i++)
-        if (is_fingerprint(reply->element[i])) {
-            others++;
-            first = first != NULL ? first : reply->element[i];
-        }
-    /* relaxed: as above. */
-    atomic_store_explicit(&rl->fleet_split_fps, others, memory_order_relaxed);
-    uint64_t now_ms = uv_now(&s->loop);
-    if (others == 0) {
-        if (s->split_fps != 0)
-            rl__sync_log(s, RL_LOG_WARN, "fleet: split over: every live node of key_prefix "
-                         "\"%s\" has this node's key_secret fingerprint",
-                         rl->key_prefix);
-        s->split_fps = 0;
-        return;
-    }
-    atomic_fetch_add_explicit(&rl->fleet_split_rounds, 1, memory_order_relaxed);
-    /* Once when it starts or changes, then once a minute while it lasts. */
-    if (others != s->split_fps || now_ms >= s->split_logged_ms + 60000) {
-        char mine[17];
-        rl__nodes_fp_text(rl->kh.fingerprint, mine);
-        rl__sync_log(s, RL_LOG_ERROR,
-                     "fleet split: %" PRIu64 " other key_secret fingerprint%s (%.16s%s) among "
-                     "the live nodes of key_prefix \"%s\", this node's is %s: nodes with "
-                     "different secrets keep separate keys in Redis: until the split ends "
-                     "this node takes at most rate / %" PRIu64 " (every live node) of each "
-                     "key; give every node the same key_secret (`ratelimit nodes` lists them)",
-                     others, others == 1 ? "" : "s", first->str, others > 1 ? ", ..." : "",
-                     rl->key_prefix, mine, live);
-        s->split_logged_ms = now_ms;
-    }
-    s->split_fps = others;
-}
-
-static void heartbeat_reply(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    rl_sync_t *s = priv;
-    redisReply *reply = r;
-    if (reply == NULL)
-        return; /* the connection went: the round's own commands say so */
-    if (reply->type != REDIS_REPLY_ERROR) {
-        rl__sync_count(s, C_NODES_WRITES, 1);
-        s->nodes_failing = 0;
-        if (!s->leaving)
-            fleet_seen(s, reply);
-        return;
-    }
-    /* Counted and classified like any error, but the registry is for
-     * observers only: it never fails a round nor touches health. */
-    int cls = rl__sync_classify(reply);
-    rl__sync_error(s, cls);
-    rl__sync_count(s, C_NODES_ERRORS, 1);
-    if (cls == RL_SYNC_ERR_NOSCRIPT)
-        rl__sync_nodes_ready(s, 0); /* reloaded by the next round */
-    if (!s->nodes_failing && cls != RL_SYNC_ERR_NOSCRIPT)
-        rl__sync_log(s, RL_LOG_WARN, "sync: node registry write failed (rate limiting "
-                     "unaffected): %.200s", reply->str);
-    s->nodes_failing = 1;
-}
-
-/* This node's heartbeat (or, leaving, its removal) in the registry: one
- * script call, queued before the round's reports so that on rl_close it is
- * executed before the replies that end the loop. */
-static void send_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
-{
-    char hash[96], live[96], fps[96];
-    if (!s->nodes_ready) {
-        /* Not loaded, or flushed (NOSCRIPT): load it now, write next round. */
-        if (!s->nodes_loading && !s->leaving)
-            rl__sync_load_nodes(s);
-        return;
-    }
-    if (rl__nodes_key_names(s->rl->key_prefix, hash, sizeof hash, live, sizeof live) != 0 ||
-        rl__nodes_fp_key_name(s->rl->key_prefix, fps, sizeof fps) != 0)
-        return;
-    rl_nodes_record_t rec;
-    memset(&rec, 0, sizeof rec);
-    snprintf(rec.lib, sizeof rec.lib, "%s", rl_version());
-    memcpy(rec.host, s->host, sizeof rec.host);
-    rec.pid = s->pid;
-    rec.start_ms = s->start_ms;
-    rec.interval_ms = s->rl->sync_interval_ms;
-    /* relaxed: this thread is the health word's only writer. */
-    rec.health = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
-    for (uint32_t i = 0; i < s->rl->limits.cap; i++)
-        rec.limits += (uint64_t)s->limits[i].live;
-    /* relaxed: a statistic (checkers change it as keys come and go). */
-    rec.keys = atomic_load_explicit(&s->rl->table.live, memory_order_relaxed);
-    rec.rkeys = rkeys;
-    rec.rlimits = rlimits;
-    /* relaxed: statistics, and this thread is their only writer. */
-    rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
-    rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
-    rl__nodes_fp_text(s->rl->kh.fingerprint, rec.fp);
-    char record[RL_NODES_RECORD_MAX], stale[24], prune[16], fp_max[16];
-    rl__nodes_format(&rec, record, sizeof record);
-    snprintf(stale, sizeof stale, "%" PRIu64,
-             (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
-    snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
-    snprintf(fp_max, sizeof fp_max, "%u", (unsigned)RL_NODES_FP_MAX);
-    const char *argv[] = {"EVALSHA", s->nodes_sha, "3", hash, live, fps, s->incarnation,
-                          record, stale, s->leaving ? "1" : "0", prune, rec.fp, fp_max};
-    size_t argl[sizeof argv / sizeof argv[0]];
-    for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
-        argl[i] = strlen(argv[i]);
-    redisAsyncCommandArgv(s->ac, heartbeat_reply, s, (int)(sizeof argv / sizeof argv[0]), argv,
-                          argl);
 }
 
 /* Group the reporting slots by (limit, vshard) with a counting sort, then
@@ -729,7 +614,8 @@ static void send_reports(rl_sync_t *s, uint32_t n)
 static int entry_may_live(const rl_sync_t *s, const rl_syncslot_t *ss)
 {
     uint64_t since = s->round_id - ss->last_round;
-    return since <= 1 || (since - 1) * 9 < (uint64_t)30 * ss->period;
+    return since <= 1 ||
+           (since - 1) * 9 < (uint64_t)RL_REPORT_ENTRY_PERIODS * 10 * ss->period;
 }
 
 /* Limits with at least one of order[0, n) (for the heartbeat). */
@@ -790,18 +676,22 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
-    int ready = s->ac != NULL && s->script_ready;
+    int ready = rl__redis_route_can_send(&s->route, NULL, 0) &&
+                rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT);
     if (!ready)
         s->round_failed = 1; /* nothing reached Redis: the round failed */
     else
-        send_heartbeat(s, n, count_reported_limits(s, n));
+        rl__sync_heartbeat(s, n, count_reported_limits(s, n));
     if (n > 0 && ready) {
         send_reports(s, n);
     } else if (n == 0 && ready) {
         /* Nothing to report: probe, so a frozen or blackholed server is
          * still noticed within a round. */
         s->ping_round = s->round_id;
-        if (redisAsyncCommand(s->ac, ping_reply, s, "PING") == REDIS_OK)
+        static const char *const ping[] = {"PING"};
+        static const size_t ping_len[] = {4};
+        if (rl__redis_route_send(&s->route, NULL, 0, ping_reply, s, 1, (const char **)ping,
+                                 ping_len) == REDIS_OK)
             s->in_flight++;
         else
             s->round_failed = 1;

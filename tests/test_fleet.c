@@ -43,12 +43,6 @@ static void start_redis(void)
 
 static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static const char secret_a[] = "fleet-secret-A-0123456789";
 static const char secret_b[] = "fleet-secret-B-0123456789";
 
@@ -446,7 +440,7 @@ START_TEST(stderr_default_reports_a_wrong_redis_address)
             rl_stats(rl, &st);
             if (st.health == RL_HEALTH_DEGRADED)
                 break;
-            sleep_ms(10);
+            rl_test_sleep_ms(10);
         }
         rl_close(rl);
         _exit(st.health == RL_HEALTH_DEGRADED ? 0 : 3);
@@ -567,7 +561,7 @@ START_TEST(split_fleet_is_seen_logged_and_counted)
         if (sa.fleet_split_rounds > 0 && sb.fleet_split_rounds > 0 &&
             captured_has(&la, "fleet split"))
             break;
-        sleep_ms(10);
+        rl_test_sleep_ms(10);
     }
     ck_assert_uint_gt(sa.fleet_split_rounds, 0);
     ck_assert_uint_gt(sb.fleet_split_rounds, 0);
@@ -595,7 +589,7 @@ START_TEST(split_fleet_is_seen_logged_and_counted)
         sa = stats_of(a);
         if (sa.fleet_split_fingerprints == 0 && sa.fleet_nodes == 1)
             break;
-        sleep_ms(10);
+        rl_test_sleep_ms(10);
     }
     ck_assert_uint_eq(sa.fleet_split_fingerprints, 0);
     ck_assert_uint_eq(sa.fleet_nodes, 1);
@@ -614,7 +608,7 @@ START_TEST(one_secret_is_no_split)
         sb = stats_of(b);
         if (sa.fleet_nodes == 2 && sb.fleet_nodes == 2)
             break;
-        sleep_ms(10);
+        rl_test_sleep_ms(10);
     }
     ck_assert_uint_eq(sa.fleet_nodes, 2);
     ck_assert_uint_eq(sb.fleet_nodes, 2);
@@ -640,7 +634,7 @@ static void wait_ready(rl_t *rl)
         rl__sync_counters(rl->sync, &c);
         if (c.connected == 1 && c.nodes_ready == 1)
             return;
-        sleep_ms(10);
+        rl_test_sleep_ms(10);
     }
     ck_abort_msg("node did not connect to redis on port %d", srv.port);
 }

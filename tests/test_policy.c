@@ -31,19 +31,6 @@ static void start_redis(void)
 
 static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void redis_do(const char *cmd)
 {
     redisContext *r = redisConnect("127.0.0.1", srv.port);
@@ -111,10 +98,10 @@ static uint64_t rounds_degraded_at[8];
  * only ends a wait for a state that never comes. */
 static long wait_health(rl_t **nodes, int n, int state)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = rl_test_now_ns();
     int seen[8] = {0};
     for (unsigned attempt = 0;; attempt++) {
-        int late = now_ns() - t0 > (uint64_t)RL_TEST_WAIT_MS * 1000000u;
+        int late = rl_test_now_ns() - t0 > (uint64_t)RL_TEST_WAIT_MS * 1000000u;
         int all = 1;
         for (int i = 0; i < n; i++) {
             rl_stats_t s;
@@ -127,7 +114,7 @@ static long wait_health(rl_t **nodes, int n, int state)
             all &= s.health == state;
         }
         if (all)
-            return (long)((now_ns() - t0) / 1000000u);
+            return (long)((rl_test_now_ns() - t0) / 1000000u);
         if (late)
             return -1;
         rl_test_poll_pause(attempt);
@@ -160,7 +147,7 @@ static void *drive(void *arg)
             if (d.flags & RL_FLAG_DEGRADED)
                 atomic_fetch_add(&l->flagged[k][ph], 1);
         }
-        sleep_ms(1);
+        rl_test_sleep_ms(1);
     }
     return NULL;
 }
@@ -221,7 +208,7 @@ static void run_fault(const char *what, void (*begin)(void), void (*end)(void), 
     uint64_t rounds0[2];
     for (int i = 0; i < 2; i++)
         rounds0[i] = rounds_of(f.nodes[i]);
-    uint64_t begun = now_ns();
+    uint64_t begun = rl_test_now_ns();
     begin();
     long detect = wait_health(f.nodes, 2, RL_HEALTH_DEGRADED);
     ck_assert_msg(detect >= 0, "%s: not detected within %d ms", what, RL_TEST_WAIT_MS);
@@ -232,22 +219,22 @@ static void run_fault(const char *what, void (*begin)(void), void (*end)(void), 
         ck_assert_msg(took <= 3, "%s: node %d degraded after %llu rounds (%ld ms)", what, i,
                       (unsigned long long)took, detect);
     }
-    uint64_t phase_end = now_ns() + 800000000u;
+    uint64_t phase_end = rl_test_now_ns() + 800000000u;
     if (lasts_ms != 0 && phase_end > begun + (uint64_t)(lasts_ms - 500) * 1000000u)
         phase_end = begun + (uint64_t)(lasts_ms - 500) * 1000000u;
-    uint64_t t1 = now_ns();
+    uint64_t t1 = rl_test_now_ns();
     ck_assert_msg(t1 < phase_end, "%s: detected %ld ms after the fault began, too close to its end",
                   what, detect);
     atomic_store(&f.phase, 1);
-    while (now_ns() < phase_end)
-        sleep_ms(10);
+    while (rl_test_now_ns() < phase_end)
+        rl_test_sleep_ms(10);
     atomic_store(&f.phase, 2);
     /* The phase as long as it really was (a loaded machine oversleeps). */
-    double held_s = (double)(now_ns() - t1) / 1e9;
+    double held_s = (double)(rl_test_now_ns() - t1) / 1e9;
     end();
     long recover = wait_health(f.nodes, 2, RL_HEALTH_HEALTHY);
     ck_assert_msg(recover >= 0, "%s: not healthy again within %d ms", what, RL_TEST_WAIT_MS);
-    sleep_ms(200); /* some traffic after the fault, for the totals below */
+    rl_test_sleep_ms(200); /* some traffic after the fault, for the totals below */
     fleet_stop(&f);
     uint64_t adm[3][3] = {{0}}, chk[3][3] = {{0}}, flg[3][3] = {{0}};
     for (int n = 0; n < 2; n++)
@@ -389,12 +376,12 @@ START_TEST(nothing_listening)
     c.key_secret_len = 23;
     c.sync_interval_ms = 50;
     rl_t *rl = NULL;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = rl_test_now_ns();
     ck_assert_int_eq(rl_open(&rl, &c), 0);
     /* It waits at most its 1.1 s connect deadline; RL_TEST_WAIT_MS only
      * tells a deadline that works from one that does not, on a loaded
      * machine (it was 5 s: a bound a stalled test thread can overrun). */
-    ck_assert_uint_lt(now_ns() - t0, (uint64_t)RL_TEST_WAIT_MS * 1000000u);
+    ck_assert_uint_lt(rl_test_now_ns() - t0, (uint64_t)RL_TEST_WAIT_MS * 1000000u);
     ck_assert_int_ge(wait_health(&rl, 1, RL_HEALTH_DEGRADED), 0);
     int closed = rl_test_add(rl, "name=c rate=10/s on_failure=closed");
     rl_decision_t d;
@@ -473,7 +460,7 @@ START_TEST(fault_sigkill_restart)
     kill(srv.pid, SIGKILL);
     ck_assert_int_ge(wait_health(f.nodes, 2, RL_HEALTH_DEGRADED), 0);
     atomic_store(&f.phase, 1);
-    sleep_ms(500); /* load while Redis is gone */
+    rl_test_sleep_ms(500); /* load while Redis is gone */
     atomic_store(&f.phase, 2);
     ck_assert_msg(rl_test_redis_crash_restart(&srv, err, sizeof err) == 0, "%s", err);
     uint64_t refused[2];
@@ -489,7 +476,7 @@ START_TEST(fault_sigkill_restart)
         ck_assert_msg(failed <= 1, "node %d: %llu reconnects failed after the restart", i,
                       (unsigned long long)failed);
     }
-    sleep_ms(300); /* some traffic after the restart, for the totals below */
+    rl_test_sleep_ms(300); /* some traffic after the restart, for the totals below */
     fleet_stop(&f);
     uint64_t adm[3] = {0};
     for (int n = 0; n < 2; n++)

@@ -483,7 +483,7 @@ START_TEST(failing_registry_never_fails_a_round)
     rl_sync_counters_t c = counters(n);
     ck_assert_uint_eq(c.nodes_errors, 5);
     ck_assert_uint_eq(c.nodes_writes, 0);
-    ck_assert_uint_eq(c.by_class[RL_SYNC_ERR_OTHER], 5);
+    ck_assert_uint_eq(c.by_class[RL_REDIS_ERR_OTHER], 5);
     ck_assert_uint_eq(c.rounds_failed, 0);
     ck_assert_uint_eq(c.rounds_ok, c.rounds);
     ck_assert_uint_eq(c.reports, 5);
@@ -517,7 +517,7 @@ START_TEST(registry_script_flushed_is_reloaded)
     step(n);
     rl_sync_counters_t c = counters(n);
     ck_assert_uint_eq(c.nodes_errors, 1);
-    ck_assert_uint_eq(c.by_class[RL_SYNC_ERR_NOSCRIPT], 1);
+    ck_assert_uint_eq(c.by_class[RL_REDIS_ERR_NOSCRIPT], 1);
     ck_assert_uint_eq(c.rounds_failed, 0);
     step(n); /* reloads */
     step(n); /* writes */

@@ -34,19 +34,6 @@ static void start_redis(void)
 
 static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void free_client(void *r) { redisFree(r); }
 
 /* Instances, clients and driver threads are held (testutil.h): the case's
@@ -157,7 +144,7 @@ static void *drive(void *arg)
     while (!atomic_load(&d->stop)) {
         for (int i = 0; i < 50; i++)
             atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "tenant-1", 8, 1, NULL) == RL_ALLOW);
-        sleep_ms(1);
+        rl_test_sleep_ms(1);
     }
     return NULL;
 }
@@ -218,7 +205,7 @@ START_TEST(global_limit_follows_skewed_demand)
         ids[i] = rl_test_add(nodes[i], "name=g rate=200/s burst=20");
     }
     wait_connected(nodes, 3);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = rl_test_now_ns();
     static driver_t d;
     driver_start(&d, nodes[0], ids[0], drive);
     /* The load runs until node 0's share has settled (or the deadline). The
@@ -236,7 +223,7 @@ START_TEST(global_limit_follows_skewed_demand)
     rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(nodes[0], &st), 0);
     rl_test_release(&d);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = rl_test_now_ns();
     uint64_t total = atomic_load(&d.admitted);
     ck_assert_msg(k.granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", k.granted);
     ck_assert_uint_eq(k.ls.sync_keys, 1); /* one key, however often it reported */
@@ -333,7 +320,7 @@ START_TEST(script_reply_shares)
             freeReplyObject(busy);
         busy = report(r, key, "busy:1", 1, 100L * i, 1000L * i);
         freeReplyObject(report(r, key, "idle:1", 1, 0, 0));
-        sleep_ms(20);
+        rl_test_sleep_ms(20);
     }
     redisReply *idle = report(r, key, "idle:1", 1, 0, 0);
     ck_assert_int_eq(busy->type, REDIS_REPLY_ARRAY);
@@ -366,7 +353,7 @@ static void *drive_some(void *arg)
     driver_t *d = arg;
     while (!atomic_load(&d->stop)) {
         atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "k", 1, 1, NULL) == RL_ALLOW);
-        sleep_ms(2);
+        rl_test_sleep_ms(2);
     }
     return NULL;
 }
@@ -383,7 +370,7 @@ START_TEST(script_flush_recovers)
     WAIT_FOR(counters(n).rounds_ok >= 1 && counters(n).reports >= 1);
     redisContext *r = client();
     freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
-    WAIT_FOR(counters(n).by_class[RL_SYNC_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
+    WAIT_FOR(counters(n).by_class[RL_REDIS_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
     uint64_t ok_before = counters(n).rounds_ok;
     WAIT_FOR(counters(n).rounds_ok > ok_before); /* rounds succeed again */
     ck_assert_uint_ge(counters(n).errors, 1);

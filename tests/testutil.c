@@ -21,6 +21,12 @@ uint64_t rl_test_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void rl_test_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 void rl_test_poll_pause(unsigned attempt)
 {
     long ms = attempt >= 5 ? 20 : 1L << attempt;

@@ -38,6 +38,10 @@ int rl_test_run(Suite *s);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t rl_test_now_ns(void);
 
+/* Sleep ms milliseconds (load generation and pacing only: a test waits for
+ * events with rl_test_wait_until / WAIT_FOR, never a fixed time). */
+void rl_test_sleep_ms(unsigned ms);
+
 /* A short pause between two polls: 1 ms at first (attempt 0), doubling to
  * 20 ms, so a quick event is seen quickly and a slow one costs few polls. */
 void rl_test_poll_pause(unsigned attempt);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "acc.h"
 #include "instance.h"
-#include "redisurl.h"
+#include "redis/url.h"
 #include "shareword.h"
 #include "sync.h"
 #include "testutil.h"

@@ -4,14 +4,8 @@
 --
 -- KEYS[i]  the per-key hash of key i, all under one hash tag
 --          {prefix:v1:limit:vshard}, so this is one call on one slot.
--- ARGV     1 incarnation   2 rate count   3 period ms   4 burst
---          5 ewma alpha (Q16)   6 floor reserve (Q24)   7 correction gain (Q16)
---          8 max cut (Q24)   9 key TTL ms   10 leaving (1: drop this node)
---          11 virtual now in ms (0: use TIME; simulations only)
---          12 expected nodes   13 young window ms (see below)
---          then per key i, at 13 + 7*(i-1): epoch, cumulative admitted and
---          offered, stale ms (how long this node's entry lives unreported),
---          admitted and offered since the node's last report, the ms they span.
+-- ARGV     A_<word> (fixed), then key i's at A_N + K_N*(i-1) + K_<word>:
+--          indices generated from src/reportargs.h, which documents them.
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
 --          rate: above 2^24 is overshoot), live nodes}; zeros for a node
@@ -22,20 +16,20 @@
 -- interval between reports, kept monotonic per key with max(last, now).
 -- Under 16 KB with share.lua: Redis 7 answers a longer SCRIPT LOAD from an
 -- unauthenticated client with a protocol error, not NOAUTH (rl_open's EAUTH).
-local inc = ARGV[1]
-local rate = tonumber(ARGV[2])
-local period = tonumber(ARGV[3])
-local burst = tonumber(ARGV[4])
-local alpha = tonumber(ARGV[5])
-local reserve = tonumber(ARGV[6])
-local gain = tonumber(ARGV[7])
-local max_cut = tonumber(ARGV[8])
-local ttl = tonumber(ARGV[9])
-local leaving = ARGV[10] == '1'
-local expected = tonumber(ARGV[12])
-local young = tonumber(ARGV[13])
+local inc = ARGV[A_inc]
+local rate = tonumber(ARGV[A_rate])
+local period = tonumber(ARGV[A_period])
+local burst = tonumber(ARGV[A_burst])
+local alpha = tonumber(ARGV[A_alpha])
+local reserve = tonumber(ARGV[A_reserve])
+local gain = tonumber(ARGV[A_gain])
+local max_cut = tonumber(ARGV[A_max_cut])
+local ttl = tonumber(ARGV[A_ttl])
+local leaving = ARGV[A_leaving] == '1'
+local expected = tonumber(ARGV[A_expected])
+local young = tonumber(ARGV[A_young])
 
-local wall = tonumber(ARGV[11])
+local wall = tonumber(ARGV[A_now])
 if wall == 0 then
   local t = redis.call('TIME')
   wall = tonumber(t[1]) * 1000 + share_floor(tonumber(t[2]) / 1000)
@@ -83,14 +77,14 @@ end
 -- One key's report: fold it in, then this node's share of the key.
 local function report_key(i)
   local key = KEYS[i]
-  local base = 13 + 7 * (i - 1)
-  local epoch = tonumber(ARGV[base + 1])
-  local cum_a = tonumber(ARGV[base + 2])
-  local cum_o = tonumber(ARGV[base + 3])
-  local stale = tonumber(ARGV[base + 4])
-  local new_a = tonumber(ARGV[base + 5])
-  local new_o = tonumber(ARGV[base + 6])
-  local span = math.max(1, tonumber(ARGV[base + 7]))
+  local base = A_N + K_N * (i - 1)
+  local epoch = tonumber(ARGV[base + K_epoch])
+  local cum_a = tonumber(ARGV[base + K_cum_a])
+  local cum_o = tonumber(ARGV[base + K_cum_o])
+  local stale = tonumber(ARGV[base + K_stale])
+  local new_a = tonumber(ARGV[base + K_new_a])
+  local new_o = tonumber(ARGV[base + K_new_o])
+  local span = math.max(1, tonumber(ARGV[base + K_span]))
   local first = new_a >= cum_a and new_o >= cum_o -- nothing sent before
   local nodes, order, meta = load_nodes(key)
   local now = math.max(wall, meta['t'] or 0)

@@ -2,7 +2,7 @@
 /*
  * libFuzzer target: arbitrary bytes from "Redis", through hiredis's own
  * reader, into the code that interprets replies: the report script's reply
- * (rl__sync_parse_shares) and error classification (rl__sync_classify).
+ * (rl__sync_parse_shares) and error classification (rl__redis_classify).
  * Neither may crash, read out of bounds or accept an out-of-range share.
  */
 #include <stdint.h>
@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         void *reply = NULL;
         while (redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
             const redisReply *rep = reply;
-            int cls = rl__sync_classify(rep);
-            if (cls < 0 || cls >= RL_SYNC_ERR_N)
+            int cls = rl__redis_classify(rep);
+            if (cls < 0 || cls >= RL_REDIS_ERR_N)
                 abort();
             rl_share_reply_t out[256];
             uint32_t n = rep->type == REDIS_REPLY_ARRAY && rep->elements <= 256

@@ -91,7 +91,7 @@ int fleet_key_name(const unsigned char *secret, size_t secret_len, const char *p
     rl_keyhash_t kh;
     rl__keyhash_init(&kh, secret, secret_len);
     rl_keyid_t id = rl__keyhash(&kh, key, key_len);
-    int n = rl__sync_key_name(&kh, prefix, limit, id, buf, cap);
+    int n = rl__redis_key_name(&kh, prefix, limit, id, buf, cap);
     /* The derived keys are as secret as the secret itself. */
     memset(&kh, 0, sizeof kh);
     __asm__ __volatile__("" : : "r"(&kh) : "memory");

@@ -2,7 +2,7 @@
 /*
  * A fleet's names for a key: the key_secret (from a file or hex), and the
  * Redis name of a (limit, key) pair computed by the library's own functions
- * (rl__keyhash_init, rl__keyhash, rl__sync_key_name), so the tool can never
+ * (rl__keyhash_init, rl__keyhash, rl__redis_key_name), so the tool can never
  * disagree with the nodes about where a key lives.
  */
 #ifndef RL_CLI_FLEETKEY_H

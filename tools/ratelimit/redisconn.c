@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "redisconn.h"
-#include "redisurl.h"
+#include "redis/url.h"
 
 static int fail(cli_redis_t *r, int status, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <string.h>
 #include "ratelimit.h"
-#include "redisurl.h"
+#include "redis/url.h"
 #include "errbuf.h"
 
 /* Copy [s, s+n) into a bounded buffer; 0 when it does not fit. */

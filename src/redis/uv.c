@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "redisuv.h"
+#include "redis/uv.h"
 #include "alloc.h"
 
 typedef struct uvev {

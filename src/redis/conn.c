@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A Redis connection (see conn.h): hiredis async, attached to the loop with
+ * redis/uv.c, deadlines enforced with uv timers (hiredis 0.14 has no async
+ * timeouts).
+ */
+#include "redis/conn.h"
+#include "redis/uv.h"
+#include "backoff.h"
+
+static void on_retry(uv_timer_t *timer)
+{
+    rl_redis_conn_t *c = timer->data;
+    if (c->ac == NULL)
+        rl__redis_conn_open(c);
+}
+
+/* Reconnect after a random delay up to min(cap, 50 ms x 2^attempt): full
+ * jitter, so nodes that lost Redis together do not come back together. */
+void rl__redis_conn_schedule(rl_redis_conn_t *c)
+{
+    if (c->ops->stopping(c->owner) || uv_is_active((uv_handle_t *)&c->retry_timer))
+        return;
+    uint64_t delay = rl__backoff_ms(c->rng, c->attempt, c->backoff_cap_ms);
+    c->attempt++;
+    c->ops->retry_scheduled(c->owner, delay);
+    uv_timer_start(&c->retry_timer, on_retry, delay, 0);
+}
+
+void rl__redis_conn_drop(rl_redis_conn_t *c)
+{
+    if (c->ac != NULL) {
+        redisAsyncContext *ac = c->ac;
+        c->ac = NULL;
+        redisAsyncFree(ac); /* pending callbacks get NULL replies; on_disconnect runs */
+    }
+    rl__redis_conn_schedule(c);
+}
+
+static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_redis_conn_t *c = priv;
+    redisReply *reply = r;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        c->ops->setup_error(c->owner, reply);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    rl_redis_conn_t *c = ac->data;
+    uv_timer_stop(&c->connect_timer);
+    c->connecting = 0;
+    if (status != REDIS_OK) {
+        c->ac = NULL; /* hiredis frees a context whose connect failed */
+        c->ops->failed(c->owner, "cannot connect", ac->errstr);
+        rl__redis_conn_schedule(c);
+        return;
+    }
+    /* Pipelined: AUTH and SELECT run before anything the owner sends, in
+     * order, on this connection. */
+    const rl_redisurl_t *u = c->url;
+    if (u->password[0] != '\0') {
+        if (u->user[0] != '\0')
+            redisAsyncCommand(c->ac, on_setup_reply, c, "AUTH %s %s", u->user, u->password);
+        else
+            redisAsyncCommand(c->ac, on_setup_reply, c, "AUTH %s", u->password);
+    }
+    if (u->db != 0)
+        redisAsyncCommand(c->ac, on_setup_reply, c, "SELECT %d", u->db);
+    c->ops->connected(c->owner);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    rl_redis_conn_t *c = ac->data;
+    (void)status;
+    c->ac = NULL;
+    c->connecting = 0;
+    uv_timer_stop(&c->connect_timer);
+    c->ops->lost(c->owner);
+    rl__redis_conn_schedule(c); /* not when stopping */
+}
+
+static void on_connect_deadline(uv_timer_t *timer)
+{
+    rl_redis_conn_t *c = timer->data;
+    if (c->ac != NULL && c->connecting) {
+        c->connecting = 0;
+        c->ops->failed(c->owner, "connect timed out", NULL);
+        rl__redis_conn_drop(c);
+    }
+}
+
+void rl__redis_conn_open(rl_redis_conn_t *c)
+{
+    redisAsyncContext *ac = redisAsyncConnect(c->url->host, c->url->port);
+    if (ac == NULL) {
+        rl__redis_conn_schedule(c);
+        return;
+    }
+    if (ac->err) {
+        /* Refused at once (a loopback port nobody listens on): the owner
+         * need not wait out the connect deadline to learn it. */
+        redisAsyncFree(ac);
+        c->ops->failed(c->owner, "cannot connect", NULL);
+        rl__redis_conn_schedule(c);
+        return;
+    }
+    ac->data = c;
+    if (rl__redisuv_attach(ac, c->loop, c->alloc) != REDIS_OK) {
+        redisAsyncFree(ac);
+        rl__redis_conn_schedule(c);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    c->ac = ac;
+    c->connecting = 1;
+    uv_timer_start(&c->connect_timer, on_connect_deadline, RL_REDIS_CONNECT_DEADLINE_MS, 0);
+}
+
+void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,
+                         const rl_redisurl_t *url, uint64_t *rng, uint32_t backoff_cap_ms,
+                         const rl_redis_conn_ops_t *ops, void *owner)
+{
+    c->ac = NULL;
+    c->connecting = 0;
+    c->attempt = 0;
+    c->backoff_cap_ms = backoff_cap_ms;
+    c->rng = rng;
+    c->loop = loop;
+    c->alloc = alloc;
+    c->url = url;
+    c->ops = ops;
+    c->owner = owner;
+    uv_timer_init(loop, &c->connect_timer);
+    uv_timer_init(loop, &c->retry_timer);
+    c->connect_timer.data = c->retry_timer.data = c;
+}
+
+void rl__redis_conn_close(rl_redis_conn_t *c)
+{
+    uv_timer_stop(&c->connect_timer);
+    uv_timer_stop(&c->retry_timer);
+    if (c->ac != NULL) {
+        redisAsyncContext *ac = c->ac;
+        c->ac = NULL;
+        redisAsyncFree(ac);
+    }
+    uv_close((uv_handle_t *)&c->connect_timer, NULL);
+    uv_close((uv_handle_t *)&c->retry_timer, NULL);
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One Redis connection on a libuv loop (the loop's thread only): connect
+ * with a deadline, pipeline the setup (AUTH, SELECT) before anything the
+ * owner sends, and reconnect after a loss with the backoff of backoff.h.
+ * It decides nothing: what a failure means (an error counted, a health
+ * state, a log line) is the owner's, told through rl_redis_conn_ops_t.
+ */
+#ifndef RL_REDIS_CONN_H
+#define RL_REDIS_CONN_H
+
+#include <stdint.h>
+#include <hiredis/async.h>
+#include <uv.h>
+#include "ratelimit.h"
+#include "redis/url.h"
+
+/* How long a connect, and a new connection's setup, may take. */
+#define RL_REDIS_CONNECT_DEADLINE_MS 1000
+
+typedef struct rl_redis_conn_ops {
+    /* Connected; the setup commands are queued: the owner queues its own
+     * (script loads) behind them. */
+    void (*connected)(void *owner);
+    /* A connect failed (refused, unreachable, its deadline): why names it,
+     * detail is hiredis's text or NULL when not worth a log line. A
+     * reconnect is scheduled after the call. */
+    void (*failed)(void *owner, const char *why, const char *detail);
+    /* An established connection went away (not on rl__redis_conn_close). */
+    void (*lost)(void *owner);
+    /* A setup command's error reply. */
+    void (*setup_error)(void *owner, const redisReply *reply);
+    /* A reconnect attempt is scheduled delay_ms from now. */
+    void (*retry_scheduled)(void *owner, uint64_t delay_ms);
+    /* Nonzero once the owner is shutting down: no reconnect then. */
+    int (*stopping)(void *owner);
+} rl_redis_conn_ops_t;
+
+typedef struct rl_redis_conn {
+    redisAsyncContext *ac; /* NULL while not connected */
+    int connecting;        /* connect sent, no answer yet */
+    uint32_t attempt;      /* reconnect attempts since the last success */
+    uint32_t backoff_cap_ms;
+    uint64_t *rng;         /* the owner's jitter state */
+    uv_loop_t *loop;
+    const rl_allocator_t *alloc;
+    const rl_redisurl_t *url;
+    uv_timer_t connect_timer;
+    uv_timer_t retry_timer;
+    const rl_redis_conn_ops_t *ops;
+    void *owner;
+} rl_redis_conn_t;
+
+/* Set up (no connect yet); every pointer must outlive the connection. */
+void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,
+                         const rl_redisurl_t *url, uint64_t *rng, uint32_t backoff_cap_ms,
+                         const rl_redis_conn_ops_t *ops, void *owner);
+
+/* Start connecting now. */
+void rl__redis_conn_open(rl_redis_conn_t *c);
+
+/* The owner's setup succeeded (its scripts are loaded): the backoff
+ * starts again from its base on the next loss. */
+static inline void rl__redis_conn_ready(rl_redis_conn_t *c) { c->attempt = 0; }
+
+/* Drop the connection (pending callbacks get NULL replies; `lost` runs if
+ * it was established) and schedule a reconnect. */
+void rl__redis_conn_drop(rl_redis_conn_t *c);
+
+/* Schedule a reconnect unless one is pending or the owner is stopping. */
+void rl__redis_conn_schedule(rl_redis_conn_t *c);
+
+/* Stop the timers, free the connection, close the handles (the loop then
+ * ends once nothing else is active). */
+void rl__redis_conn_close(rl_redis_conn_t *c);
+
+#endif

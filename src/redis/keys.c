@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* Redis key naming (see keys.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include "redis/keys.h"
+
+int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
+                       rl_keyid_t id, char *buf, size_t cap)
+{
+    uint64_t words[2] = {id.lo, id.hi};
+    const uint64_t *k = kh->name;
+    uint64_t k2[2] = {k[1], k[0]};
+    uint64_t h1 = rl__siphash24(k, words, 16), h2 = rl__siphash24(k2, words, 16);
+    return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
+                    (unsigned)(id.lo % RL_VSHARDS), h1, h2);
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Redis key naming: what the library's keys are called in Redis. Pure; used
+ * by the sync round and by the CLI (tools/ratelimit inspect), so both find
+ * the same key.
+ */
+#ifndef RL_REDIS_KEYS_H
+#define RL_REDIS_KEYS_H
+
+#include <stddef.h>
+#include "keyhash.h"
+
+#define RL_VSHARDS 16 /* virtual shards per limit: one hash tag each */
+
+/*
+ * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from
+ * the key's identity (rl__keyhash of its bytes under the fleet's secret): the
+ * vshard is id.lo mod RL_VSHARDS, the hex a 128-bit PRF of the identity
+ * (SipHash-2-4 under the secret's name key, twice), so the key bytes never
+ * reach Redis. The part in braces is the hash tag: every key of one (limit,
+ * vshard) lives on one Cluster slot, so one script call can carry them.
+ * snprintf-style return.
+ */
+int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
+                       rl_keyid_t id, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* The script registry (see scripts.h). */
+#include "redis/scripts.h"
+#include "redis/reply.h"
+
+void rl__redis_scripts_init(rl_redis_scripts_t *r, const char *const *sources, unsigned n,
+                            rl_redis_script_loaded_fn *loaded, void *owner)
+{
+    r->n = n < RL_REDIS_SCRIPTS_MAX ? n : RL_REDIS_SCRIPTS_MAX;
+    r->loaded = loaded;
+    r->owner = owner;
+    for (unsigned i = 0; i < r->n; i++) {
+        r->s[i].source = sources[i];
+        r->s[i].sha[0] = '\0';
+        r->s[i].state = RL_SCRIPT_UNLOADED;
+        r->s[i].since_ms = 0;
+        r->s[i].reg = r;
+    }
+}
+
+static void on_loaded(redisAsyncContext *ac, void *reply, void *priv)
+{
+    (void)ac;
+    rl_redis_script_t *sc = priv;
+    rl_redis_scripts_t *r = sc->reg;
+    /* A load answered after the connection was lost (reset) and a new one
+     * sent (loading again) is this one's answer: replies come in order on
+     * one connection, and a lost one answers every pending load with NULL. */
+    sc->state = rl__redis_sha_reply(reply, sc->sha) ? RL_SCRIPT_READY : RL_SCRIPT_UNLOADED;
+    r->loaded(r->owner, (unsigned)(sc - r->s), reply);
+}
+
+int rl__redis_scripts_load(rl_redis_scripts_t *r, redisAsyncContext *ac, unsigned id,
+                           uint64_t now_ms)
+{
+    rl_redis_script_t *sc = &r->s[id];
+    sc->state = RL_SCRIPT_LOADING;
+    sc->since_ms = now_ms;
+    /* A command hiredis refuses (a connection being torn down) stays
+     * "loading": the owner's load deadline notices it like an unanswered
+     * one, and the connection's loss resets it anyway. */
+    return redisAsyncCommand(ac, on_loaded, sc, "SCRIPT LOAD %s", sc->source) == REDIS_OK ? 0
+                                                                                           : -1;
+}
+
+void rl__redis_scripts_reset(rl_redis_scripts_t *r)
+{
+    for (unsigned i = 0; i < r->n; i++)
+        r->s[i].state = RL_SCRIPT_UNLOADED;
+}
