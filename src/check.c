@@ -59,7 +59,7 @@ static int check_key(const void *key, size_t len)
 }
 
 /* Resolve the limit and the key's probe; read the clock the limit uses. */
-static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost,
+static inline __attribute__((always_inline)) int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost,
                        int detail, target_t *t)
 {
     int rc = check_key(key, len);
@@ -164,7 +164,7 @@ static void recharge(target_t *t, _Atomic uint64_t *w, uint32_t tokens, uint64_t
  * the overflow bucket), so its epoch bit is honoured; a synced key's word is
  * in its share's unit, which the sync thread rescales itself.
  */
-static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
+static inline __attribute__((always_inline)) int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
                        uint32_t cost, int epochal, outcome_t *o)
 {
     /* Locals, not reloads through t: the CAS is a compiler barrier. */
@@ -261,7 +261,7 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
  * rare flags. Called once a decision is final and, in rl_check_multi, before
  * the batch's refunds: a bucket just charged (or in debt, having denied) is
  * not idle, so its slot is not retired and reused before the count lands. */
-static void count(rl_t *rl, target_t *t, const outcome_t *o)
+static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, const outcome_t *o)
 {
     if (o->slot != NULL)
         rl__table_count(&rl->table, o->slot, o->allowed);
@@ -369,7 +369,7 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
 }
 
 /* Charge cost > 0 to the target's key. */
-static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
+static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 {
     o->flags = 0;
     o->g = &t->p.normal;
