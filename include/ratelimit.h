@@ -463,6 +463,35 @@ RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
  */
 RL_EXTERN void rl_close(rl_t *rl);
 
+/*
+ * Create a local-only instance shared by this process and every process
+ * forked from it afterwards: the multi-process mode for pre-fork servers
+ * (nginx, gunicorn, php-fpm, Apache prefork). Open it in the parent before
+ * the workers are forked; each worker uses the same handle, and all of them
+ * share one key table, one limit registry and one set of counters, so a
+ * limit holds per host, not per process: with 2 workers, a burst of 5 admits
+ * 5. Every call works from every such process as it does from threads:
+ * checks are lock-free across processes (the same atomics on one shared
+ * mapping), rl_limit_* calls serialise on a process-shared robust mutex
+ * (a process that dies holding it blocks nobody; its interrupted change
+ * either happened or did not), limit ids are the same in every process,
+ * and rl_stats / rl_metrics_text report the whole host from any of them.
+ * A process that dies in the middle of a check costs at most one table
+ * slot (a key it was inserting) until the instance is closed; no other key
+ * is touched.
+ * Everything is allocated at this call, in one MAP_SHARED anonymous mapping
+ * sized from cfg (max_keys, max_limits) and fixed for the instance's life.
+ * rl_close in any process drops that process's view only; the others keep
+ * working, and the memory goes with the last of them.
+ * An unrelated process cannot attach (there is no name to attach by), and
+ * the global tier is not built for shared instances yet.
+ * Errors (with cfg->err's message, as rl_open): those of rl_open, and
+ *   RL_ENOTSUP  cfg->redis_url set (a shared instance is local-only), or
+ *               cfg->allocator set (the shared mapping is the allocator)
+ *   RL_ENOMEM   the mapping could not be created
+ */
+RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
+
 /* ------------------------------------------------------------------ limits */
 
 /* Defaults for a limit (see the initialisers above rl_open). Thread-safe. */

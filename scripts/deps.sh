@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Install the Debian 12 packages libratelimit needs to build, test and run its
-# demo, when any is missing. Idempotent: silent (and no network, no root
+# demo, when any is missing (RL_WITH_NGINX=1: also nginx, nginx-dev and wrk). Idempotent: silent (and no network, no root
 # needed) when everything is already installed. Run as root otherwise.
 #
 # redis-server is installed for its binary only: the test suites start their
@@ -28,6 +28,11 @@ PACKAGES=(
   golang-golang-x-time-dev
   curl
 )
+# The nginx module (scripts/test.sh --nginx, -DRL_BUILD_NGINX=ON): nginx's
+# module kit, nginx to test against, wrk to load it.
+if [[ ${RL_WITH_NGINX:-0} == 1 ]]; then
+  PACKAGES+=(nginx nginx-dev wrk)
+fi
 
 die() {
   echo "deps.sh: error: $*" >&2

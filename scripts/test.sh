@@ -16,6 +16,8 @@
 #   bash scripts/test.sh --drd         build/       cases under helgrind, drd,
 #   bash scripts/test.sh --threadcheck build/       or both
 # Options:
+#   --nginx           also build and test the nginx module (-DRL_BUILD_NGINX=ON;
+#                     installs nginx, nginx-dev, wrk); e.g. --nginx -- -L nginx
 #   --build-dir DIR   build directory (also: RL_BUILD_DIR=DIR)
 #   -- ARGS...        passed on to ctest (e.g. -- -R spec); not with --valgrind
 #                     or the thread checkers
@@ -66,11 +68,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 mode=plain
+nginx=OFF
 build_dir=${RL_BUILD_DIR:-}
 ctest_args=()
 
 usage() {
-  sed -n '3,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '3,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [[ $# -gt 0 ]]; do
@@ -82,6 +85,7 @@ while [[ $# -gt 0 ]]; do
     --helgrind) mode=helgrind ;;
     --drd) mode=drd ;;
     --threadcheck) mode=threadcheck ;;
+    --nginx) nginx=ON ;;
     --build-dir)
       [[ $# -ge 2 ]] || { echo "test.sh: --build-dir needs a directory" >&2; exit 2; }
       build_dir=$2
@@ -116,7 +120,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 log() { echo "==> test.sh [$mode]: $*"; }
 
 log "dependencies"
-bash "$here/deps.sh"
+RL_WITH_NGINX=$([[ $nginx == ON ]] && echo 1 || echo 0) bash "$here/deps.sh"
 
 asan=OFF
 tsan=OFF
@@ -125,7 +129,7 @@ tsan=OFF
 
 # Flavour-specific configure arguments (--integer has its own build
 # directory, so its compiler and flags never reach another flavour's).
-flavour=(-DRL_WERROR=ON -DRL_BUILD_EXAMPLES=ON)
+flavour=(-DRL_WERROR=ON -DRL_BUILD_EXAMPLES=ON -DRL_BUILD_NGINX=$nginx)
 werror="-Werror"
 # Recoverable checks (clang's default for these): UBSan suppressions apply
 # only to those; halt_on_error=1 below stops at the first unsuppressed one.
@@ -167,6 +171,11 @@ if [[ $mode == integer ]]; then
   done
   export UBSAN_OPTIONS="$int_opts${ORIG_UBSAN_OPTIONS:+:$ORIG_UBSAN_OPTIONS}"
   export RL_TEST_SCALE=${RL_TEST_SCALE:-4}
+  # Check cases tagged "nointeger" fork several children that check at once;
+  # here those children hang inside the UBSan runtime (its suppression
+  # lookup for the hashes' intended wraps, blocked reading the symbolizer's
+  # pipe, which fork() shares). They run in every other flavour.
+  export CK_EXCLUDE_TAGS="${CK_EXCLUDE_TAGS:+$CK_EXCLUDE_TAGS }nointeger"
   [[ ${#ctest_args[@]} -gt 0 ]] || ctest_args=(-R '^test_' -E '^test_policy$')
 fi
 if [[ -z ${TSAN_OPTIONS:-} ]]; then
@@ -285,6 +294,7 @@ threaded_cases=(
   "test_hardening numeric"
   "test_hardening fixed_bugs"
   "test_metrics concurrency"
+  "test_exactness core"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

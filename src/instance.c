@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "errbuf.h"
 #include "structsize.h"
+#include "shared.h"
 #include "limitdef.h"
 #include "redisurl.h"
 #include "sync.h"
@@ -160,6 +161,15 @@ static size_t dirty_bytes(const rl_table_t *t) { return (t->nslots + 63) / 64 * 
 static void fork_guard_init(rl_t *rl)
 {
     rl->owner_pid = getpid();
+    if (rl__alloc_is_shared(&rl->alloc)) {
+        /* A shared instance's guard is in the shared mapping: it reads 1
+         * in every process forked from the opener, so they may all use it. */
+        rl->fork_page = rl__calloc(&rl->alloc, 64, 64);
+        if (rl->fork_page != NULL)
+            /* relaxed: set before the instance is handed to anyone. */
+            atomic_store_explicit(rl->fork_page, 1, memory_order_relaxed);
+        return;
+    }
     void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return;
@@ -193,6 +203,10 @@ void rl_close(rl_t *rl)
 {
     if (rl == NULL)
         return;
+    if (rl__alloc_is_shared(&rl->alloc) && rl->fork_page != NULL) {
+        rl__shared_close(rl); /* this process's view; the others keep theirs */
+        return;
+    }
     rl_allocator_t a = rl->alloc;
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
@@ -205,7 +219,7 @@ void rl_close(rl_t *rl)
     rl__limits_destroy(&rl->limits, &a);
     rl__strfree(&a, rl->node_id);
     rl__strfree(&a, rl->key_prefix);
-    if (rl->fork_page != NULL)
+    if (rl->fork_page != NULL && !rl__alloc_is_shared(&a))
         munmap((void *)rl->fork_page, PAGE);
     rl__free(&a, rl, sizeof *rl, 64);
 }

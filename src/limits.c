@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "alloc.h"
 #include "keyhash.h"
+#include "shared.h"
 
 int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
                     uint32_t expected_nodes, int synced, uint64_t salt_seed)
@@ -11,7 +12,18 @@ int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
     ls->slots = rl__calloc(a, (size_t)cap * sizeof *ls->slots, 64);
     if (ls->slots == NULL)
         return RL_ENOMEM;
-    if (pthread_mutex_init(&ls->lock, NULL) != 0) {
+    pthread_mutexattr_t attr;
+    int shared = rl__alloc_is_shared(a), bad = pthread_mutexattr_init(&attr) != 0;
+    /* A shared instance's writers are processes: a process-shared lock, and
+     * robust so that a writer's death does not block the others. */
+    if (!bad && shared)
+        bad = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
+              pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) != 0;
+    if (!bad) {
+        bad = pthread_mutex_init(&ls->lock, &attr) != 0;
+        pthread_mutexattr_destroy(&attr);
+    }
+    if (bad) {
         rl__free(a, ls->slots, (size_t)cap * sizeof *ls->slots, 64);
         ls->slots = NULL;
         return RL_ENOMEM;
@@ -112,7 +124,7 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
 {
     rl_limit_params_t p;
     /* Under the lock: the node count the shares divide by may change. */
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     int rc = params_from_def(ls, lim, clk, &p);
     if (rc != 0) {
         pthread_mutex_unlock(&ls->lock);
@@ -165,7 +177,7 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_c
                       rl_limits_convert_fn convert, void *ctx)
 {
     rl_limit_params_t p;
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     int rc = params_from_def(ls, lim, clk, &p);
     rl_limit_slot_t *s = rl__limit_get(ls, id);
     if (rc != 0)
@@ -200,7 +212,7 @@ int rl__limits_update(rl_limits_t *ls, int id, const rl_limit_t *lim, const rl_c
 
 int rl__limits_remove(rl_limits_t *ls, int id)
 {
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     rl_limit_slot_t *s = rl__limit_get(ls, id);
     if (s == NULL) {
         pthread_mutex_unlock(&ls->lock);
@@ -216,7 +228,7 @@ int rl__limits_remove(rl_limits_t *ls, int id)
 
 int rl__limits_find(rl_limits_t *ls, const char *name)
 {
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     int id = find_locked(ls, name);
     pthread_mutex_unlock(&ls->lock);
     return id;
@@ -224,7 +236,7 @@ int rl__limits_find(rl_limits_t *ls, const char *name)
 
 int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out)
 {
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     rl_limit_slot_t *s = rl__limit_get(ls, id);
     int rc = RL_ENOTFOUND;
     if (s != NULL) {
@@ -241,7 +253,7 @@ int rl__limits_set_nodes(rl_limits_t *ls, uint32_t nodes, const rl_clock_t *clk)
 {
     if (nodes == 0)
         return 0;
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     int changed = ls->expected_nodes != nodes;
     ls->expected_nodes = nodes;
     for (uint32_t i = 0; changed && i < ls->cap; i++) {

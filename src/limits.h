@@ -23,6 +23,7 @@
 #ifndef RL_LIMITS_H
 #define RL_LIMITS_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -130,6 +131,20 @@ typedef struct rl_limits {
 } rl_limits_t;
 
 _Static_assert(sizeof(rl_limit_params_t) % 8 == 0, "params are whole words");
+
+/*
+ * Take the registry writers' lock. In a shared instance (rl_open_shared) it
+ * is process-shared and robust: if its holder died, the next taker gets it
+ * (EOWNERDEAD) and marks it consistent. The registry is consistent whatever
+ * point the dead writer reached: a limit's parameters are written to the copy
+ * readers are not pointed at and published by one store, and a new limit by
+ * the store of its id, so the interrupted change either happened or did not.
+ */
+static inline void rl__limits_lock(rl_limits_t *ls)
+{
+    if (pthread_mutex_lock(&ls->lock) == EOWNERDEAD)
+        pthread_mutex_consistent(&ls->lock);
+}
 
 /*
  * Read a consistent copy of a limit's parameters: the words a check needs

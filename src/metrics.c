@@ -176,7 +176,7 @@ static uint32_t snapshot(rl_t *rl, entry_t *e)
 {
     rl_limits_t *ls = &rl->limits;
     uint32_t n = 0;
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls);
     for (uint32_t i = 0; i < ls->cap; i++) {
         rl_limit_slot_t *slot = &ls->slots[i];
         /* relaxed: under the writers' lock, which orders every id store. */

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: MIT
+"""nginx serving a static file: no limiter, nginx's limit_req, this module
+(local-only and global), in one run, rounds interleaved; wrk's requests/s
+and p99, the median of the rounds.
+
+    RL_NGINX_MODULE=/path/ngx_http_ratelimit_module.so \
+        python3 bench_nginx.py [--seconds 5] [--rounds 3] [--conns 32] [--keys 1000]
+
+Every limit is set far above the offered rate so that every request is
+admitted: the figure is what the check costs, not what denials save. The
+key is the X-Key header, drawn by wrk from --keys distinct values (limit_req
+gets a zone sized for them). Numbers, not gates: timing never decides a test.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_nginx import Nginx, Redis  # noqa: E402
+
+WRK_KEYS = r"""
+local n = %d
+local i = 0
+request = function()
+  i = (i + 7919) %% n
+  return wrk.format("GET", "/", { ["X-Key"] = "key-" .. i })
+end
+"""
+
+
+def wrk(port, seconds, conns, script):
+    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{seconds}s", "--latency", "-s",
+                          script, f"http://127.0.0.1:{port}/"],
+                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    m = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    p99_ms = float(m[1]) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m[2]]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rps, p99_ms, int(non2xx[1]) if non2xx else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--conns", type=int, default=32)
+    ap.add_argument("--keys", type=int, default=1000)
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="rl-bench-")
+    script = os.path.join(tmp, "keys.lua")
+    with open(script, "w") as f:
+        f.write(WRK_KEYS % a.keys)
+    secret = os.path.join(tmp, "secret")
+    with open(secret, "w") as f:
+        f.write("bench-secret-0123456789\n")
+    redis = Redis()
+    huge = "rate=100000000/s burst=100000000"
+    configs = {
+        "none": ("", ""),
+        "limit_req": ("limit_req_zone $http_x_key zone=z:%dm rate=100000000r/s;"
+                      % max(1, a.keys // 4000 + 1),
+                      "location / { limit_req zone=z burst=100000000 nodelay; }"),
+        "ratelimit local": (f"ratelimit_limit name=b {huge} mode=local;",
+                            "location / { ratelimit b $http_x_key; }"),
+        "ratelimit global": (f"ratelimit_redis redis://127.0.0.1:{redis.port};\n"
+                             f"ratelimit_secret_file {secret};\n"
+                             "ratelimit_expected_nodes 2;\n"
+                             f"ratelimit_limit name=b {huge};",
+                             "location / { ratelimit b $http_x_key; }"),
+    }
+    servers = {}
+    try:
+        for name, (http_conf, server_conf) in configs.items():
+            servers[name] = Nginx(http_conf, server_conf=server_conf)
+            servers[name].start()
+        res = {name: [] for name in configs}
+        for r in range(a.rounds):
+            for name, n in servers.items():
+                res[name].append(wrk(n.port, a.seconds, a.conns, script))
+                print(f"round {r + 1} {name}: {res[name][-1][0]:.0f} req/s "
+                      f"p99 {res[name][-1][1]:.2f} ms", file=sys.stderr)
+        base = statistics.median(x[0] for x in res["none"])
+        print(f"{'config':<18} {'req/s':>10} {'vs none':>8} {'p99 ms':>8} {'non-2xx':>8}")
+        for name, rows in res.items():
+            rps = statistics.median(x[0] for x in rows)
+            p99 = statistics.median(x[1] for x in rows)
+            bad = sum(x[2] for x in rows)
+            print(f"{name:<18} {rps:>10.0f} {100 * rps / base:>7.1f}% {p99:>8.2f} {bad:>8}")
+    finally:
+        for n in servers.values():
+            n.stop()
+        redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,923 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ngx_http_ratelimit_module: libratelimit's limits as nginx directives.
+ *
+ * Configuration is parsed and validated in the master (so `nginx -t` fails on
+ * a bad spec, an unknown limit or an unreadable secret); each worker opens
+ * its own instance in init_process and closes it in exit_process, because an
+ * instance inherited across fork() is unusable (RL_EFORKED) and the master
+ * must own no thread or connection a fork would break. See README.md.
+ */
+#include "ngx_http_ratelimit.h"
+
+/* One `ratelimit LIMIT KEY [cost=N]` rule of a location. */
+typedef struct {
+    ngx_uint_t def;                /* index into the main conf's defs */
+    ngx_http_complex_value_t key;
+    uint32_t cost;
+} ngx_http_ratelimit_rule_t;
+
+typedef struct {
+    ngx_array_t *rules;   /* ngx_http_ratelimit_rule_t; NULL: inherit */
+    ngx_uint_t status;
+    ngx_flag_t headers;
+    ngx_flag_t dry_run;
+    ngx_uint_t log_level;
+} ngx_http_ratelimit_loc_conf_t;
+
+/* $ratelimit_status values; the variable also marks a request as checked,
+ * because a request's variables (unlike its module contexts) survive an
+ * internal redirect: an error_page or try_files target is not charged twice. */
+static ngx_str_t ngx_http_ratelimit_status_text[] = {
+    ngx_string("PASSED"), ngx_string("REJECTED"), ngx_string("REJECTED_DRY_RUN"),
+    ngx_string("ERROR"),
+};
+enum { RL_NGX_PASSED, RL_NGX_REJECTED, RL_NGX_DRY, RL_NGX_ERROR };
+
+static ngx_int_t ngx_http_ratelimit_status_index = NGX_ERROR;
+
+static ngx_conf_enum_t ngx_http_ratelimit_log_levels[] = {
+    { ngx_string("info"), NGX_LOG_INFO },
+    { ngx_string("notice"), NGX_LOG_NOTICE },
+    { ngx_string("warn"), NGX_LOG_WARN },
+    { ngx_string("error"), NGX_LOG_ERR },
+    { ngx_null_string, 0 }
+};
+
+static ngx_conf_num_bounds_t ngx_http_ratelimit_status_bounds = {
+    ngx_conf_check_num_bounds, 400, 599
+};
+
+static char *ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_ratelimit_add_variables(ngx_conf_t *cf);
+static ngx_int_t ngx_http_ratelimit_init(ngx_conf_t *cf);
+static void *ngx_http_ratelimit_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_ratelimit_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_ratelimit_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static ngx_int_t ngx_http_ratelimit_init_module(ngx_cycle_t *cycle);
+static ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
+static void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
+
+static ngx_command_t ngx_http_ratelimit_commands[] = {
+    { ngx_string("ratelimit_redis"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_main_conf_t, redis_url), NULL },
+    { ngx_string("ratelimit_secret_file"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_http_ratelimit_secret_file, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit_node_id"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_http_ratelimit_node_id, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit_expected_nodes"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_main_conf_t, expected_nodes), NULL },
+    { ngx_string("ratelimit_max_keys"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_main_conf_t, max_keys), NULL },
+    { ngx_string("ratelimit_metrics_slot"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_main_conf_t, metrics_slot), NULL },
+    { ngx_string("ratelimit_limit"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
+      ngx_http_ratelimit_limit, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit"),
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE23,
+      ngx_http_ratelimit_rule, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit_status"),
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_loc_conf_t, status), &ngx_http_ratelimit_status_bounds },
+    { ngx_string("ratelimit_headers"),
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_loc_conf_t, headers), NULL },
+    { ngx_string("ratelimit_dry_run"),
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_loc_conf_t, dry_run), NULL },
+    { ngx_string("ratelimit_log_level"),
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_loc_conf_t, log_level), &ngx_http_ratelimit_log_levels },
+    { ngx_string("ratelimit_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+      ngx_http_ratelimit_metrics, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+    ngx_null_command
+};
+
+static ngx_http_module_t ngx_http_ratelimit_module_ctx = {
+    ngx_http_ratelimit_add_variables, /* preconfiguration */
+    ngx_http_ratelimit_init,          /* postconfiguration */
+    ngx_http_ratelimit_create_main_conf,
+    ngx_http_ratelimit_init_main_conf,
+    NULL, NULL,                       /* server conf */
+    ngx_http_ratelimit_create_loc_conf,
+    ngx_http_ratelimit_merge_loc_conf
+};
+
+ngx_module_t ngx_http_ratelimit_module = {
+    NGX_MODULE_V1,
+    &ngx_http_ratelimit_module_ctx,
+    ngx_http_ratelimit_commands,
+    NGX_HTTP_MODULE,
+    NULL,                             /* init master */
+    ngx_http_ratelimit_init_module,
+    ngx_http_ratelimit_init_process,
+    NULL,                             /* init thread */
+    NULL,                             /* exit thread */
+    ngx_http_ratelimit_exit_process,
+    NULL,                             /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+/* ---------------------------------------------------------------- config */
+
+static char *
+ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_ratelimit_def_t *def, *defs;
+    u_char *spec, *p;
+    size_t len = 0;
+    char err[256];
+    ngx_uint_t i;
+    int rc;
+
+    /* The spec may be one quoted argument or several words. */
+    for (i = 1; i < cf->args->nelts; i++) {
+        len += value[i].len + 1;
+    }
+    spec = ngx_pnalloc(cf->pool, len + 1);
+    if (spec == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    p = spec;
+    for (i = 1; i < cf->args->nelts; i++) {
+        if (i > 1) {
+            *p++ = ' ';
+        }
+        p = ngx_cpymem(p, value[i].data, value[i].len);
+    }
+    *p = '\0';
+
+    def = ngx_array_push(&mcf->defs);
+    if (def == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(def, sizeof(*def));
+    def->line = cf->conf_file->line;
+    err[0] = '\0';
+    rc = rl_limit_parse(&def->lim, (const char *) spec, err, sizeof(err));
+    if (rc < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: %s (%s) in \"%s\"", &cmd->name,
+                           err[0] ? err : rl_strerror(rc), rl_err_name(rc), spec);
+        return NGX_CONF_ERROR;
+    }
+    defs = mcf->defs.elts;
+    for (i = 0; i + 1 < mcf->defs.nelts; i++) {
+        if (ngx_strcmp(defs[i].lim.name, def->lim.name) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%V: limit \"%s\" is already defined (line %ui)", &cmd->name,
+                               def->lim.name, defs[i].line);
+            return NGX_CONF_ERROR;
+        }
+    }
+    return NGX_CONF_OK;
+}
+
+static uint64_t
+ngx_http_ratelimit_burst(const rl_limit_t *lim)
+{
+    return lim->burst ? lim->burst : lim->rate.count;
+}
+
+static char *
+ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_loc_conf_t *lcf = conf;
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_http_compile_complex_value_t ccv;
+    ngx_http_ratelimit_def_t *defs;
+    ngx_http_ratelimit_rule_t *rule;
+    ngx_str_t *value = cf->args->elts;
+    ngx_int_t cost = 1;
+    ngx_uint_t i;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ratelimit_module);
+    if (lcf->rules == NULL) {
+        lcf->rules = ngx_array_create(cf->pool, 2, sizeof(ngx_http_ratelimit_rule_t));
+        if (lcf->rules == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+    if (lcf->rules->nelts >= RL_MULTI_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: more than %d rules in one location",
+                           &cmd->name, RL_MULTI_MAX);
+        return NGX_CONF_ERROR;
+    }
+    rule = ngx_array_push(lcf->rules);
+    if (rule == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(rule, sizeof(*rule));
+
+    defs = mcf->defs.elts;
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        if (ngx_strlen(defs[i].lim.name) == value[1].len
+            && ngx_strncmp(defs[i].lim.name, value[1].data, value[1].len) == 0)
+        {
+            break;
+        }
+    }
+    if (i == mcf->defs.nelts) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%V: unknown limit \"%V\" (define it with ratelimit_limit first)",
+                           &cmd->name, &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    rule->def = i;
+
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &value[2];
+    ccv.complex_value = &rule->key;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (cf->args->nelts == 4) {
+        if (value[3].len <= 5 || ngx_strncmp(value[3].data, "cost=", 5) != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: unknown word \"%V\" (expected cost=N)",
+                               &cmd->name, &value[3]);
+            return NGX_CONF_ERROR;
+        }
+        cost = ngx_atoi(value[3].data + 5, value[3].len - 5);
+        if (cost == NGX_ERROR || cost > (ngx_int_t) UINT32_MAX) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid cost \"%V\"", &cmd->name,
+                               &value[3]);
+            return NGX_CONF_ERROR;
+        }
+        if ((uint64_t) cost > ngx_http_ratelimit_burst(&defs[i].lim)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%V: cost \"%V\" exceeds the burst of limit \"%s\" (%uL): it "
+                               "could never be admitted", &cmd->name, &value[3],
+                               defs[i].lim.name, ngx_http_ratelimit_burst(&defs[i].lim));
+            return NGX_CONF_ERROR;
+        }
+    }
+    rule->cost = (uint32_t) cost;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_file_info_t fi;
+    ngx_file_t file;
+    ssize_t n;
+    size_t len;
+
+    if (mcf->secret_file.data != NULL) {
+        return "is duplicate";
+    }
+    mcf->secret_file = value[1];
+    if (ngx_conf_full_name(cf->cycle, &mcf->secret_file, 1) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(&file, sizeof(file));
+    file.name = mcf->secret_file;
+    file.log = cf->log;
+    file.fd = ngx_open_file(file.name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (file.fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "%V: cannot open \"%V\"", &cmd->name,
+                           &file.name);
+        return NGX_CONF_ERROR;
+    }
+    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || ngx_file_size(&fi) > 4096) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" is not a file of at most 4096 bytes",
+                           &cmd->name, &file.name);
+        ngx_close_file(file.fd);
+        return NGX_CONF_ERROR;
+    }
+    len = (size_t) ngx_file_size(&fi);
+    mcf->secret.data = ngx_pnalloc(cf->pool, len ? len : 1);
+    if (mcf->secret.data == NULL) {
+        ngx_close_file(file.fd);
+        return NGX_CONF_ERROR;
+    }
+    n = ngx_read_file(&file, mcf->secret.data, len, 0);
+    ngx_close_file(file.fd);
+    if (n < 0 || (size_t) n != len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: cannot read \"%V\"", &cmd->name, &file.name);
+        return NGX_CONF_ERROR;
+    }
+    /* A trailing newline is the editor's, not the secret's. */
+    while (len > 0 && (mcf->secret.data[len - 1] == '\n' || mcf->secret.data[len - 1] == '\r')) {
+        len--;
+    }
+    mcf->secret.len = len;
+    if (len < 16) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%V: \"%V\" holds %uz bytes: the key secret needs at least 16",
+                           &cmd->name, &file.name, len);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_node_char(u_char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+static char *
+ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_uint_t i;
+
+    if (mcf->node_id.data != NULL) {
+        return "is duplicate";
+    }
+    /* Room for the "-w<worker>-<pid>" suffix inside the library's 64 bytes. */
+    if (value[1].len == 0 || value[1].len > 32) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" must be 1 to 32 bytes", &cmd->name,
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    for (i = 0; i < value[1].len; i++) {
+        if (!ngx_http_ratelimit_node_char(value[1].data[i])) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%V: \"%V\" has a byte outside [A-Za-z0-9_.:-]", &cmd->name,
+                               &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+    mcf->node_id = value[1];
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t *clcf;
+    ngx_http_ratelimit_main_conf_t *mcf;
+
+    (void) cmd;
+    (void) conf;
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ratelimit_module);
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_ratelimit_metrics_handler;
+    if (mcf->metrics_zone == NULL) {
+        return ngx_http_ratelimit_metrics_zone(cf, mcf);
+    }
+    return NGX_CONF_OK;
+}
+
+static void *
+ngx_http_ratelimit_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+
+    mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
+    if (mcf == NULL) {
+        return NULL;
+    }
+    if (ngx_array_init(&mcf->defs, cf->pool, 4, sizeof(ngx_http_ratelimit_def_t)) != NGX_OK) {
+        return NULL;
+    }
+    mcf->expected_nodes = NGX_CONF_UNSET_UINT;
+    mcf->max_keys = NGX_CONF_UNSET_UINT;
+    mcf->metrics_slot = NGX_CONF_UNSET_SIZE;
+    return mcf;
+}
+
+static char *
+ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+
+    (void) cf;
+    ngx_conf_init_uint_value(mcf->expected_nodes, 0);
+    ngx_conf_init_uint_value(mcf->max_keys, 65536);
+    ngx_conf_init_size_value(mcf->metrics_slot, 256 * 1024);
+    return NGX_CONF_OK;
+}
+
+static void *
+ngx_http_ratelimit_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_ratelimit_loc_conf_t *lcf;
+
+    lcf = ngx_pcalloc(cf->pool, sizeof(*lcf));
+    if (lcf == NULL) {
+        return NULL;
+    }
+    lcf->status = NGX_CONF_UNSET_UINT;
+    lcf->headers = NGX_CONF_UNSET;
+    lcf->dry_run = NGX_CONF_UNSET;
+    lcf->log_level = NGX_CONF_UNSET_UINT;
+    return lcf;
+}
+
+static char *
+ngx_http_ratelimit_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_ratelimit_loc_conf_t *prev = parent, *conf = child;
+
+    (void) cf;
+    /* Like limit_req: a level with its own rules replaces the outer ones. */
+    if (conf->rules == NULL) {
+        conf->rules = prev->rules;
+    }
+    ngx_conf_merge_uint_value(conf->status, prev->status, NGX_HTTP_TOO_MANY_REQUESTS);
+    ngx_conf_merge_value(conf->headers, prev->headers, 1);
+    ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
+    ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_status_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                   uintptr_t data)
+{
+    (void) r;
+    (void) data;
+    /* Set by the handler when it decides; unset means not checked. */
+    v->not_found = 1;
+    return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_add_variables(ngx_conf_t *cf)
+{
+    ngx_str_t name = ngx_string("ratelimit_status");
+    ngx_http_variable_t *var;
+
+    var = ngx_http_add_variable(cf, &name, 0);
+    if (var == NULL) {
+        return NGX_ERROR;
+    }
+    var->get_handler = ngx_http_ratelimit_status_variable;
+    ngx_http_ratelimit_status_index = ngx_http_get_variable_index(cf, &name);
+    return ngx_http_ratelimit_status_index == NGX_ERROR ? NGX_ERROR : NGX_OK;
+}
+
+/*
+ * Validate the whole configuration the way each worker will use it: a
+ * local-only instance (no thread, no socket) takes every limit, so `nginx -t`
+ * reports what rl_limit_add would refuse in a worker.
+ */
+static char *
+ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    rl_config_t cfg;
+    ngx_uint_t i;
+    rl_t *rl;
+    int rc;
+
+    if (mcf->redis_url.len > 0 && mcf->secret.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_redis: a fleet needs ratelimit_secret_file (the key "
+                           "secret every node shares)");
+        return NGX_CONF_ERROR;
+    }
+    rl_config_init(&cfg);
+    cfg.max_keys = (uint32_t) mcf->max_keys;
+    cfg.max_limits = mcf->defs.nelts > 256 ? (uint32_t) mcf->defs.nelts : 256;
+    if (mcf->expected_nodes > 0) {
+        cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+    }
+    rc = rl_open(&rl, &cfg);
+    if (rc < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_max_keys / ratelimit_expected_nodes / ratelimit_limit "
+                           "count: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+        return NGX_CONF_ERROR;
+    }
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        rc = rl_limit_add(rl, &defs[i].lim);
+        if (rc < 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "ratelimit_limit: limit \"%s\" (line %ui): %s (%s)",
+                               defs[i].lim.name, defs[i].line, rl_strerror(rc), rl_err_name(rc));
+            rl_close(rl);
+            return NGX_CONF_ERROR;
+        }
+    }
+    rl_close(rl);
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t ngx_http_ratelimit_handler(ngx_http_request_t *r);
+
+static ngx_int_t
+ngx_http_ratelimit_init(ngx_conf_t *cf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_http_core_main_conf_t *cmcf;
+    ngx_http_handler_pt *h;
+
+    mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ratelimit_module);
+    if (ngx_http_ratelimit_validate(cf, mcf) != NGX_CONF_OK) {
+        return NGX_ERROR;
+    }
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_ratelimit_handler;
+    return NGX_OK;
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static void
+ngx_http_ratelimit_log(void *ud, int32_t level, const char *msg)
+{
+    static const ngx_uint_t map[] = { NGX_LOG_ERR, NGX_LOG_WARN, NGX_LOG_INFO, NGX_LOG_DEBUG };
+    ngx_log_t *log = ud != NULL ? ud : ngx_cycle->log;
+
+    /* Called from the library's sync thread too: nginx's thread pools log
+     * through the same path (one write(2) per line). A shared instance
+     * outlives the cycle that opened it: it logs to the current one. */
+    ngx_log_error(map[level >= 0 && level <= 3 ? level : 0], log, 0, "ratelimit: %s", msg);
+}
+
+/*
+ * The master's shared instance for local-only configurations, kept across
+ * reloads so the new workers go on from the old workers' buckets: a reload
+ * neither refills nor empties a limit. It is replaced only when its sizing
+ * changes (ratelimit_max_keys, the number of limits past its room).
+ */
+static rl_t *ngx_http_ratelimit_shared;
+static ngx_uint_t ngx_http_ratelimit_shared_keys;
+static ngx_uint_t ngx_http_ratelimit_shared_cap;
+static char (*ngx_http_ratelimit_shared_names)[RL_NAME_MAX];
+static ngx_uint_t ngx_http_ratelimit_shared_n;
+
+static ngx_int_t
+ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    char (*names)[RL_NAME_MAX];
+    ngx_uint_t i, j;
+    int id;
+
+    names = ngx_alloc(sizeof(*names) * (mcf->defs.nelts + 1), cycle->log);
+    if (names == NULL) {
+        return NGX_ERROR;
+    }
+    /* Limits the new configuration dropped go; the old workers' rules on
+     * them answer RL_ENOTFOUND (logged, allowed) until those workers exit. */
+    for (i = 0; i < ngx_http_ratelimit_shared_n; i++) {
+        for (j = 0; j < mcf->defs.nelts; j++) {
+            if (ngx_strcmp(defs[j].lim.name, ngx_http_ratelimit_shared_names[i]) == 0) {
+                break;
+            }
+        }
+        id = rl_limit_find(ngx_http_ratelimit_shared, ngx_http_ratelimit_shared_names[i]);
+        if (j == mcf->defs.nelts && id >= 0) {
+            rl_limit_remove(ngx_http_ratelimit_shared, id);
+        }
+    }
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        id = rl_limit_find(ngx_http_ratelimit_shared, defs[i].lim.name);
+        if (id >= 0) {
+            /* Keeps every key's tokens, rescaled to the new parameters. */
+            int rc = rl_limit_update(ngx_http_ratelimit_shared, id, &defs[i].lim);
+            if (rc < 0) {
+                id = rc;
+            }
+        } else {
+            id = rl_limit_add(ngx_http_ratelimit_shared, &defs[i].lim);
+        }
+        if (id < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: limit \"%s\": %s (%s)",
+                          defs[i].lim.name, rl_strerror(id), rl_err_name(id));
+            ngx_free(names);
+            return NGX_ERROR;
+        }
+        mcf->ids[i] = id;
+        ngx_memcpy(names[i], defs[i].lim.name, RL_NAME_MAX);
+    }
+    if (ngx_http_ratelimit_shared_names != NULL) {
+        ngx_free(ngx_http_ratelimit_shared_names);
+    }
+    ngx_http_ratelimit_shared_names = names;
+    ngx_http_ratelimit_shared_n = mcf->defs.nelts;
+    return NGX_OK;
+}
+
+/* Master, at start and at each reload (before the workers are forked). */
+static ngx_int_t
+ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_uint_t cap;
+    rl_config_t cfg;
+    rl_t *rl;
+    int rc;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
+    if (mcf == NULL || mcf->redis_url.len > 0
+        || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL))
+    {
+        return NGX_OK;
+    }
+    mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
+    if (mcf->ids == NULL) {
+        return NGX_ERROR;
+    }
+    /* Room for the limits of this configuration and of the last one at
+     * once (a reload adds before the old names are gone). */
+    cap = ngx_max(256, 2 * mcf->defs.nelts);
+    if (ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
+        || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts)
+    {
+        rl_config_init(&cfg);
+        cfg.max_keys = (uint32_t) mcf->max_keys;
+        cfg.max_limits = (uint32_t) ngx_min(cap, RL_MAX_LIMITS);
+        cfg.log = ngx_http_ratelimit_log;
+        cfg.log_ud = NULL;
+        if (mcf->expected_nodes > 0) {
+            cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+        }
+        rc = rl_open_shared(&rl, &cfg);
+        if (rc < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "ratelimit: rl_open_shared failed: %s (%s); ratelimit_max_keys %ui",
+                          rl_strerror(rc), rl_err_name(rc), mcf->max_keys);
+            return NGX_ERROR;
+        }
+        /* The old workers keep their own view of the old instance until
+         * they exit; the master lets go of its view now. */
+        rl_close(ngx_http_ratelimit_shared);
+        ngx_http_ratelimit_shared = rl;
+        ngx_http_ratelimit_shared_keys = mcf->max_keys;
+        ngx_http_ratelimit_shared_cap = cfg.max_limits;
+        ngx_http_ratelimit_shared_n = 0;
+    }
+    if (ngx_http_ratelimit_shared_sync(cycle, mcf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    mcf->rl = ngx_http_ratelimit_shared;
+    mcf->shared = 1;
+    return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_http_ratelimit_def_t *defs;
+    char node[RL_NAME_MAX], url[2048];
+    ngx_str_t host;
+    rl_config_t cfg;
+    u_char *p;
+    ngx_uint_t i;
+    int rc;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
+    if (mcf == NULL || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL)) {
+        return NGX_OK;
+    }
+    if (mcf->shared) {
+        return NGX_OK; /* the master's shared instance, inherited */
+    }
+    rl_config_init(&cfg);
+    cfg.max_keys = (uint32_t) mcf->max_keys;
+    cfg.max_limits = mcf->defs.nelts > 256 ? (uint32_t) mcf->defs.nelts : 256;
+    cfg.log = ngx_http_ratelimit_log;
+    cfg.log_ud = cycle->log;
+    if (mcf->redis_url.len > 0) {
+        if (mcf->redis_url.len >= sizeof(url)) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit_redis: URL too long");
+            return NGX_ERROR;
+        }
+        ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
+        cfg.redis_url = url;
+        cfg.key_secret = mcf->secret.data;
+        cfg.key_secret_len = mcf->secret.len;
+        /* Each worker is one node of the fleet; the pid keeps the node of an
+         * old worker still draining after a reload apart from its successor. */
+        host = mcf->node_id.len ? mcf->node_id : cycle->hostname;
+        p = ngx_snprintf((u_char *) node, sizeof(node) - 1, "%*s",
+                         ngx_min(host.len, (size_t) 32), host.data);
+        for (i = 0; i < (ngx_uint_t) (p - (u_char *) node); i++) {
+            if (!ngx_http_ratelimit_node_char((u_char) node[i])) {
+                node[i] = '_';
+            }
+        }
+        p = ngx_snprintf(p, sizeof(node) - 1 - (p - (u_char *) node), "-w%ui-%P", ngx_worker,
+                         ngx_pid);
+        *p = '\0';
+        cfg.node_id = node;
+        cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
+    } else if (mcf->expected_nodes > 0) {
+        cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+    }
+    rc = rl_open(&mcf->rl, &cfg);
+    if (rc < 0) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "ratelimit: rl_open failed: %s (%s); ratelimit_redis \"%V\", "
+                      "ratelimit_max_keys %ui", rl_strerror(rc), rl_err_name(rc),
+                      &mcf->redis_url, mcf->max_keys);
+        return NGX_ERROR;
+    }
+    mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
+    if (mcf->ids == NULL) {
+        return NGX_ERROR;
+    }
+    defs = mcf->defs.elts;
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        rc = rl_limit_add(mcf->rl, &defs[i].lim);
+        if (rc < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: limit \"%s\": %s (%s)",
+                          defs[i].lim.name, rl_strerror(rc), rl_err_name(rc));
+            return NGX_ERROR;
+        }
+        mcf->ids[i] = rc;
+    }
+    if (mcf->metrics_zone != NULL) {
+        ngx_http_ratelimit_metrics_start(cycle, mcf);
+    }
+    return NGX_OK;
+}
+
+static void
+ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
+    if (mcf == NULL || mcf->rl == NULL || mcf->shared) {
+        return; /* a shared instance outlives its workers */
+    }
+    /* Reports the last usage to Redis and hands this node's shares back, so
+     * a reload loses no count (bounded wait, see rl_close). */
+    rl_close(mcf->rl);
+    mcf->rl = NULL;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static void
+ngx_http_ratelimit_set_status(ngx_http_request_t *r, ngx_uint_t status)
+{
+    ngx_http_variable_value_t *v = &r->main->variables[ngx_http_ratelimit_status_index];
+
+    v->len = ngx_http_ratelimit_status_text[status].len;
+    v->data = ngx_http_ratelimit_status_text[status].data;
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+}
+
+/* Append rl_headers' CRLF lines ("Name: value") to the response. */
+static ngx_int_t
+ngx_http_ratelimit_add_headers(ngx_http_request_t *r, const rl_decision_t *d)
+{
+    char text[1024];
+    u_char *p, *end, *eol, *colon;
+    ngx_table_elt_t *h;
+    int n;
+
+    n = rl_headers(d, text, sizeof(text));
+    if (n < 0 || (size_t) n >= sizeof(text)) {
+        return NGX_ERROR;
+    }
+    p = (u_char *) text;
+    end = p + n;
+    while (p < end) {
+        eol = ngx_strlchr(p, end, '\r');
+        colon = ngx_strlchr(p, eol ? eol : end, ':');
+        if (eol == NULL || colon == NULL) {
+            return NGX_ERROR;
+        }
+        h = ngx_list_push(&r->headers_out.headers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+        h->hash = 1;
+        h->key.len = colon - p;
+        h->key.data = ngx_pnalloc(r->pool, h->key.len + (eol - colon));
+        if (h->key.data == NULL) {
+            return NGX_ERROR;
+        }
+        ngx_memcpy(h->key.data, p, h->key.len);
+        colon++;
+        while (colon < eol && *colon == ' ') {
+            colon++;
+        }
+        h->value.len = eol - colon;
+        h->value.data = h->key.data + h->key.len;
+        ngx_memcpy(h->value.data, colon, h->value.len);
+        h->lowcase_key = NULL;
+        p = eol + 2;
+    }
+    return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_handler(ngx_http_request_t *r)
+{
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_http_ratelimit_loc_conf_t *lcf;
+    ngx_http_ratelimit_rule_t *rules;
+    ngx_http_ratelimit_def_t *defs;
+    rl_request_t reqs[RL_MULTI_MAX];
+    rl_decision_t out[RL_MULTI_MAX];
+    ngx_uint_t map[RL_MULTI_MAX];
+    const rl_decision_t *shown;
+    ngx_str_t key;
+    size_t n = 0, denied = 0, i;
+    int rc;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    if (lcf->rules == NULL || r->main->variables[ngx_http_ratelimit_status_index].valid) {
+        return NGX_DECLINED;
+    }
+    mcf = ngx_http_get_module_main_conf(r, ngx_http_ratelimit_module);
+    if (mcf->rl == NULL) {
+        return NGX_DECLINED;
+    }
+    rules = lcf->rules->elts;
+    defs = mcf->defs.elts;
+    for (i = 0; i < lcf->rules->nelts; i++) {
+        if (ngx_http_complex_value(r, &rules[i].key, &key) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (key.len == 0) {
+            continue; /* like limit_req: an empty key is not limited */
+        }
+        if (key.len > RL_MAX_KEY_LEN) {
+            /* A client chooses its header values: an over-long key is
+             * refused like an over-limit request, never a 500. */
+            ngx_log_error(lcf->log_level, r->connection->log, 0,
+                          "ratelimit: key of limit \"%s\" is %uz bytes (at most %d): refused",
+                          defs[rules[i].def].lim.name, key.len, RL_MAX_KEY_LEN);
+            ngx_http_ratelimit_set_status(r, lcf->dry_run ? RL_NGX_DRY : RL_NGX_REJECTED);
+            return lcf->dry_run ? NGX_DECLINED : (ngx_int_t) lcf->status;
+        }
+        rl_request_init(&reqs[n]);
+        reqs[n].limit = mcf->ids[rules[i].def];
+        reqs[n].key = key.data;
+        reqs[n].key_len = key.len;
+        reqs[n].cost = rules[i].cost;
+        rl_decision_init(&out[n]);
+        map[n] = i;
+        n++;
+    }
+    if (n == 0) {
+        return NGX_DECLINED;
+    }
+    /* All-or-nothing: a request denied by one limit charges none. Every
+     * mode the library builds today decides locally without waiting, so the
+     * worker never blocks here; exact and quota limits, once built, go
+     * through the library's non-blocking check from this same place. */
+    rc = rl_check_multi(mcf->rl, reqs, n, sizeof(rl_request_t), out, &denied);
+    if (rc < 0) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "ratelimit: rl_check_multi failed: %s (%s): request allowed",
+                      rl_strerror(rc), rl_err_name(rc));
+        ngx_http_ratelimit_set_status(r, RL_NGX_ERROR);
+        return NGX_DECLINED;
+    }
+    if (rc == RL_ALLOW) {
+        /* Show the limit closest to denying. */
+        shown = &out[0];
+        for (i = 1; i < n; i++) {
+            if (out[i].remaining < shown->remaining) {
+                shown = &out[i];
+            }
+        }
+        ngx_http_ratelimit_set_status(r, RL_NGX_PASSED);
+        if (lcf->headers && ngx_http_ratelimit_add_headers(r, shown) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        return NGX_DECLINED;
+    }
+    ngx_log_error(lcf->log_level, r->connection->log, 0,
+                  "ratelimit: %s by limit \"%s\", retry after %uL ms",
+                  lcf->dry_run ? "would deny (dry run)" : "denied",
+                  defs[rules[map[denied]].def].lim.name, out[denied].retry_after_ms);
+    if (lcf->dry_run) {
+        ngx_http_ratelimit_set_status(r, RL_NGX_DRY);
+        return NGX_DECLINED;
+    }
+    ngx_http_ratelimit_set_status(r, RL_NGX_REJECTED);
+    if (lcf->headers && ngx_http_ratelimit_add_headers(r, &out[denied]) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return (ngx_int_t) lcf->status;
+}
