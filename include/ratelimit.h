@@ -57,6 +57,8 @@ extern "C" {
 #define RL_MAX_LIMITS 4096
 /* Most requests in one rl_check_multi batch. */
 #define RL_MULTI_MAX 64
+/* The most requests one rl_check_batch call takes. */
+#define RL_BATCH_MAX 4096
 
 /* rl_check / rl_check_multi verdicts. */
 #define RL_DENY 0
@@ -650,6 +652,33 @@ static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(re
  */
 RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
                              rl_decision_t *out, size_t *denied_index);
+
+/*
+ * Check n independent requests in one call: each is decided, charged and
+ * counted exactly as its own rl_check would be, in array order, and gets its
+ * own verdict (not all or nothing: see rl_check_multi for that). Faster than
+ * n calls when keys are cold: every key is hashed and its table slot's cache
+ * line requested before any request is charged, so the memory misses of
+ * independent keys overlap instead of following one another. The batch is
+ * worked through 32 requests at a time, each group decided at one clock
+ * reading per clock source, as if its checks had run back to back then.
+ * `req_size` and out[0].size are the strides, as for rl_check_multi; every
+ * out[i] must be initialised. `out` (n decisions) and `results` (n ints)
+ * may each be NULL; results[i] receives what rl_check would have returned
+ * for request i: RL_ALLOW, RL_DENY or that request's own error (RL_EKEYLEN,
+ * RL_EINVAL for a NULL key with key_len > 0, RL_ENOTFOUND, RL_ECOST, RL_ESIZE
+ * for a request whose size is not req_size or has unknown non-zero tail
+ * bytes), in which case out[i] has allowed = RL_DENY and the other requests
+ * are still checked. cost 0 peeks, as in rl_check.
+ * Lock-free and thread-safe like rl_check; the arrays are the caller's and
+ * are only read (reqs) or written (out, results) during the call.
+ * Returns the number of requests allowed (0..n), or an error for the call as
+ * a whole, when nothing is checked and nothing written: RL_EINVAL (rl NULL,
+ * or reqs NULL with n > 0), RL_ERANGE (n > RL_BATCH_MAX), RL_ESIZE
+ * (req_size or out[0].size smaller than the oldest layout), RL_EFORKED.
+ */
+RL_EXTERN int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                             rl_decision_t *out, int *results);
 
 /*
  * Render the rate-limit response header fields for a decision into buf, as

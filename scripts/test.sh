@@ -295,6 +295,7 @@ threaded_cases=(
   "test_hardening fixed_bugs"
   "test_metrics concurrency"
   "test_exactness core"
+  "test_batch core"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

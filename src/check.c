@@ -59,9 +59,11 @@ static int check_key(const void *key, size_t len)
     return 0;
 }
 
-/* Resolve the limit and the key's probe; read the clock the limit uses. */
-static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t cost,
-                       int detail, target_t *t)
+/* Resolve the limit and the key's probe (all but the clock). */
+static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id,
+                                                                const void *key, size_t len,
+                                                                uint32_t cost, int detail,
+                                                                target_t *t)
 {
     int rc = check_key(key, len);
     if (rc != 0)
@@ -77,8 +79,18 @@ static int target_init(rl_t *rl, int id, const void *key, size_t len, uint32_t c
         return RL_ECOST;
     rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
                    rl__limit_ref(id), t->ls->salt);
-    t->now = rl__clock_now_fp(&rl->clock, t->p.clock_source);
     return 0;
+}
+
+/* Resolve the limit and the key's probe; read the clock the limit uses. */
+static inline __attribute__((always_inline)) int target_init(rl_t *rl, int id, const void *key,
+                                                             size_t len, uint32_t cost,
+                                                             int detail, target_t *t)
+{
+    int rc = target_prepare(rl, id, key, len, cost, detail, t);
+    if (rc == 0)
+        t->now = rl__clock_now_fp(&rl->clock, t->p.clock_source);
+    return rc;
 }
 
 /*
@@ -165,7 +177,7 @@ static void recharge(target_t *t, _Atomic uint64_t *w, uint32_t tokens, uint64_t
  * the overflow bucket), so its epoch bit is honoured; a synced key's word is
  * in its share's unit, which the sync thread rescales itself.
  */
-static int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
+static inline __attribute__((always_inline)) int charge_word(target_t *t, _Atomic uint64_t *w, uint64_t tat, const rl_gcra_t *g0,
                        uint32_t cost, int epochal, outcome_t *o)
 {
     /* Locals, not reloads through t: the CAS is a compiler barrier. */
@@ -265,7 +277,7 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
  * rare flags. Called once a decision is final and, in rl_check_multi, before
  * the batch's refunds: a bucket just charged (or in debt, having denied) is
  * not idle, so its slot is not retired and reused before the count lands. */
-static void count(rl_t *rl, target_t *t, const outcome_t *o)
+static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, const outcome_t *o)
 {
     if (o->slot != NULL)
         rl__table_count(&rl->table, o->slot, o->allowed);
@@ -348,7 +360,7 @@ static void charge_degraded(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t c
 }
 
 /* Charge cost > 0 to the target's key. */
-static void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
+static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 {
     o->flags = 0;
     o->g = &t->p.normal;
@@ -620,4 +632,98 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
     if (rc != 0)
         return rc;
     return denier == n ? RL_ALLOW : RL_DENY;
+}
+
+/* Requests a batch resolves and prefetches before it charges the first:
+ * enough misses in flight to cover a DRAM latency, few enough that the
+ * targets (a few hundred bytes each) stay in L1. */
+#define RL_BATCH_CHUNK 32
+
+/* One request of a batch resolved as rl_check would (its error or 0). */
+static int batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size, int detail,
+                         target_t *t)
+{
+    if (r->size != req_size)
+        return RL_ESIZE;
+    int rc = rl__struct_ok(r, r->size, RL_REQUEST_SIZE_MIN, sizeof *r);
+    if (rc == 0)
+        rc = target_prepare(rl, r->limit, r->key, r->key_len, r->cost,
+                            detail || r->cost == 0, t);
+    return rc;
+}
+
+int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                   rl_decision_t *out, int *results)
+{
+    if (rl == NULL || (reqs == NULL && n > 0))
+        return RL_EINVAL;
+    if (n > RL_BATCH_MAX)
+        return RL_ERANGE;
+    if (req_size < RL_REQUEST_SIZE_MIN || (out != NULL && n > 0 && out->size < RL_DECISION_SIZE_MIN))
+        return RL_ESIZE;
+    int rc = rl__fork_check(rl);
+    if (rc != 0)
+        return rc;
+    size_t stride = out != NULL ? out->size : 0;
+    int allowed = 0;
+    target_t t[RL_BATCH_CHUNK];
+    int st[RL_BATCH_CHUNK];
+    for (size_t base = 0; base < n; base += RL_BATCH_CHUNK) {
+        size_t m = n - base < RL_BATCH_CHUNK ? n - base : RL_BATCH_CHUNK;
+        /* Hash every key, then start every home slot's line on its way
+         * before any charge waits for one, so independent misses can
+         * overlap. The prefetches go back to back, not between the hashes:
+         * on this project's VM one that misses the TLB holds the pipeline
+         * for its page walk (bench/README.md, rl_bench_batch). */
+        for (size_t i = 0; i < m; i++) {
+            const rl_request_t *r = (const void *)((const char *)reqs + (base + i) * req_size);
+            st[i] = batch_prepare(rl, r, req_size, out != NULL, &t[i]);
+        }
+        for (size_t i = 0; i < m; i++)
+            if (st[i] == 0)
+                __builtin_prefetch(rl__slot_at(&rl->table, t[i].probe.home, 0), 1, 3);
+        /* One clock reading per clock source and chunk: the chunk's checks
+         * are decided at one instant, as if they had run back to back. */
+        int64_t src[2];
+        uint64_t now[2];
+        size_t nsrc = 0;
+        for (size_t i = 0; i < m; i++) {
+            if (st[i] != 0)
+                continue;
+            size_t k = 0;
+            while (k < nsrc && src[k] != t[i].p.clock_source)
+                k++;
+            if (k == nsrc) {
+                if (nsrc == 2) { /* a third source: read it for this request */
+                    t[i].now = rl__clock_now_fp(&rl->clock, t[i].p.clock_source);
+                    continue;
+                }
+                src[nsrc] = t[i].p.clock_source;
+                now[nsrc++] = rl__clock_now_fp(&rl->clock, t[i].p.clock_source);
+            }
+            t[i].now = now[k];
+        }
+        for (size_t i = 0; i < m; i++) {
+            const rl_request_t *r = (const void *)((const char *)reqs + (base + i) * req_size);
+            rl_decision_t *d = out != NULL ? (void *)((char *)out + (base + i) * stride) : NULL;
+            if (st[i] == 0) {
+                outcome_t o;
+                if (r->cost == 0) {
+                    peek(rl, &t[i], &o);
+                } else {
+                    charge(rl, &t[i], r->cost, &o);
+                    count(rl, &t[i], &o);
+                }
+                if (d != NULL)
+                    write_decision(d, &t[i], &o);
+                st[i] = o.allowed ? RL_ALLOW : RL_DENY;
+                allowed += o.allowed != 0;
+            } else {
+                fail_decision(d);
+            }
+            if (results != NULL)
+                results[base + i] = st[i];
+        }
+    }
+    return allowed;
 }

@@ -34,52 +34,6 @@ void rl__table_destroy(rl_table_t *t, const rl_allocator_t *a)
 
 size_t rl__table_bytes(const rl_table_t *t) { return t->nslots * sizeof(rl_slot_t); }
 
-static inline rl_slot_t *slot_at(rl_table_t *t, size_t home, size_t d)
-{
-    size_t i = home + d;
-    return &t->slots[i >= t->nslots ? i - t->nslots : i];
-}
-
-/*
- * Read a LIVE slot's key id and bucket word under ctrl value c1 (loaded with
- * acquire by the caller). 1: it is the probed key and alive (*tat set).
- */
-static int slot_read(rl_slot_t *s, const rl_probe_t *p, uint64_t c1, uint64_t *tat)
-{
-    /* acquire (seqlock read side): a value stored after a claim (release)
-     * carries the claim's ctrl change to the re-read below, which then
-     * fails. Plain loads on x86; unlike a fence, visible to TSan. */
-    uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_acquire);
-    uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_acquire);
-    uint64_t v = atomic_load_explicit(&s->tat, memory_order_acquire);
-    /* relaxed: ordered after the loads above by their acquire. */
-    if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c1)
-        return 0;
-    if (lo != p->id.lo || hi != p->id.hi || v == RL_TAT_DEAD)
-        return 0;
-    *tat = v;
-    return 1;
-}
-
-int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref)
-{
-    for (size_t d = 0; d < RL_PROBE_MAX; d++) {
-        rl_slot_t *s = slot_at(t, p->home, d);
-        /* acquire: pairs with the publishing release, so the key id and TAT
-         * written before LIVE are visible. */
-        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
-        unsigned st = RL_CTRL_STATE(c);
-        if (st == RL_SLOT_EMPTY)
-            return 0; /* EMPTY is never re-created: no key lives past it */
-        if (st == RL_SLOT_LIVE && RL_CTRL_KEYBITS(c) == p->keybits &&
-            slot_read(s, p, c, &ref->tat)) {
-            ref->slot = s;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The live limit a slot's ctrl refers to, or NULL if it was removed. */
 static rl_limit_slot_t *slot_limit(rl_table_t *t, uint64_t c)
 {
@@ -236,7 +190,7 @@ static int claim_conflicts(rl_table_t *t, const rl_probe_t *p, size_t mine, rl_s
     for (size_t d = 0; d < RL_PROBE_MAX; d++) {
         if (d == mine)
             continue;
-        rl_slot_t *s = slot_at(t, p->home, d);
+        rl_slot_t *s = rl__slot_at(t, p->home, d);
         for (;;) {
             /* seq_cst: the load half of the claim/claim pairing (above). */
             uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_seq_cst);
@@ -246,7 +200,7 @@ static int claim_conflicts(rl_table_t *t, const rl_probe_t *p, size_t mine, rl_s
             if (RL_CTRL_KEYBITS(c) != p->keybits)
                 break;
             if (st == RL_SLOT_LIVE) {
-                if (slot_read(s, p, c, &ref->tat)) {
+                if (rl__slot_read(s, p, c, &ref->tat)) {
                     ref->slot = s;
                     return 1;
                 }
@@ -275,7 +229,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         size_t idle_d = RL_PROBE_MAX;
         uint64_t idle_c = 0, idle_tat = 0;
         for (size_t d = 0; d < RL_PROBE_MAX; d++) {
-            rl_slot_t *s = slot_at(t, p->home, d);
+            rl_slot_t *s = rl__slot_at(t, p->home, d);
             /* acquire: as in rl__table_find; also orders the TOMB's floor. */
             uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
             unsigned st = RL_CTRL_STATE(c);
@@ -297,7 +251,7 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
             }
             if (st != RL_SLOT_LIVE)
                 continue;
-            if (RL_CTRL_KEYBITS(c) == p->keybits && slot_read(s, p, c, &ref->tat)) {
+            if (RL_CTRL_KEYBITS(c) == p->keybits && rl__slot_read(s, p, c, &ref->tat)) {
                 ref->slot = s;
                 return 1;
             }
@@ -315,14 +269,14 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
             /* No free slot or no capacity: make room from an idle key in our
              * own window, else from a batch of the table, then look again. */
             int room = idle_d != RL_PROBE_MAX &&
-                       retire_idle(t, slot_at(t, p->home, idle_d), idle_c, idle_tat);
+                       retire_idle(t, rl__slot_at(t, p->home, idle_d), idle_c, idle_tat);
             /* A batch that freed nothing does not end the insert: the bound
              * on failed inserts (table.h) counts a batch per attempt. */
             if (!room)
                 rl__table_sweep_some(t, now_fp);
             continue;
         }
-        rl_slot_t *s = slot_at(t, p->home, free_d);
+        rl_slot_t *s = rl__slot_at(t, p->home, free_d);
         uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
         /* seq_cst: wins the slot; acquire sees the floor and counts of the
          * retire before it; the stores below publish with release. And the

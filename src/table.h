@@ -154,8 +154,54 @@ static inline void rl__probe_init(rl_probe_t *p, const rl_table_t *t, const rl_k
     p->home = (size_t)(((unsigned __int128)m * t->nslots) >> 64);
 }
 
-/* Find the key's live slot; 1 found (*ref filled), 0 absent. */
-int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref);
+/* The slot d places past home, wrapping. */
+static inline rl_slot_t *rl__slot_at(rl_table_t *t, size_t home, size_t d)
+{
+    size_t i = home + d;
+    return &t->slots[i >= t->nslots ? i - t->nslots : i];
+}
+
+/*
+ * Read a LIVE slot's key id and bucket word under ctrl value c1 (loaded with
+ * acquire by the caller). 1: it is the probed key and alive (*tat set).
+ */
+static inline int rl__slot_read(rl_slot_t *s, const rl_probe_t *p, uint64_t c1, uint64_t *tat)
+{
+    /* acquire (seqlock read side): a value stored after a claim (release)
+     * carries the claim's ctrl change to the re-read below, which then
+     * fails. Plain loads on x86; unlike a fence, visible to TSan. */
+    uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_acquire);
+    uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&s->tat, memory_order_acquire);
+    /* relaxed: ordered after the loads above by their acquire. */
+    if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c1)
+        return 0;
+    if (lo != p->id.lo || hi != p->id.hi || v == RL_TAT_DEAD)
+        return 0;
+    *tat = v;
+    return 1;
+}
+
+/* Find the key's live slot; 1 found (*ref filled), 0 absent. Inline (with
+ * the two above): it is on every check's path. */
+static inline int rl__table_find(rl_table_t *t, const rl_probe_t *p, rl_slotref_t *ref)
+{
+    for (size_t d = 0; d < RL_PROBE_MAX; d++) {
+        rl_slot_t *s = rl__slot_at(t, p->home, d);
+        /* acquire: pairs with the publishing release, so the key id and TAT
+         * written before LIVE are visible. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        unsigned st = RL_CTRL_STATE(c);
+        if (st == RL_SLOT_EMPTY)
+            return 0; /* EMPTY is never re-created: no key lives past it */
+        if (st == RL_SLOT_LIVE && RL_CTRL_KEYBITS(c) == p->keybits &&
+            rl__slot_read(s, p, c, &ref->tat)) {
+            ref->slot = s;
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* Find or insert; 1 found/inserted, 0 no room (window or caps full). */
 int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
