@@ -29,8 +29,10 @@
 #
 # --valgrind runs each Check suite binary with CK_FORK=no (so memcheck sees
 # the test bodies, not just the runner) under
-#   valgrind --error-exitcode=1 --leak-check=full
-# and skips suites whose name contains "concurrency" or "stress": they run
+#   valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes
+# (valgrind runs one thread at a time; without fair scheduling a thread that
+# spins on an atomic can keep the lock and starve the thread it waits for,
+# and a suite of racing checkers hangs) and skips suites whose name contains "concurrency" or "stress": they run
 # many threads for a fixed wall-clock time or a fixed number of operations,
 # which under valgrind's serialised threads takes 20-50x longer and tests
 # little that ASan and TSan do not already cover. RL_VALGRIND_ALL=1 runs them
@@ -262,7 +264,7 @@ run_valgrind() {
     if (cd "$build_dir/tests" &&
         CK_FORK=no RL_VALGRIND=1 CK_EXCLUDE_TAGS="${CK_EXCLUDE_TAGS:+$CK_EXCLUDE_TAGS }novalgrind" \
           timeout --signal=KILL 1200 \
-          valgrind --error-exitcode=1 --leak-check=full --quiet "${vg_supp[@]}" "$t"); then
+          valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes --quiet "${vg_supp[@]}" "$t"); then
       passed=$((passed + 1))
     else
       failed=$((failed + 1))
@@ -328,7 +330,7 @@ threadcheck_selftest() {
 run_threadcheck() {
   local tools=("$@") tool entry suite tcase only out rc checks passed=0 failed=0 failed_names=()
   command -v valgrind >/dev/null 2>&1 || { echo "test.sh: valgrind not found" >&2; exit 1; }
-  vg=(valgrind --error-exitcode=1 --read-inline-info=yes --num-callers=20
+  vg=(valgrind --error-exitcode=1 --fair-sched=yes --read-inline-info=yes --num-callers=20
       "--suppressions=$root/tests/threadcheck.supp")
   out=$(mktemp)
   for tool in "${tools[@]}"; do
