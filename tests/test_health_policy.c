@@ -83,15 +83,15 @@ END_TEST
 /* Random outcome sequences against a model written from health.h's words. */
 START_TEST(health_matches_model)
 {
-    uint64_t rng = 0x9e3779b97f4a7c15u;
+    uint64_t seed = 0x9e3779b97f4a7c15u, rng;
     for (int trial = 0; trial < 2000; trial++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        rng = next_u64(&seed);
         rl_health_cfg_t cfg = {1 + (uint32_t)(rng % 4), 1 + (uint32_t)((rng >> 8) % 4)};
         rl_health_counts_t c = {0, 0};
         int st = RL_HEALTH_HEALTHY, model = RL_HEALTH_HEALTHY;
         uint32_t fails = 0, oks = 0; /* the model's streaks */
         for (int r = 0; r < 64; r++) {
-            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            rng = next_u64(&seed);
             int failed = (rng >> 20) % 3 == 0;
             st = after(st, failed, &c, &cfg, NULL);
             if (failed) {
