@@ -6,6 +6,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "instance.h"
+#include "hot.h"
 #include "alloc.h"
 #include "errbuf.h"
 #include "structsize.h"
@@ -214,6 +215,7 @@ void rl_close(rl_t *rl)
         else
             rl__sync_forget(rl->sync);
     }
+    rl__hot_destroy(rl);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
@@ -323,6 +325,10 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
         return rc;
     }
     fork_guard_init(rl);
+    if ((rc = rl__hot_init(rl, synced)) != 0) {
+        rl_close(rl);
+        return rc;
+    }
     if (synced) {
         rl_redisurl_t url;
         rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);

@@ -29,5 +29,6 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
 #define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
 #define RL_STATS_SIZE_MIN offsetof(rl_stats_t, health_since_round)
 #define RL_LIMIT_STATS_SIZE_MIN offsetof(rl_limit_stats_t, sync_keys)
+#define RL_HOTKEY_SIZE_MIN sizeof(rl_hotkey_t) /* its first layout */
 
 #endif

@@ -4,6 +4,7 @@
 #include "table.h"
 #include "alloc.h"
 #include "clock.h"
+#include "hotcap.h"
 
 int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
                    rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
@@ -464,4 +465,17 @@ void rl__table_convert_limit(rl_table_t *t, uint32_t lref, uint64_t from_t, uint
             rl__bucket_convert(&s->tat, &s->aux, from_t, to_t, bit,
                                rl__clock_now_fp(clk, source));
     }
+}
+
+void rl__table_first_count(rl_table_t *t, rl_slot_t *s, const rl_probe_t *p, const void *key,
+                           size_t len)
+{
+    size_t i = (size_t)(s - t->slots);
+    if (t->dirty != NULL)
+        /* release: a sync thread whose bitmap swap (acquire) sees this bit
+         * also sees the add, so its swap of the counter includes it. */
+        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                 memory_order_release);
+    if (t->hotcap != NULL)
+        rl__hotcap_offer(t->hotcap, i, p->id.lo, p->id.hi, RL_CTRL_LREF(p->keybits), key, len);
 }
