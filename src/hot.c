@@ -6,6 +6,7 @@
 #include "shared.h"
 #include "shareword.h"
 #include "structsize.h"
+#include "syncnodes.h"
 
 int rl__hot_init(rl_t *rl, int synced)
 {
@@ -412,4 +413,46 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
     }
     pthread_mutex_unlock(&h->mu);
     return (int)got;
+}
+
+size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
+{
+    rl_hot_t *h = rl->hot;
+    if (cap > 0)
+        buf[0] = '\0';
+    if (h == NULL || h->round.k == 0 || cap == 0)
+        return 0;
+    rl_hk_entry_t *idx[RL_HOT_K * RL_HOTKEYS_SLACK];
+    size_t len = 0, items = 0;
+    pthread_mutex_lock(&h->mu);
+    size_t n = by_demand(&h->round, idx);
+    /* Names are writer-owned while a limit lives: copied under its lock. */
+    rl__limits_lock(&rl->limits);
+    for (size_t i = 0; i < n && items < RL_NODES_HOT_MAX; i++) {
+        const rl_hk_entry_t *e = idx[i];
+        lim_t l;
+        if (e->key_len == 0 || (e->rate <= 0 && !e->hot) || !lim_of(rl, e->lref, &l))
+            continue;
+        rl_nodes_hot_t it;
+        memset(&it, 0, sizeof it);
+        snprintf(it.limit, sizeof it.limit, "%s", l.name);
+        it.kept = e->key_len < RL_HOTKEY_BYTES ? e->key_len : RL_HOTKEY_BYTES;
+        memcpy(it.key, e->key, it.kept);
+        it.key_len = e->key_len;
+        it.demand_mps = (uint64_t)(e->rate * 1000.0 + 0.5);
+        it.fleet_mps = (uint64_t)(e->fleet * 1000.0 + 0.5);
+        it.hot = e->hot;
+        char one[300];
+        int k = rl__nodes_hot_format(&it, one, sizeof one);
+        if (k <= 0 || (size_t)k >= sizeof one || len + (items > 0) + (size_t)k >= cap)
+            break;
+        if (items > 0)
+            buf[len++] = ',';
+        memcpy(buf + len, one, (size_t)k + 1);
+        len += (size_t)k;
+        items++;
+    }
+    pthread_mutex_unlock(&rl->limits.lock);
+    pthread_mutex_unlock(&h->mu);
+    return len;
 }

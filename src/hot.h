@@ -52,6 +52,11 @@ void rl__hot_feed(struct rl *rl, size_t slot, uint32_t lref, uint64_t id_lo, uin
                   uint64_t w, uint64_t usage_q);
 void rl__hot_round_end(struct rl *rl);
 
+/* The node registry's hot word (syncnodes.h): the busiest keys of synced
+ * limits whose bytes are kept, formatted into buf (NUL-terminated). Returns
+ * its length. Sync thread, at the heartbeat. */
+size_t rl__hot_publish(struct rl *rl, char *buf, size_t cap);
+
 /* rl_hotkeys, but the local limits' keys are harvested (an interval closed)
  * only when the last harvest is min_age_ms old or more; otherwise they are
  * reported as of it (rl_metrics_text: scrapes in quick succession read the

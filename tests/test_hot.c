@@ -11,6 +11,7 @@
 #include "testutil.h"
 #include "hotkeys.h"
 #include "structsize.h"
+#include "syncnodes.h"
 
 /* Log lines the instance wrote (caller's thread for local limits). */
 typedef struct logcap {
@@ -471,6 +472,65 @@ START_TEST(metrics_hot_labels)
 }
 END_TEST
 
+/* The node registry's hot word: what a node writes reads back, and a
+ * stranger's malformed items are skipped, never trusted. */
+START_TEST(registry_hot_word)
+{
+    rl_nodes_hot_t a = {.limit = "api", .kept = 3, .key_len = 3, .demand_mps = 600000,
+                        .fleet_mps = 601250, .hot = 1};
+    memcpy(a.key, "k\x00\xff", 3);
+    rl_nodes_hot_t b = {.limit = "x.y:z-1", .kept = 64, .key_len = 100, .demand_mps = 5};
+    memset(b.key, 'q', 64);
+    char items[1024];
+    int n = rl__nodes_hot_format(&a, items, sizeof items);
+    ck_assert_str_eq(items, "api/6b00ff/3/600000/601250/1");
+    items[n] = ',';
+    rl__nodes_hot_format(&b, items + n + 1, sizeof items - (size_t)n - 1);
+    rl_nodes_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.health = 0;
+    rec.hot = items;
+    char text[RL_NODES_RECORD_MAX];
+    int len = rl__nodes_format(&rec, text, sizeof text);
+    ck_assert_int_lt(len, (int)sizeof text);
+    rl_nodes_record_t back;
+    ck_assert_int_eq(rl__nodes_parse(text, (size_t)len, &back), 0);
+    ck_assert_ptr_nonnull(back.hot);
+    const char *p = back.hot, *end = back.hot + back.hot_len;
+    rl_nodes_hot_t it;
+    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    ck_assert_str_eq(it.limit, "api");
+    ck_assert_uint_eq(it.kept, 3);
+    ck_assert_int_eq(memcmp(it.key, "k\x00\xff", 3), 0);
+    ck_assert_uint_eq(it.demand_mps, 600000);
+    ck_assert_uint_eq(it.fleet_mps, 601250);
+    ck_assert_int_eq(it.hot, 1);
+    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    ck_assert_str_eq(it.limit, "x.y:z-1");
+    ck_assert_uint_eq(it.kept, 64);
+    ck_assert_uint_eq(it.key_len, 100);
+    ck_assert_int_eq(it.hot, 0);
+    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 0);
+    /* hostile items: each skipped, the good one after them read */
+    static const char bad[] = "a/zz/1/1/1/1,a/6b/1/1/1,a b/6b/1/1/1/0,/6b/1/1/1/0,"
+                              "a/6b6/2/1/1/0,a/6b6b/1/1/1/0,a/6b/1/1/1/2,a//0/1/1/0,"
+                              "a/6b/x/1/1/0,a/6b/1/1/1/0/7,,ok/6b/1/2/3/1";
+    p = bad;
+    end = bad + sizeof bad - 1;
+    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    ck_assert_str_eq(it.limit, "ok");
+    ck_assert_uint_eq(it.key[0], 'k');
+    ck_assert_uint_eq(it.fleet_mps, 3);
+    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 0);
+    /* a caller's hot text with bytes outside the items' own: one line of
+     * words still */
+    rec.hot = "a b\nc/6b/1/1/1/0";
+    len = rl__nodes_format(&rec, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, " hot=a_b_c/6b/1/1/1/0"));
+    ck_assert_ptr_null(strchr(text, '\n'));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("hot");
@@ -484,6 +544,7 @@ static Suite *suite(void)
     tcase_add_test(tc, hotkeys_bad_inputs);
     tcase_add_test(tc, old_layout_limit);
     tcase_add_test(tc, metrics_hot_labels);
+    tcase_add_test(tc, registry_hot_word);
     suite_add_tcase(s, tc);
     /* Its own case: the one that starts threads (scripts/test.sh runs it
      * under helgrind and drd). */

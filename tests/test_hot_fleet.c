@@ -96,6 +96,40 @@ static int hot_entry(rl_t *rl, int id, rl_hotkey_t *out)
     return 0;
 }
 
+/* `ratelimit --json hot` against this fleet (when the CLI is built). */
+static void cli_hot_finds_it(void)
+{
+#ifdef RL_CLI_PATH
+    char cmd[512], out[65536];
+    snprintf(cmd, sizeof cmd, "%s --json hot --redis %s --prefix hotfleet", RL_CLI_PATH, url);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    const char *row = strstr(out, "\"key\": \"the-hot-key\"");
+    ck_assert_msg(row != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\"live_nodes\": 3") != NULL, "%s", out);
+    const char *end = strchr(row, '}');
+    ck_assert_ptr_nonnull(end);
+    char one[1024];
+    snprintf(one, sizeof one, "%.*s", (int)(end - row), row);
+    ck_assert_msg(strstr(one, "\"hot\": true") && strstr(one, "\"hot_nodes\": 3") &&
+                      strstr(one, "\"nodes\": 3") && strstr(one, "\"key_len\": 11"),
+                  "%s", one);
+    /* the text form, one limit */
+    snprintf(cmd, sizeof cmd, "%s hot --redis %s --prefix hotfleet --limit h", RL_CLI_PATH, url);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_msg(strstr(out, "the-hot-key") != NULL && strstr(out, "hot ") != NULL &&
+                      strstr(out, "3/3") != NULL,
+                  "%s", out);
+#endif
+}
+
 START_TEST(fleet_demand_marks_hot)
 {
     rl_test_clock_t clk = {.precise_ns = UINT64_C(1000000000)};
@@ -133,6 +167,9 @@ START_TEST(fleet_demand_marks_hot)
     }
     /* every check of it now answers RL_FLAG_HOT */
     ck_assert_int_eq(round_of(n, ids, &clk, 20), NODES * 20);
+    /* each node publishes it in the registry: `ratelimit hot` shows the
+     * union, one row marked hot by all three nodes */
+    cli_hot_finds_it();
     /* the demand goes: it leaves (the fleet's usage decays in Redis first) */
     int left = -1;
     for (r = 0; r < 60 && left < 0; r++) {
