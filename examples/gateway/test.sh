@@ -254,6 +254,8 @@ check "parse errors by reason" has "$m" 'gateway_parse_errors_total{reason="BAD_
 check "100 Continue sent once" has "$m" 'gateway_responses_total{status="100"} 1'
 check "smuggling attempts counted" has "$m" 'gateway_parse_errors_total{reason="LENGTH_AND_CHUNKED"} 1'
 check "rules gauge" has "$m" 'gateway_limit_rules 4'
+check "hot keys per limit (rl_metrics_text)" has "$m" 'ratelimit_hot_keys{limit="search_total"} 0'
+check "busiest keys family" has "$m" '# TYPE ratelimit_hot_key_demand_per_second gauge'
 check "/metrics limited by its exact rule only, not by *" \
   eq "$(header "$(curl -si "$(url /metrics)")" RateLimit-Policy)" '"scrapes";q=1000;w=1'
 check "POST /metrics: 405" eq "$(code -X POST "$(url /metrics)")" 405
