@@ -88,7 +88,10 @@ static int zipf_draw(const double *c, uint64_t *seed)
  * demand it reports for each is what was offered in the last interval. */
 START_TEST(zipf_planted_keys_found)
 {
-    rl_test_clock_t clk = {.precise_ns = 1000000000};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, NZ + 4096, NULL);
     int id = rl_test_add(rl, "name=z rate=1000000/s burst=1000000 mode=local");
     double *cdf = zipf_cdf();
@@ -167,7 +170,10 @@ START_TEST(hot_mark_hysteresis_step)
     enum { N = sizeof demand / sizeof demand[0] };
     _Static_assert(sizeof marked / sizeof marked[0] == N, "one mark per interval");
     logcap_t lc = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    rl_test_clock_t clk = {.precise_ns = 1000000000};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, 1024, &lc);
     int id = rl_test_add(rl, "name=h rate=100/s burst=100 mode=local hot=0.5");
     int cold = rl_test_add(rl, "name=c rate=100/s burst=100 mode=local");
@@ -285,7 +291,10 @@ START_TEST(hot_spec_grammar)
                      RL_ESIZE);
     ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=10/s", err, sizeof err), 0);
     /* set directly: validated by rl_limit_add */
-    rl_test_clock_t clk = {.precise_ns = 1};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1);
     rl_t *rl = open_local(&clk, 64, NULL);
     rl_limit_init(&lim);
     strcpy(lim.name, "a");
@@ -303,7 +312,10 @@ END_TEST
  * (ASan sees the heap block's end), and its limit has no hot mark. */
 START_TEST(old_layout_limit)
 {
-    rl_test_clock_t clk = {.precise_ns = 1};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1);
     rl_t *rl = open_local(&clk, 64, NULL);
     /* only its first RL_LIMIT_SIZE_MIN bytes exist: read through memcpy */
     unsigned char *mem = malloc(RL_LIMIT_SIZE_MIN);
@@ -336,7 +348,10 @@ END_TEST
 
 START_TEST(hotkeys_bad_inputs)
 {
-    rl_test_clock_t clk = {.precise_ns = 1};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1);
     rl_t *rl = open_local(&clk, 64, NULL);
     int id = rl_test_add(rl, "name=a rate=10/s");
     rl_hotkey_t hk[2];
@@ -400,7 +415,10 @@ static void *checker(void *p)
 
 START_TEST(capture_races_checkers)
 {
-    rl_test_clock_t clk = {.precise_ns = 1000000000};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, 4096, NULL);
     race_t r[3];
     pthread_t th[3];
@@ -440,7 +458,10 @@ END_TEST
  * hostile bytes never break the exposition format. */
 START_TEST(metrics_hot_labels)
 {
-    rl_test_clock_t clk = {.precise_ns = 1000000000};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, 1024, NULL);
     int id = rl_test_add(rl, "name=m rate=1000/s mode=local hot=0.001");
     static const char nasty[] = "a\"b\\c\n\xff";

@@ -132,7 +132,10 @@ static void cli_hot_finds_it(void)
 
 START_TEST(fleet_demand_marks_hot)
 {
-    rl_test_clock_t clk = {.precise_ns = UINT64_C(1000000000)};
+    /* static: the clock hook must outlive the instances, which the
+     * case's teardown closes after this function returns */
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, UINT64_C(1000000000));
     rl_t *n[NODES];
     int ids[NODES];
     char name[16];
