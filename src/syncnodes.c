@@ -137,8 +137,11 @@ int rl__nodes_hot_next(const char **p, const char *end, rl_nodes_hot_t *out)
         int bad = 0;
         for (size_t i = 0; i < hn / 2; i++) {
             int a = hex_val(f[1][2 * i]), b = hex_val(f[1][2 * i + 1]);
-            bad |= a < 0 || b < 0;
-            out->key[i] = (unsigned char)(a << 4 | (b & 15));
+            if (a < 0 || b < 0) {
+                bad = 1;
+                break;
+            }
+            out->key[i] = (unsigned char)(a << 4 | b);
         }
         out->kept = hn / 2;
         out->key_len = parse_u64(f[2], (size_t)(f[3] - f[2] - 1));
