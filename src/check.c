@@ -382,7 +382,8 @@ static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, 
             charge_noslot(t, cost, o);
             break;
         }
-        o->flags &= ~RL_FLAG_HOT; /* a look-up again may find another slot */
+        /* (a look-up again finds the same key's new slot: a mark of the old
+         * one is still this key's) */
         o->g = slot_gcra(t, ref.slot, &o->flags);
         if (t->p.synced && RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED) {
             charge_degraded(rl, t, &ref, cost, o);
