@@ -30,7 +30,7 @@ int rl__hot_init(rl_t *rl, int synced)
         rl__hot_destroy(rl);
         return rc;
     }
-    h->req_last_fp = h->round_last_ns = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+    h->req_last_fp = h->round_last_fp = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
     rl->table.hotcap = h->cap;
     return 0;
 }
@@ -104,12 +104,16 @@ static void mark_slot(rl_t *rl, const rl_hk_entry_t *e, int on)
     if (s == NULL)
         return; /* gone: a new occupant starts with a zero share word */
     if (on) {
-        /* relaxed: a self-contained flag; checks read it relaxed. */
-        atomic_fetch_or_explicit(&s->share, RL_SHAREWORD_HOT, memory_order_relaxed);
-        /* The occupant changed between the check above and the mark (its
-         * claim zeroed the word first, or will): take the mark back.
-         * relaxed: both RMWs are on one word; ctrl is re-read after ours. */
-        if (atomic_load_explicit(&s->ctrl, memory_order_acquire) != c)
+        /* acquire: pairs with a claimer's release store of 0 (table.c): if
+         * our RMW comes after it, the claim's ctrl CAS happened before the
+         * re-read below, which then sees the slot changed. If it comes
+         * before, the claim's 0 wipes the mark. */
+        atomic_fetch_or_explicit(&s->share, RL_SHAREWORD_HOT, memory_order_acquire);
+        /* relaxed: ordered after the RMW by its acquire. The occupant changed
+         * between the check above and the mark: take the mark back (a new
+         * occupant's word has no mark of its own: marks are made under the
+         * hot-key mutex, one marker at a time). */
+        if (atomic_load_explicit(&s->ctrl, memory_order_relaxed) != c)
             atomic_fetch_and_explicit(&s->share, ~RL_SHAREWORD_HOT, memory_order_relaxed);
     } else {
         /* relaxed: as above. */
@@ -145,12 +149,34 @@ static void key_text(const rl_hk_entry_t *e, char *buf, size_t cap)
 static void log_mark(rl_t *rl, const rl_hk_entry_t *e, const lim_t *l, int entered,
                      const char *why)
 {
+    /* Written after the mutex is released (unlock_and_log): the log hook
+     * is never called while the library holds a lock a caller could need. */
+    rl_hot_logs_t *lg = &rl->hot->logs;
+    if (lg->n >= RL_HOT_LOG_MAX) {
+        lg->dropped++;
+        return;
+    }
     char key[4 * RL_HOTKEY_BYTES + 8];
     key_text(e, key, sizeof key);
-    rl__log(&rl->logger, RL_LOG_INFO,
-            "hot key %s: limit %s key %s: %.1f/s against a threshold of %.1f/s%s",
-            entered ? "enters" : "leaves", l != NULL ? l->name : "(removed)", key, e->fleet,
-            l != NULL ? l->threshold : 0.0, why);
+    snprintf(lg->line[lg->n++], sizeof lg->line[0],
+             "hot key %s: limit %s key %s: %.1f/s against a threshold of %.1f/s%s",
+             entered ? "enters" : "leaves", l != NULL ? l->name : "(removed)", key, e->fleet,
+             l != NULL ? l->threshold : 0.0, why);
+}
+
+/* Release the mutex, then write the log lines collected under it. */
+static void unlock_and_log(rl_t *rl)
+{
+    rl_hot_t *h = rl->hot;
+    rl_hot_logs_t lg = h->logs;
+    h->logs.n = 0;
+    h->logs.dropped = 0;
+    pthread_mutex_unlock(&h->mu);
+    for (unsigned i = 0; i < lg.n; i++)
+        rl__log(&rl->logger, RL_LOG_INFO, "%s", lg.line[i]);
+    if (lg.dropped > 0)
+        rl__log(&rl->logger, RL_LOG_INFO, "hot keys: %u more entries and exits not logged",
+                lg.dropped);
 }
 
 /* An entry the sketch dropped to make room: its mark goes with it. */
@@ -277,13 +303,13 @@ void rl__hot_round_end(rl_t *rl)
         return;
     if (h->round.k != 0) {
         uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
-        double dt = (double)(now - h->round_last_ns) / (double)RL_FP_PER_MS / 1000.0;
-        h->round_last_ns = now;
+        double dt = (double)(now - h->round_last_fp) / (double)RL_FP_PER_MS / 1000.0;
+        h->round_last_fp = now;
         drain(rl);
         rl__hotkeys_tick(&h->round, dt, 1);
         evaluate(rl, &h->round, 1);
     }
-    pthread_mutex_unlock(&h->mu);
+    unlock_and_log(rl);
 }
 
 /* rl_hotkeys: fold the local limits' slot counters into their totals and
@@ -411,7 +437,7 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
         to_public(e, l.id, (rl_hotkey_t *)(void *)((char *)out + got * stride));
         got++;
     }
-    pthread_mutex_unlock(&h->mu);
+    unlock_and_log(rl);
     return (int)got;
 }
 

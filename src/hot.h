@@ -26,13 +26,21 @@
 
 struct rl;
 
+/* Log lines of one locked section, written once the mutex is released. */
+#define RL_HOT_LOG_MAX 16
+typedef struct rl_hot_logs {
+    unsigned n, dropped;
+    char line[RL_HOT_LOG_MAX][384];
+} rl_hot_logs_t;
+
 typedef struct rl_hot {
     pthread_mutex_t mu;
     rl_hotkeys_t round; /* synced limits; k = 0 (unused) when local-only */
     rl_hotkeys_t req;   /* local limits */
     rl_hotcap_t *cap;
-    uint64_t round_last_ns; /* uv-free: the instance clock at the last round's end */
+    uint64_t round_last_fp;  /* the instance clock at the last round's end */
     uint64_t req_last_fp;   /* the instance clock at the last request's harvest */
+    rl_hot_logs_t logs;     /* under mu */
 } rl_hot_t;
 
 /* Reports this many keys (x RL_HOTKEYS_SLACK counters) per sketch. */

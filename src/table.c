@@ -308,9 +308,13 @@ int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
         int other = claim_conflicts(t, p, free_d, ref);
         uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
         if (other == 0) {
+            /* release: a hot-key marker (hot.c, mark_slot) whose RMW of the
+             * word comes after this store sees our claim when it re-reads
+             * ctrl, and takes back a mark meant for the last occupant. Free
+             * on x86. */
+            atomic_store_explicit(&s->share, 0, memory_order_release);
             /* relaxed: read only by the sync thread and retirers, after they
              * validated ctrl LIVE, which the CAS below publishes. */
-            atomic_store_explicit(&s->share, 0, memory_order_relaxed);
             atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
             atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
             atomic_store_explicit(&s->denied, 0, memory_order_relaxed);

@@ -72,7 +72,9 @@ typedef struct rl_slot {
     _Atomic uint64_t id_hi;
     _Atomic uint64_t tat;
     /* The global tier's local share of this key (shareword.h); 0: none yet.
-     * Written by the sync thread, zeroed by a claimer. */
+     * Written by the sync thread, zeroed by a claimer; its hot bit
+     * (RL_SHAREWORD_HOT, a local key's only bit) set and cleared by the
+     * hot-key marker (hot.c). */
     _Atomic uint64_t share;
     /* Decisions not yet folded into the limit's totals: by the sync thread
      * (synced limits, every round), by a retire, or read in place by

@@ -12,11 +12,15 @@
 #include "hotkeys.h"
 #include "structsize.h"
 #include "syncnodes.h"
+#include "instance.h"
+#include "hot.h"
 
 /* Log lines the instance wrote (caller's thread for local limits). */
 typedef struct logcap {
     pthread_mutex_t mu;
     int enters, leaves;
+    int locked; /* lines written while the hot-key mutex was held */
+    rl_t *rl;
     char last[512];
 } logcap_t;
 
@@ -24,6 +28,14 @@ static void log_fn(void *ud, int32_t level, const char *msg)
 {
     logcap_t *lc = ud;
     pthread_mutex_lock(&lc->mu);
+    /* The header's promise: never called while the library holds a lock a
+     * caller could need (here: the one rl_hotkeys takes). */
+    if (lc->rl != NULL && lc->rl->hot != NULL) {
+        if (pthread_mutex_trylock(&lc->rl->hot->mu) == 0)
+            pthread_mutex_unlock(&lc->rl->hot->mu);
+        else
+            lc->locked++;
+    }
     if (strstr(msg, "hot key enters") != NULL) {
         ck_assert_int_eq(level, RL_LOG_INFO);
         lc->enters++;
@@ -175,6 +187,7 @@ START_TEST(hot_mark_hysteresis_step)
     static rl_test_clock_t clk;
     atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, 1024, &lc);
+    lc.rl = rl;
     int id = rl_test_add(rl, "name=h rate=100/s burst=100 mode=local hot=0.5");
     int cold = rl_test_add(rl, "name=c rate=100/s burst=100 mode=local");
     int was = 0, enters = 0, leaves = 0;
@@ -213,6 +226,7 @@ START_TEST(hot_mark_hysteresis_step)
     pthread_mutex_lock(&lc.mu);
     ck_assert_int_eq(lc.enters, 1);
     ck_assert_int_eq(lc.leaves, 1);
+    ck_assert_int_eq(lc.locked, 0);
     ck_assert_msg(strstr(lc.last, "limit h key \"k\"") != NULL, "%s", lc.last);
     pthread_mutex_unlock(&lc.mu);
     /* the stats still add up: rl_hotkeys folded the counts, lost none */
