@@ -411,7 +411,7 @@ typedef struct race {
     _Atomic int stop;
 } race_t;
 
-static void *checker(void *p)
+static void *hot_race_checker(void *p)
 {
     race_t *r = p;
     char key[32];
@@ -439,7 +439,7 @@ START_TEST(capture_races_checkers)
     int id = rl_test_add(rl, "name=r rate=1000/s burst=1000 mode=local hot=0.01");
     for (int i = 0; i < 3; i++) {
         r[i] = (race_t){.rl = rl, .id = id, .t = i};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, checker, &r[i]), 0);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, hot_race_checker, &r[i]), 0);
     }
     rl_hotkey_t hk[8];
     int named = 0;
