@@ -269,7 +269,7 @@ typedef struct rl_limit {
     /* --- appended fields (see rl_hotkeys) --- */
     uint32_t hot_ppm;        /* a key whose demand reaches this share of the
                                 rate, in ppm, is marked hot; 0: never */
-    uint32_t reserved0;
+    uint32_t reserved0;      /* must be zero (RL_ERANGE) */
 } rl_limit_t;
 
 /* One element of an rl_check_multi batch. */

@@ -317,6 +317,9 @@ START_TEST(hot_spec_grammar)
     lim.hot_ppm = RL_HOT_PPM_MAX + 1;
     ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
     lim.hot_ppm = RL_HOT_PPM_MAX;
+    lim.reserved0 = 1;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.reserved0 = 0;
     ck_assert_int_ge(rl_limit_add(rl, &lim), 0);
 }
 END_TEST
