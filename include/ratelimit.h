@@ -148,7 +148,7 @@ enum {
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
  * Called from the threads that call rl_open, rl_close and rl_metrics_text,
- * and from the sync thread; never from rl_check. The hooks and
+ * and from the sync and exact threads; never from rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -162,7 +162,7 @@ typedef struct rl_allocator {
  * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
  * clock may ignore it. Called from any thread that calls rl_check, rl_refund,
  * rl_check_multi, rl_limit_add/update, rl_stats or rl_metrics_text (and from
- * the sync thread), concurrently: it must be thread-safe and must not call
+ * the sync thread, and the exact thread for rl_check_async), concurrently: it must be thread-safe and must not call
  * back into the library. A backward step (of the hook, or of the built-in
  * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
  * back (no tokens are created) nor stands still for the length of the jump.
@@ -173,7 +173,8 @@ typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
 /*
  * Log hook: one line, no trailing newline. Called from the thread where the
- * event happens (the sync thread for Redis events), never once per request,
+ * event happens (the sync thread for Redis events, the exact thread for
+ * exact mode's), never once per request,
  * never while the library holds a lock the caller could need. Do not call
  * back into the library from it. Must outlive the instance. A hook gets
  * every level and is never rate-limited: it filters as it likes.
