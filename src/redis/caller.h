@@ -91,6 +91,7 @@ typedef struct rl_redis_call {
 
 typedef struct rl_redis_caller_counters {
     uint64_t sent, replies, timeouts, late, unsent, lost, full, stalls;
+    uint64_t in_use; /* slots not free now (queued, in flight, or a late reply awaited) */
 } rl_redis_caller_counters_t;
 
 /* Start the thread (every signal blocked on it) and begin connecting.
