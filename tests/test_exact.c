@@ -179,7 +179,17 @@ START_TEST(exact_fleet_one_key)
     long long first = redis_field(node[0], "pin", "user:42", "xf");
     long long last = redis_field(node[0], "pin", "user:42", "xl");
     ck_assert_uint_eq(other, 0); /* on_failure closed: no allow but Redis's */
-    ck_assert_int_eq((long long)allows, counted);
+    /* Every allow a caller saw is a charge in Redis; a charge no caller saw
+     * is a check that timed out (closed: denied) and still ran. On a box
+     * fast enough for the 50 ms deadline the two counts are equal. */
+    rl_exact_counters_t k0, k1;
+    rl__exact_counters(node[0]->exact, &k0);
+    rl__exact_counters(node[1]->exact, &k1);
+    uint64_t missed = k0.timeouts + k0.lost + k1.timeouts + k1.lost;
+    ck_assert_int_le((long long)allows, counted);
+    ck_assert_int_le(counted - (long long)allows, (long long)missed);
+    if (missed == 0)
+        ck_assert_int_eq((long long)allows, counted);
     /* burst + rate x elapsed, elapsed measured by Redis around the run. */
     ck_assert_int_le(counted, 300 + (t1 - t0) * 100 / 1000000);
     ck_assert_int_ge(first, t0);
