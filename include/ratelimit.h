@@ -707,8 +707,9 @@ RL_EXTERN int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_
  * flight; d is then NULL). d, when not NULL, is the decision as rl_check
  * would write it (a full rl_decision_t of this library's size), valid only
  * during the call. Runs on the instance's exact thread: it must be quick,
- * must not block, and must not call rl_close; it may call rl_check_async
- * again. A libuv host hands the answer back to its own loop with
+ * must not block (an rl_check of an exact limit from it would wait out its
+ * whole deadline: the thread that would answer it is this one), and must
+ * not call rl_close; it may call rl_check_async again. A libuv host hands the answer back to its own loop with
  * uv_async_send (examples/gateway does).
  */
 typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);

@@ -61,6 +61,14 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
     return 0;
 }
 
+void rl__exact_forget(rl_exact_t *x)
+{
+    if (x == NULL)
+        return;
+    rl__redis_caller_forget(x->caller);
+    rl__free(&x->rl->alloc, x, sizeof *x, 64);
+}
+
 void rl__exact_stop(rl_exact_t *x)
 {
     if (x == NULL)

@@ -45,6 +45,10 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
  * ok 0) and stop the thread. No check may race it. */
 void rl__exact_stop(rl_exact_t *x);
 
+/* In a child after fork(): free the memory only (the thread is the
+ * parent's). */
+void rl__exact_forget(rl_exact_t *x);
+
 /* Blocking: ask Redis and wait up to the instance's exact_timeout_ms.
  * Always fills *a (ok 0 when Redis did not answer in time). */
 void rl__exact_check(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_answer_t *a);

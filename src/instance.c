@@ -214,8 +214,12 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
-    if (rl->exact != NULL && rl__fork_check(rl) == 0)
-        rl__exact_stop(rl->exact); /* in a child: the parent's thread, left alone */
+    if (rl->exact != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__exact_stop(rl->exact);
+        else
+            rl__exact_forget(rl->exact); /* in a child: the thread is the parent's */
+    }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__sync_stop(rl->sync, rl->sync_close_ms);

@@ -356,6 +356,40 @@ static void on_close_check(void *ud, int rc, const rl_decision_t *d)
         atomic_fetch_add(&close_denied_degraded, 1);
 }
 
+/* On the exact thread: hiredis 0.14 writes with write(2), so a write to a
+ * connection the server closed raises SIGPIPE on this thread. Every signal
+ * is blocked here: raise one and see the process live (SIGPIPE's default
+ * action, death, is in force), the signal left pending on this thread. */
+static _Atomic int pipe_blocked = -1;
+
+static void on_raise_sigpipe(void *ud, int rc, const rl_decision_t *d)
+{
+    (void)ud, (void)rc, (void)d;
+    sigset_t cur;
+    pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    atomic_store(&pipe_blocked, sigismember(&cur, SIGPIPE) == 1);
+    pthread_kill(pthread_self(), SIGPIPE);
+}
+
+START_TEST(exact_thread_blocks_sigpipe)
+{
+    signal(SIGPIPE, SIG_DFL);
+    rl_t *rl = open_node("p", 2000);
+    int id = add_limit(rl, "name=pipe rate=10/s burst=10 mode=exact");
+    atomic_store(&pipe_blocked, -1);
+    ck_assert_int_eq(rl_check_async(rl, id, "k", 1, 1, on_raise_sigpipe, NULL), RL_PENDING);
+    WAIT_FOR(atomic_load(&pipe_blocked) != -1);
+    ck_assert_int_eq(atomic_load(&pipe_blocked), 1);
+    rl_close(rl); /* joins the thread: the pending SIGPIPE died with it */
+}
+END_TEST
+
+static void on_count(void *ud, int rc, const rl_decision_t *d)
+{
+    (void)rc, (void)d;
+    atomic_fetch_add((_Atomic unsigned *)ud, 1);
+}
+
 START_TEST(exact_close_in_flight)
 {
     rl_t *rl = open_node("c", 30000);
@@ -450,6 +484,42 @@ START_TEST(exact_peek_and_decision)
 }
 END_TEST
 
+/* Redis killed under traffic (the host keeps SIGPIPE's default action,
+ * death): checks answer by on_failure meanwhile, and by Redis again once
+ * it is back; the callbacks in flight each run once. */
+START_TEST(exact_redis_killed_recovers)
+{
+    signal(SIGPIPE, SIG_DFL);
+    rl_t *rl = open_node("s", 200);
+    int id = add_limit(rl, "name=sp rate=100000/s burst=100000 mode=exact on_failure=open");
+    wait_exact_ready(rl, id);
+    static _Atomic unsigned answered;
+    atomic_store(&answered, 0);
+    for (unsigned i = 0; i < 200; i++)
+        if (rl_check_async(rl, id, "k", 1, 1, on_count, (void *)&answered) != RL_PENDING)
+            atomic_fetch_add(&answered, 1);
+    char err[256];
+    ck_assert_msg(rl_test_redis_crash_restart(&srv, err, sizeof err) == 0, "%s", err);
+    /* Keep writing while the old connection is dead and the new one comes. */
+    unsigned degraded = 0;
+    uint64_t until = rl_test_now_ns() + (uint64_t)RL_TEST_WAIT_MS * 1000000u;
+    for (unsigned i = 0;; i++) {
+        rl_decision_t d;
+        rl_decision_init(&d);
+        ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, &d), RL_ALLOW);
+        if (d.flags & RL_FLAG_DEGRADED)
+            degraded++;
+        if ((d.flags & RL_FLAG_EXACT) && degraded > 0)
+            break; /* answered by the new server */
+        ck_assert_msg(rl_test_now_ns() < until, "never answered by Redis again");
+        if (degraded > 0)
+            rl_test_poll_pause(i);
+    }
+    WAIT_FOR(atomic_load(&answered) == 200);
+    rl_close(rl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("exact");
@@ -457,12 +527,19 @@ static Suite *suite(void)
     tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, exact_peek_and_decision);
+    tcase_add_test(tc, exact_thread_blocks_sigpipe);
     tcase_add_test(tc, async_inline_and_errors);
     tcase_add_test(tc, exact_async_from_uv_loop);
     tcase_add_test(tc, exact_close_in_flight);
     tcase_add_test(tc, exact_fleet_one_key);
     tcase_add_test(tc, exact_deadline_frozen);
     suite_add_tcase(s, tc);
+    /* Last, in its own case: it replaces the server the fixture started. */
+    TCase *kc = tcase_create("killed");
+    tcase_add_unchecked_fixture(kc, start_redis, stop_redis);
+    tcase_set_timeout(kc, 120);
+    tcase_add_test(kc, exact_redis_killed_recovers);
+    suite_add_tcase(s, kc);
     return s;
 }
 

@@ -556,6 +556,12 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     return 0;
 }
 
+void rl__redis_caller_forget(rl_redis_caller_t *c)
+{
+    if (c != NULL)
+        free_caller(c);
+}
+
 void rl__redis_caller_stop(rl_redis_caller_t *c)
 {
     if (c == NULL)

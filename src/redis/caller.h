@@ -124,6 +124,10 @@ int rl__redis_caller_wait(rl_redis_caller_t *c, const rl_redis_call_t *call,
 
 void rl__redis_caller_counters(rl_redis_caller_t *c, rl_redis_caller_counters_t *out);
 
+/* In a child process after fork(): free the memory only (the thread, its
+ * loop and its sockets are the parent's). */
+void rl__redis_caller_forget(rl_redis_caller_t *c);
+
 /* Answer every queued and in-flight request with RL_CALL_CLOSED (async
  * callbacks run, once each, before this returns; none after), close the
  * connections, join the thread, free. No send or wait may race it. */
