@@ -724,7 +724,7 @@ typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);
  * the thread's scheduling), with Redis's verdict (RL_FLAG_EXACT) or, when
  * Redis did not answer in time, the limit's on_failure (RL_FLAG_DEGRADED;
  * a timeout does not mean "not charged"). When the exact thread has no room
- * for another check in flight (exact_pool_size x 1024 of them), on_failure
+ * for another check in flight (exact_pool_size x 256 of them), on_failure
  * answers inline instead (RL_ALLOW/RL_DENY, cb not called).
  * rl_close with checks in flight calls each pending cb once, before it
  * returns and never after, with the limit's on_failure verdict, flagged

@@ -19,7 +19,7 @@ struct rl_redisurl;
 typedef struct rl_exact rl_exact_t;
 
 /* Requests one instance may have queued or in flight, per pool connection. */
-#define RL_EXACT_SLOTS_PER_CONN 1024u
+#define RL_EXACT_SLOTS_PER_CONN 256u
 
 /* One check: the key's identity (rl__keyhash under the fleet secret) and
  * the limit's name and parameters, copied. */

@@ -256,7 +256,7 @@ END_TEST
 /* ----------------------------------------------------------- async */
 
 #define NASYNC 10000u
-#define WINDOW 1500u
+#define WINDOW 800u
 
 typedef struct async_run {
     rl_t *rl;
