@@ -193,7 +193,12 @@ START_TEST(exact_fleet_one_key)
     /* burst + rate x elapsed, elapsed measured by Redis around the run. */
     ck_assert_int_le(counted, 300 + (t1 - t0) * 100 / 1000000);
     ck_assert_int_ge(first, t0);
-    ck_assert_int_ge(counted, 300 + (last - first) * 100 / 1000000 - 1);
+    /* Every token Redis minted over the run was taken, but one: the load
+     * (10x the rate) never let the bucket fill. Valgrind's serialised
+     * threads offer less than the rate: there the bound measures the load
+     * generator, not the library, and is skipped. */
+    if (getenv("RL_VALGRIND") == NULL)
+        ck_assert_int_ge(counted, 300 + (last - first) * 100 / 1000000 - 1);
     fprintf(stderr, "exact_fleet: admitted %llu of %llu offered over %.2f s (%llu degraded)\n",
             (unsigned long long)allows, (unsigned long long)offered,
             (double)(t1 - t0) / 1e6, (unsigned long long)degraded);
