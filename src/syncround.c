@@ -559,6 +559,13 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
                                   b.argl);
     argbuf_free(&b, a);
     if (rc != REDIS_OK) {
+        /* The tag's server is down (a cluster master failing over): the
+         * keys come back next round with their cumulative counters. */
+        rl_table_t *t = &s->rl->table;
+        for (uint32_t j = 0; j < n; j++)
+            /* relaxed: only this thread harvests the bitmap. */
+            atomic_fetch_or_explicit(&t->dirty[idx[j] >> 6], UINT64_C(1) << (idx[j] & 63),
+                                     memory_order_relaxed);
         rl__free(a, call, sizeof *call, 8);
         return -1;
     }
