@@ -589,8 +589,9 @@ static void send_reports(rl_sync_t *s, uint32_t n)
         uint32_t i = s->order[j];
         uint64_t c = s->slots[i].ctrl;
         /* relaxed: the key id is stable while ctrl is (validated on reply). */
-        uint64_t lo = atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed);
-        grp[j] = (RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK) * RL_VSHARDS + (uint32_t)(lo % RL_VSHARDS);
+        rl_keyid_t id = {atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed),
+                         atomic_load_explicit(&t->slots[i].id_hi, memory_order_relaxed)};
+        grp[j] = (RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK) * RL_VSHARDS + rl__redis_vshard(id);
         count[grp[j] + 1]++;
     }
     for (uint32_t g = 0; g < groups; g++)

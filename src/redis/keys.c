@@ -12,5 +12,5 @@ int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *l
     uint64_t k2[2] = {k[1], k[0]};
     uint64_t h1 = rl__siphash24(k, words, 16), h2 = rl__siphash24(k2, words, 16);
     return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
-                    (unsigned)(id.lo % RL_VSHARDS), h1, h2);
+                    rl__redis_vshard(id), h1, h2);
 }
