@@ -137,6 +137,13 @@ static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
                               "--cluster-replica-validity-factor", "0"};
         for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
             argv[n++] = more[i];
+    } else if (srv->mode == RL_TEST_REDIS_UNIX) {
+        static char sock[96];
+        snprintf(sock, sizeof sock, "%s/redis.sock", srv->dir);
+        argv[n++] = "--unixsocket";
+        argv[n++] = sock;
+        argv[n++] = "--unixsocketperm";
+        argv[n++] = "700";
     } else if (srv->mode == RL_TEST_REDIS_REPLICA) {
         argv[n++] = "--replicaof";
         argv[n++] = "127.0.0.1";
@@ -249,7 +256,8 @@ int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *
                               "or set RL_SKIP_REDIS=1 to skip the Redis suites");
         return -1;
     }
-    if (mode == RL_TEST_REDIS_CLUSTER || mode == RL_TEST_REDIS_SENTINEL) {
+    if (mode == RL_TEST_REDIS_CLUSTER || mode == RL_TEST_REDIS_SENTINEL ||
+        mode == RL_TEST_REDIS_UNIX) {
         snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
         if (mkdtemp(srv->dir) == NULL) {
             snprintf(err, errlen, "mkdtemp: %s", strerror(errno));

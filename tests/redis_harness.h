@@ -25,6 +25,8 @@ enum {
     RL_TEST_REDIS_REPLICA,  /* a replica of 127.0.0.1:peer_port */
     RL_TEST_REDIS_SENTINEL, /* a Sentinel watching 127.0.0.1:peer_port as
                                RL_TEST_SENTINEL_MASTER */
+    RL_TEST_REDIS_UNIX,     /* standalone, also on the unix socket
+                               <dir>/redis.sock */
 };
 
 #define RL_TEST_SENTINEL_MASTER "rlmaster"
@@ -39,7 +41,8 @@ typedef struct rl_test_redis {
     char log[64];   /* the server's log while it starts; removed once up */
     int mode;       /* RL_TEST_REDIS_* */
     int peer_port;  /* REPLICA, SENTINEL: the primary */
-    char dir[64];   /* CLUSTER, SENTINEL: the server's files (removed at stop) */
+    char dir[64];   /* CLUSTER, SENTINEL, UNIX: the server's files (removed at
+                       stop) */
 } rl_test_redis_t;
 
 /*

@@ -186,6 +186,15 @@ START_TEST(failover_is_followed)
         uint64_t n = stats(nodes[i]).sync_rounds_completed;
         WAIT_FOR(stats(nodes[i]).sync_rounds_completed >= n + 3);
     }
+#ifdef RL_CLI_PATH
+    /* The CLI asks the Sentinels too: the registry is on the new master. */
+    static char out[16384];
+    const char *argv[] = {RL_CLI_PATH, "--json", "nodes", "--redis", url, "--prefix", "sn", NULL};
+    int rc = rl_test_run_prog(argv, 30000, out, sizeof out);
+    ck_assert_msg(rc == 0, "nodes: %d: %s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"s0\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"s1\""));
+#endif
     for (int i = 0; i < 2; i++)
         rl_test_release(&d[i]);
     double elapsed = (double)(rl_test_now_ns() - t0) / 1e9;
