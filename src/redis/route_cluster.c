@@ -489,12 +489,15 @@ static void cluster_connect(rl_redis_route_t *r)
         refresh(cl);
 }
 
-/* READONLY (a master demoted under us): the map is stale. */
+/* READONLY (a master demoted under us) or rounds unanswered (a frozen
+ * master): start every connection over and ask for the map again. */
 static void cluster_reset(rl_redis_route_t *r)
 {
     cl_route_t *cl = CL(r);
     cl->want_refresh = 1;
-    refresh(cl);
+    for (int i = 0; i < NODES_MAX; i++)
+        if (cl->nodes[i].used && cl->nodes[i].conn.ac != NULL)
+            rl__redis_conn_drop(&cl->nodes[i].conn);
 }
 
 /* The route's memory goes with the last of its handles. */

@@ -254,8 +254,13 @@ static int sentinel_send(rl_redis_route_t *r, const char *tag, size_t tag_len,
     return redisAsyncCommandArgv(r->conn.ac, cb, priv, argc, argv, argl);
 }
 
-/* READONLY: the master we hold was demoted; the Sentinels name the new one. */
-static void sentinel_reset(rl_redis_route_t *r) { rediscover(SN(r)); }
+/* READONLY (the master we hold was demoted) or rounds unanswered (a frozen
+ * master): drop it, and ask the Sentinels which master to reconnect to. */
+static void sentinel_reset(rl_redis_route_t *r)
+{
+    rl__redis_conn_drop(&r->conn);
+    rediscover(SN(r));
+}
 
 static void on_handle_closed(uv_handle_t *h)
 {
