@@ -506,6 +506,94 @@ START_TEST(killed_master_is_survived)
 }
 END_TEST
 
+static void node_id_of(int port, char *id, size_t cap)
+{
+    redisContext *r = client(port);
+    redisReply *x = redisCommand(r, "CLUSTER MYID");
+    ck_assert_int_eq(x->type, REDIS_REPLY_STRING);
+    snprintf(id, cap, "%s", x->str);
+    freeReplyObject(x);
+    rl_test_release(r);
+}
+
+static void cluster_cmd(int port, const char *fmt, const char *a, const char *b)
+{
+    redisContext *r = client(port);
+    redisReply *x = redisCommand(r, fmt, a, b);
+    ck_assert_msg(x != NULL && x->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
+                  x != NULL ? x->str : "no reply");
+    freeReplyObject(x);
+    rl_test_release(r);
+}
+
+static int has_key(int port, const char *pattern)
+{
+    redisContext *r = client(port);
+    redisReply *k = redisCommand(r, "KEYS %s", pattern);
+    int n = (int)k->elements;
+    freeReplyObject(k);
+    rl_test_release(r);
+    return n;
+}
+
+/* One manual round of one node with one check of key-0 first. */
+static int step_one(rl_t *rl, int id, rl_test_clock_t *clk)
+{
+    rl_check(rl, id, "key-0", 5, 1, NULL);
+    rl_test_clock_advance(clk, 100000000);
+    return rl__sync_step(rl->sync, atomic_load(&clk->precise_ns) / 1000000);
+}
+
+START_TEST(ask_and_moved_are_followed)
+{
+    /* The slot of key-0's hash tag is migrated by hand: while it is
+     * MIGRATING from A and IMPORTING to B, a call for a key A does not hold
+     * is answered ASK, and the route sends ASKING and the call to B; once
+     * the slot belongs to B, A answers MOVED and the route retries at B.
+     * Each round succeeds: the route, not a failed round, takes the hop. */
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(1000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *rl = open_node("ask-node", "ask", 1, &clk);
+    int id = rl_test_add(rl, "name=mv rate=100/s burst=10");
+    for (int tries = 0; !connected(rl); tries++) {
+        ck_assert_int_lt(tries, 300);
+        rl__sync_step(rl->sync, atomic_load(&clk.precise_ns) / 1000000);
+        rl_test_poll_pause((unsigned)tries);
+    }
+    char tag[64], pattern[80], ida[64], idb[64];
+    int tl = snprintf(tag, sizeof tag, "ask:v1:mv:%u",
+                      rl__redis_vshard(rl__keyhash(&rl->kh, "key-0", 5)));
+    snprintf(pattern, sizeof pattern, "{%s}:k:*", tag);
+    unsigned slot = rl__redis_slot(tag, (size_t)tl);
+    int a = master_of(slot), port[3];
+    ck_assert_int_eq(masters(port, 3), 3);
+    int b = port[0] != a ? port[0] : port[1];
+    node_id_of(a, ida, sizeof ida);
+    node_id_of(b, idb, sizeof idb);
+    char slot_s[16];
+    snprintf(slot_s, sizeof slot_s, "%u", slot);
+    cluster_cmd(b, "CLUSTER SETSLOT %s IMPORTING %s", slot_s, ida);
+    cluster_cmd(a, "CLUSTER SETSLOT %s MIGRATING %s", slot_s, idb);
+    ck_assert_int_eq(step_one(rl, id, &clk), 0); /* ASK: created on B */
+    ck_assert_int_eq(has_key(a, pattern), 0);
+    ck_assert_int_eq(has_key(b, pattern), 1);
+    cluster_cmd(b, "CLUSTER SETSLOT %s NODE %s", slot_s, idb);
+    cluster_cmd(a, "CLUSTER SETSLOT %s NODE %s", slot_s, idb);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(step_one(rl, id, &clk), 0); /* MOVED, then the new map */
+    rl_test_release(rl);
+    redisContext *r = client(b);
+    redisReply *keys = redisCommand(r, "KEYS %s", pattern);
+    ck_assert_uint_eq(keys->elements, 1);
+    redisReply *adm = redisCommand(r, "HGET %s a", keys->element[0]->str);
+    ck_assert_str_eq(adm->str, "4"); /* every check, none lost on the way */
+    freeReplyObject(adm);
+    freeReplyObject(keys);
+    rl_test_release(r);
+}
+END_TEST
+
 #ifdef RL_CLI_PATH
 /* ratelimit nodes and inspect against the cluster: their commands follow
  * MOVED to the registry's and the key's masters. */
@@ -561,6 +649,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, slot_is_the_servers);
     tcase_add_test(tc, fleet_spans_the_masters);
+    tcase_add_test(tc, ask_and_moved_are_followed);
 #ifdef RL_CLI_PATH
     tcase_add_test(tc, cli_verbs_on_the_cluster);
 #endif
