@@ -20,16 +20,7 @@
  * "key-23") fell into 2 vshards of 16 and a limit's keys reached at most 2
  * of a Cluster's masters. Unkeyed: the identity is keyed already.
  */
-static inline unsigned rl__redis_vshard(rl_keyid_t id)
-{
-    uint64_t x = id.lo ^ (id.hi * UINT64_C(0x9e3779b97f4a7c15));
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return (unsigned)(x % RL_VSHARDS);
-}
+unsigned rl__redis_vshard(rl_keyid_t id);
 
 /*
  * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from

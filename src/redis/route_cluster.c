@@ -36,7 +36,6 @@ typedef struct cl_node {
 } cl_node_t;
 
 struct cl_route {
-    rl_redis_route_t *r;
     rl_redis_route_cfg_t cfg;
     cl_node_t nodes[NODES_MAX];
     uint8_t slot_node[SLOTS]; /* NO_NODE: no master known */
@@ -56,7 +55,6 @@ typedef struct cl_req {
     cl_route_t *cl;
     redisCallbackFn *cb;
     void *priv;
-    unsigned slot;
     int redirects;
     int reloaded;       /* NOSCRIPT answered once with a load and a retry */
     int argc;
@@ -459,7 +457,6 @@ static int cluster_send(rl_redis_route_t *r, const char *tag, size_t tag_len,
     q->cl = cl;
     q->cb = cb;
     q->priv = priv;
-    q->slot = slot;
     q->argc = argc;
     q->bytes = bytes;
     q->argv = (const char **)(void *)(q + 1);
@@ -585,7 +582,6 @@ int rl__redis_route_cluster(rl_redis_route_t *r, const rl_redis_route_cfg_t *cfg
     cl_route_t *cl = rl__calloc(cfg->alloc, sizeof *cl, 64);
     if (cl == NULL)
         return RL_ENOMEM;
-    cl->r = r;
     cl->cfg = *cfg;
     memset(cl->slot_node, NO_NODE, sizeof cl->slot_node);
     for (int i = 0; i < NODES_MAX; i++)
