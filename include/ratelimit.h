@@ -890,6 +890,8 @@ RL_EXTERN uint32_t rl_version_hex(void);
  *   rl_hotkeys is called: demand_per_s is the key's offered rate since the
  *   previous call (since rl_open for the first), and fleet_per_s is that
  *   same local rate.
+ * Keys of exact limits (mode=exact) take no table slot and are never
+ * reported nor marked.
  * The ranking is by the sketch's count (decayed by half per round or call),
  * a key's offered demand overestimated by at most total / 256; a key whose
  * demand exceeds total / 32 is always held.

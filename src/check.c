@@ -915,7 +915,7 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
             peek(rl, &t, &o);
         } else {
             charge(rl, &t, cost, &o);
-            count(rl, &t, &o);
+            count(rl, &t, &o, key, key_len);
         }
         return o.allowed ? RL_ALLOW : RL_DENY;
     }
