@@ -892,9 +892,11 @@ RL_EXTERN uint32_t rl_version_hex(void);
  *   same local rate.
  * Keys of exact limits (mode=exact) take no table slot and are never
  * reported nor marked.
- * The ranking is by the sketch's count (decayed by half per round or call),
- * a key's offered demand overestimated by at most total / 256; a key whose
- * demand exceeds total / 32 is always held.
+ * Which keys are held is the sketch's count (decayed by half per round or
+ * call, as is the total): a held key's count overestimates its demand by at
+ * most total / 256 (count_err says by how much at most), and a key whose
+ * demand exceeds total / 256 is always held. They are reported by
+ * demand_per_s, highest first (count breaks ties).
  *
  * Key bytes: the table keeps only a keyed hash of each key, so a key's bytes
  * are copied (at most RL_HOTKEY_KEY_BYTES) by the first check of that key
@@ -935,7 +937,7 @@ static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, si
 
 /*
  * The busiest keys of one limit (limit = its id) or of all (limit = -1),
- * hottest (highest count) first, into out[0..n): returns how many were
+ * highest demand_per_s first, into out[0..n): returns how many were
  * written (0..n). out is an array of n structs of out[0].size bytes each
  * (rl_hotkey_init every one, or the first and copy it); every element's size
  * must equal out[0].size. Local limits' keys are harvested by this call (a
