@@ -14,6 +14,16 @@
 #define RL_VSHARDS 16 /* virtual shards per limit: one hash tag each */
 
 /*
+ * The key layout: which name a key gets in Redis under the data-model
+ * version v1. Bumped whenever that changes while v1 stays (2: the vshard
+ * mixed from both halves of the identity). Nodes of two layouts name most
+ * keys differently, so they share nothing in Redis: the node registry must
+ * see them as a split fleet (syncnodes.h, rl__nodes_fp), not let each group
+ * enforce the whole limit through a rolling upgrade.
+ */
+#define RL_REDIS_KEY_LAYOUT 2
+
+/*
  * A key's virtual shard, mixed from both halves of its identity. The
  * identity's low bits alone do not do: it is an NH sum, whose low bits
  * depend only on the key bytes' low bits, so similar keys ("key-0" ..
