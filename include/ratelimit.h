@@ -479,6 +479,17 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 
 /*
+ * Check a redis_url the way rl_open reads it, without connecting: every
+ * form rl_config_t.redis_url documents (redis://, redis+unix:// and
+ * unix://, redis+cluster://, redis+sentinel://). For configuration checks
+ * that must not open an instance (nginx -t, a CLI's check). Returns 0, or
+ * RL_EINVAL for a NULL url, or RL_ERANGE with a message in err (when err
+ * is not NULL and errlen > 0) naming the bad part; the message never
+ * echoes a password. Thread-safe, no allocation.
+ */
+RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
+
+/*
  * Destroy an instance and free everything it allocated. NULL is a no-op.
  * With a global tier it first reports the last usage and hands this node's
  * shares back to Redis, waiting at most max(500 ms, 3 sync intervals).

@@ -492,17 +492,13 @@ ngx_http_ratelimit_add_variables(ngx_conf_t *cf)
 }
 
 /*
- * The library's own URL parser, without a connection: rl_open validates
- * redis_url before it asks for the key secret, so an open with the URL and
- * no secret fails either on the URL (its message names the part) or on the
- * missing secret (the URL is good), before any thread or socket exists.
+ * The library's own URL parser (rl_redis_url_check), without a connection:
+ * the message names the bad part and never echoes a password.
  */
 static char *
 ngx_http_ratelimit_check_url(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
 {
     char url[2048], err[512];
-    rl_config_t cfg;
-    rl_t *rl = NULL;
     int rc;
 
     if (mcf->redis_url.len >= sizeof(url)) {
@@ -511,22 +507,11 @@ ngx_http_ratelimit_check_url(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf
         return NGX_CONF_ERROR;
     }
     ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
-    rl_config_init(&cfg);
-    cfg.redis_url = url;
-    cfg.key_secret = NULL;
-    cfg.log_quiet = 1;
-    cfg.err = err;
-    cfg.errlen = sizeof(err);
     err[0] = '\0';
-    rc = rl_open(&rl, &cfg);
+    rc = rl_redis_url_check(url, err, sizeof(err));
     if (rc == 0) {
-        rl_close(rl); /* not reached: a URL without a secret never opens */
         return NGX_CONF_OK;
     }
-    if (ngx_strncmp(err, "key_secret:", 11) == 0) {
-        return NGX_CONF_OK;
-    }
-    /* The message never echoes a password (rl_config_t.err). */
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratelimit_redis: %s (%s)",
                        err[0] ? err : rl_strerror(rc), rl_err_name(rc));
     return NGX_CONF_ERROR;
