@@ -13,6 +13,7 @@
 #include "limitdef.h"
 #include "redis/url.h"
 #include "sync.h"
+#include "quota.h"
 
 #define PAGE 4096
 
@@ -32,6 +33,8 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.recover_after_rounds = 2;
     d.reconnect_max_ms = 950;
     d.degrade_ramp_ms = 1000;
+    d.quota_journal_max = 10000;
+    d.quota_timeout_ms = 500;
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
     cfg->size = size;
@@ -94,6 +97,8 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
     RANGE(reconnect_max_ms, 10, 60000);
     RANGE(degrade_ramp_ms, 0u, 3600000);
     RANGE(clock_coarse_tick_ns, 0u, 1000000000);
+    RANGE(quota_journal_max, 0u, 1000000);
+    RANGE(quota_timeout_ms, 1, 60000);
     if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
         return rl__errf(err, errlen, RL_ERANGE, "reserved%d: must be zero",
                         c->reserved0 != 0 ? 0 : c->reserved1 != 0 ? 1 : 2);
@@ -143,15 +148,17 @@ static int config_copy(rl_config_t *c, const rl_config_t *cfg, char **err, size_
             (*err)[0] = '\0';
     }
     int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof *cfg);
-    /* Layouts end between fields only at the 0.1 size: any other size short
-     * of ours would cut a field (a pointer) in two. */
-    if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size < sizeof *cfg)
+    /* Layouts end between fields only at the sizes of earlier releases: any
+     * other size short of ours would cut a field (a pointer) in two. */
+    if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size != RL_CONFIG_SIZE_0_2 &&
+        cfg->size < sizeof *cfg)
         rc = RL_ESIZE;
     if (rc != 0)
         return rl__errf(*err, *errlen, rc,
-                        "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, or "
-                        "larger with the unknown tail zero)",
-                        cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN, sizeof *cfg);
+                        "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, %zu, "
+                        "or larger with the unknown tail zero)",
+                        cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN,
+                        (size_t)RL_CONFIG_SIZE_0_2, sizeof *cfg);
     memcpy(c, cfg, cfg->size < sizeof *c ? cfg->size : sizeof *c);
     return validate_config(c, *err, *errlen);
 }
@@ -208,6 +215,12 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
+    if (rl->quotas != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__quotas_destroy(rl->quotas);
+        else
+            rl__quotas_forget(rl->quotas);
+    }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__sync_stop(rl->sync, rl->sync_close_ms);
@@ -331,6 +344,11 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
             return RL_ENOMEM;
         }
         rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
+        if ((rc = rl__quotas_create(rl, &url, c.quota_journal_max, c.quota_timeout_ms,
+                                    &rl->quotas)) != 0) {
+            rl_close(rl);
+            return rc;
+        }
         if ((rc = rl__sync_start(rl, &url, manual_sync, &rl->sync)) != 0) {
             rl_close(rl);
             return rc;

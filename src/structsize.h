@@ -23,6 +23,8 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
 
 /* The oldest layouts this version accepts (version 0.1: the full structs). */
 #define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)
+/* rl_config_t of 0.2 ends at reserved2. */
+#define RL_CONFIG_SIZE_0_2 offsetof(rl_config_t, quota_journal_max)
 /* rl_limit_t of 0.1 ends at max_keys: rl_limit_parse writes exactly that. */
 #define RL_LIMIT_SIZE_MIN (offsetof(rl_limit_t, max_keys) + sizeof(uint32_t))
 #define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)

@@ -79,7 +79,7 @@ static int free_loopback_port(void)
 }
 
 /* In the child: the server must not outlive the process that started it. */
-static void exec_server(int port, int log_fd, pid_t parent)
+static void exec_server(int port, int log_fd, pid_t parent, const char *const *extra)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(126);
@@ -95,9 +95,14 @@ static void exec_server(int port, int log_fd, pid_t parent)
     snprintf(port_s, sizeof port_s, "%d", port);
     /* DEBUG is enabled for the fault suite (DEBUG SLEEP); the server only
      * listens on loopback and lives as long as the test. */
-    execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--daemonize", "no", "--enable-debug-command",
-           "yes", (char *)NULL);
+    const char *argv[64] = {"redis-server", "--port", port_s, "--bind", "127.0.0.1",
+                            "--save", "", "--appendonly", "no", "--daemonize", "no",
+                            "--enable-debug-command", "yes"};
+    int argc = 13;
+    for (int i = 0; extra != NULL && extra[i] != NULL && argc < 63; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    execvp("redis-server", (char *const *)argv);
     _exit(127);
 }
 
@@ -170,7 +175,7 @@ static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        exec_server(srv->port, log_fd, parent);
+        exec_server(srv->port, log_fd, parent, srv->extra);
     close(log_fd);
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -182,7 +187,14 @@ static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen)
 
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen)
 {
+    return rl_test_redis_start_args(srv, NULL, err, errlen);
+}
+
+int rl_test_redis_start_args(rl_test_redis_t *srv, const char *const *extra, char *err,
+                             size_t errlen)
+{
     memset(srv, 0, sizeof *srv);
+    srv->extra = extra;
     if (errlen > 0)
         err[0] = '\0';
     if (!rl_test_on_path("redis-server")) {

@@ -22,6 +22,8 @@ typedef struct rl_test_redis {
     pid_t pid;      /* 0 when not running */
     int port;
     char log[64];   /* the server's log while it starts; removed once up */
+    const char *const *extra; /* more redis-server arguments, NULL-terminated
+                                 (rl_test_redis_start_args); NULL: none */
 } rl_test_redis_t;
 
 /*
@@ -30,8 +32,16 @@ typedef struct rl_test_redis {
  */
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen);
 
-/* Kill the server with SIGKILL and start a new, empty one on the same port
- * (scripts and data gone). 0, or -1 with a message in err. */
+/* rl_test_redis_start with more arguments for redis-server after the
+ * defaults (which they override), e.g. {"--appendonly", "yes", "--dir",
+ * dir, NULL}; `extra` must outlive the server (restarts use it again). */
+int rl_test_redis_start_args(rl_test_redis_t *srv, const char *const *extra, char *err,
+                             size_t errlen);
+
+/* Kill the server with SIGKILL and start a new one on the same port, with
+ * the same arguments: scripts gone, and the data too unless the extra
+ * arguments persist it (an append-only file in a --dir). 0, or -1 with a
+ * message in err. */
 int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen);
 
 /* Stop the server by PID (TERM, then KILL) and reap it. Safe to repeat. */
