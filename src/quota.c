@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Quotas (see quota.h and the header's rl_quota_* blocks). A charge is one
- * call of quota.lua on the quota client: blocking, at most the instance's
- * quota_timeout_ms. When Redis cannot answer, the quota's on_failure
- * decides (policy.h, as for limits); an open quota's charge goes into the
- * journal, replayed on the client's loop thread, one entry at a time and
- * oldest first, whenever the client is connected.
+ * call of quota.lua through the per-request caller (redis/caller.h):
+ * blocking, at most the instance's quota_timeout_ms. When Redis cannot
+ * answer, the quota's on_failure decides (policy.h, as for limits); an open
+ * quota's charge goes into the journal, which the replay thread sends
+ * again, oldest first, one blocking call at a time, backing off while Redis
+ * does not answer. An entry leaves the journal only when Redis answered it.
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,13 +26,17 @@
 #include "policy.h"
 #include "scripts.h"
 #include "structsize.h"
-#include "redis/client.h"
+#include "redis/caller.h"
 #include "redis/keys.h"
 
 #define SLOT_BITS 8 /* RL_QUOTA_MAX == 1 << SLOT_BITS */
 #define GEN_MAX ((UINT32_C(1) << (31 - SLOT_BITS)) - 1)
-/* A replay answered with an error (OOM, BUSY) is tried again after this. */
-#define REPLAY_RETRY_MS 1000
+/* The replay's wait after a failed call: doubling from the first to the
+ * last while Redis does not answer. */
+#define REPLAY_BACKOFF_MIN_MS 20
+#define REPLAY_BACKOFF_MAX_MS 1000
+/* Requests in flight at once (a charge beyond: its on_failure). */
+#define CALLER_SLOTS 256
 /* Names: {prefix(32):q1:name(63):hex(32)} plus ":r:" and 32 hex. */
 #define TAG_MAX 160
 
@@ -48,18 +55,19 @@ struct rl_quotas {
     rl_redisurl_t url;
     uint32_t journal_max;
     uint32_t timeout_ms;
-    uv_mutex_t mu; /* slots, journal, client start */
+    uv_mutex_t mu; /* slots, journal, the replay thread's state */
+    uv_cond_t cv;  /* the replay thread's wake: an entry, or stop */
     qslot_t slots[RL_QUOTA_MAX];
     uint32_t count;
     rl_qjournal_t journal;
-    rl_redis_client_t *client; /* set once under mu; then read-only */
-    _Atomic(rl_redis_client_t *) client_pub;
+    rl_redis_caller_t *caller; /* set once under mu, with `started` */
+    _Atomic(rl_redis_caller_t *) caller_pub;
+    uv_thread_t replay;
+    int started;      /* the caller and the replay thread run */
+    int replay_stop;  /* under mu */
+    uint32_t lose_acks; /* test hook, under mu */
     _Atomic uint64_t counters[Q_N];
-    _Atomic uint64_t time_ms;   /* test hook: 0 = Redis TIME */
-    _Atomic uint32_t lose_acks; /* test hook */
-    /* The loop thread's replay state. */
-    int replaying;
-    int reset_pending;
+    _Atomic uint64_t time_ms; /* test hook: 0 = Redis TIME */
 };
 
 static void count(rl_quotas_t *qs, int c, uint64_t n)
@@ -117,13 +125,6 @@ static void make_args(const qnames_t *n, const rl_quota_t *q, int charge, uint64
     }
 }
 
-/* The test hook's time, or 0: Redis TIME. */
-static uint64_t hook_time(rl_quotas_t *qs)
-{
-    /* relaxed: a test hook read as a plain value. */
-    return atomic_load_explicit(&qs->time_ms, memory_order_relaxed);
-}
-
 /* ------------------------------------------------------------ the reply */
 
 typedef struct qreply {
@@ -131,11 +132,14 @@ typedef struct qreply {
     int64_t allowed, used, reset, dup;
 } qreply_t;
 
-static void parse_reply(void *priv, const redisReply *r)
+/* The caller's parse hook: {allowed, used, reset, duplicate}, or not ok
+ * (an error reply: OOM, BUSY, ...). */
+static void parse_reply(void *ud, int status, const redisReply *r)
 {
-    qreply_t *p = priv;
+    qreply_t *p = ud;
     p->ok = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+    if (status != RL_CALL_REPLY || r == NULL || r->type != REDIS_REPLY_ARRAY ||
+        r->elements != 4)
         return;
     int64_t v[4];
     for (int i = 0; i < 4; i++) {
@@ -150,6 +154,27 @@ static void parse_reply(void *priv, const redisReply *r)
     p->ok = 1;
 }
 
+/* The test hook's time, or 0: Redis TIME. */
+static uint64_t hook_time(rl_quotas_t *qs)
+{
+    /* relaxed: a test hook read as a plain value. */
+    return atomic_load_explicit(&qs->time_ms, memory_order_relaxed);
+}
+
+/* One blocking script call; 1 with *p filled when Redis answered. */
+static int run(rl_quotas_t *qs, const rl_quota_t *q, const qnames_t *n, int charge,
+               uint64_t cost, qreply_t *p)
+{
+    qargs_t a;
+    make_args(n, q, charge, cost, hook_time(qs), &a);
+    rl_redis_call_t call = {0, 2, 7, a.v, a.l, uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
+    /* acquire: pairs with start_replay's release (the caller fully built). */
+    rl_redis_caller_t *c = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
+    p->ok = 0;
+    int rc = rl__redis_caller_wait(c, &call, parse_reply, p);
+    return rc == RL_CALL_REPLY && p->ok;
+}
+
 /* ----------------------------------------------------------- the replay */
 
 static int find_live(rl_quotas_t *qs, uint32_t slot, uint32_t gen, rl_quota_t *out)
@@ -161,88 +186,103 @@ static int find_live(rl_quotas_t *qs, uint32_t slot, uint32_t gen, rl_quota_t *o
     return 1;
 }
 
-static void replay_kick(rl_quotas_t *qs);
-
-static void replay_done(void *priv, int rc, const redisReply *reply)
+/*
+ * The replay thread: send the oldest entry of a live quota (entries of
+ * removed quotas are dropped and counted lost), pop it once Redis answered,
+ * else wait (backing off) and send it again. Redis's answer to a replayed
+ * charge is not anyone's answer: allowed, denied or a duplicate, the entry
+ * is done.
+ */
+static void replay_main(void *arg)
 {
-    rl_quotas_t *qs = priv;
-    qs->replaying = 0;
-    if (rc == RL_REDIS_CALL_DOWN || rc == RL_REDIS_CALL_NOMEM)
-        return; /* the next `up` starts it again */
-    qreply_t p = {0};
-    if (reply != NULL)
-        parse_reply(&p, reply);
-    if (!p.ok) {
-        rl__redis_client_wake_after(qs->client, REPLAY_RETRY_MS);
-        return;
-    }
-    /* relaxed: a test hook's count, read and written by this thread after
-     * the test thread's store. */
-    uint32_t lose = atomic_load_explicit(&qs->lose_acks, memory_order_relaxed);
-    if (lose > 0) {
-        atomic_store_explicit(&qs->lose_acks, lose - 1, memory_order_relaxed);
-        qs->reset_pending = 1; /* dropped from the wake handler, not in hiredis's callback */
-        rl__redis_client_wake(qs->client);
-        return;
-    }
+    rl_quotas_t *qs = arg;
+    uint64_t backoff = 0;
     uv_mutex_lock(&qs->mu);
-    rl__qjournal_pop(&qs->journal);
-    uv_mutex_unlock(&qs->mu);
-    count(qs, Q_REPLAYED, 1);
-    replay_kick(qs);
-}
-
-/* Send the oldest journal entry of a live quota (entries of removed
- * quotas are dropped and counted lost). Loop thread. */
-static void replay_kick(rl_quotas_t *qs)
-{
-    if (qs->replaying || !rl__redis_client_up(qs->client))
-        return;
-    rl_qjentry_t e;
-    rl_quota_t q;
-    for (;;) {
-        uv_mutex_lock(&qs->mu);
+    while (!qs->replay_stop) {
+        rl_qjentry_t e;
+        rl_quota_t q;
         if (rl__qjournal_peek(&qs->journal, &e) != 0) {
-            uv_mutex_unlock(&qs->mu);
-            return;
+            uv_cond_wait(&qs->cv, &qs->mu);
+            continue;
         }
-        int live = find_live(qs, e.quota, e.gen, &q);
-        if (!live)
+        if (!find_live(qs, e.quota, e.gen, &q)) {
             rl__qjournal_pop(&qs->journal);
+            count(qs, Q_LOST, 1);
+            continue;
+        }
         uv_mutex_unlock(&qs->mu);
-        if (live)
-            break;
-        count(qs, Q_LOST, 1);
+        qnames_t n;
+        make_names(qs->rl, &q, e.key, e.rid, &n);
+        qreply_t p;
+        int ok = run(qs, &q, &n, 1, e.cost, &p);
+        uv_mutex_lock(&qs->mu);
+        if (ok && qs->lose_acks > 0) {
+            /* Test hook: as if the connection went before this answer. */
+            qs->lose_acks--;
+        } else if (ok) {
+            rl__qjournal_pop(&qs->journal);
+            count(qs, Q_REPLAYED, 1);
+            backoff = 0;
+        } else if (!qs->replay_stop) {
+            backoff = backoff == 0 ? REPLAY_BACKOFF_MIN_MS
+                                   : (backoff * 2 > REPLAY_BACKOFF_MAX_MS ? REPLAY_BACKOFF_MAX_MS
+                                                                          : backoff * 2);
+            uv_cond_timedwait(&qs->cv, &qs->mu, backoff * 1000000u);
+        }
     }
-    qnames_t n;
-    qargs_t a;
-    make_names(qs->rl, &q, e.key, e.rid, &n);
-    make_args(&n, &q, 1, e.cost, hook_time(qs), &a);
-    qs->replaying = 1;
-    rl__redis_client_send(qs->client, 0, n.tag + 1, n.tag_len - 2, 2, 9, a.v, a.l, replay_done,
-                          qs);
+    uv_mutex_unlock(&qs->mu);
 }
 
-static void client_up(void *owner) { replay_kick(owner); }
-
-static void client_down(void *owner) { (void)owner; }
-
-static void client_woken(void *owner)
+static void caller_log(void *owner, int level, const char *msg)
 {
     rl_quotas_t *qs = owner;
-    if (qs->reset_pending) {
-        qs->reset_pending = 0;
-        rl__redis_client_reset(qs->client);
-        return;
-    }
-    replay_kick(qs);
+    rl__log(&qs->rl->logger, level, "quota: %s", msg);
 }
 
-static const rl_redis_client_ops_t client_ops = {
-    .up = client_up,
-    .down = client_down,
-    .woken = client_woken,
-};
+/* The caller and the replay thread, at the first rl_quota_add (under mu). */
+static int start_replay(rl_quotas_t *qs)
+{
+    if (qs->started)
+        return 0;
+    int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
+    if (rc != 0)
+        return rc;
+    static const char *const sources[1] = {rl__lua_quota};
+    rl_redis_caller_cfg_t cfg = {
+        .alloc = &qs->rl->alloc,
+        .url = &qs->url,
+        .pool = 1,
+        .slots = CALLER_SLOTS,
+        .backoff_cap_ms = qs->rl->reconnect_max_ms,
+        .scripts = sources,
+        .nscripts = 1,
+        .log = caller_log,
+        .owner = qs,
+    };
+    if ((rc = rl__redis_caller_start(&qs->caller, &cfg)) != 0) {
+        rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
+        return rc;
+    }
+    /* release: charges read the caller pointer with acquire, and need the
+     * caller it points to fully built. */
+    atomic_store_explicit(&qs->caller_pub, qs->caller, memory_order_release);
+    /* Every signal blocked in the thread (inherited at creation): the
+     * host's handlers run on its own threads only. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = uv_thread_create(&qs->replay, replay_main, qs);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        rl__redis_caller_stop(qs->caller);
+        qs->caller = NULL;
+        atomic_store_explicit(&qs->caller_pub, NULL, memory_order_relaxed);
+        rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
+        return RL_ENOMEM;
+    }
+    qs->started = 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------- lifetime */
 
@@ -260,11 +300,15 @@ int rl__quotas_create(struct rl *rl, const rl_redisurl_t *url, uint32_t journal_
         rl__free(&rl->alloc, qs, sizeof *qs, 64);
         return RL_ENOMEM;
     }
+    if (uv_cond_init(&qs->cv) != 0) {
+        uv_mutex_destroy(&qs->mu);
+        rl__free(&rl->alloc, qs, sizeof *qs, 64);
+        return RL_ENOMEM;
+    }
     for (int i = 0; i < Q_N; i++)
         atomic_init(&qs->counters[i], 0);
     atomic_init(&qs->time_ms, 0);
-    atomic_init(&qs->lose_acks, 0);
-    atomic_init(&qs->client_pub, NULL);
+    atomic_init(&qs->caller_pub, NULL);
     *out = qs;
     return 0;
 }
@@ -273,17 +317,26 @@ void rl__quotas_destroy(rl_quotas_t *qs)
 {
     if (qs == NULL)
         return;
-    rl__redis_client_stop(qs->client);
+    if (qs->started) {
+        uv_mutex_lock(&qs->mu);
+        qs->replay_stop = 1;
+        uv_cond_signal(&qs->cv);
+        uv_mutex_unlock(&qs->mu);
+        uv_thread_join(&qs->replay);
+        rl__redis_caller_stop(qs->caller);
+    }
     rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
+    uv_cond_destroy(&qs->cv);
     uv_mutex_destroy(&qs->mu);
     rl__free(&qs->rl->alloc, qs, sizeof *qs, 64);
 }
 
 void rl__quotas_forget(rl_quotas_t *qs)
 {
+    /* The caller's and the replay thread's memory are the parent's threads'
+     * to use: left alone, as the sync thread's loop is (rl__sync_forget). */
     if (qs == NULL)
         return;
-    rl__redis_client_forget(qs->client);
     rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
     rl__free(&qs->rl->alloc, qs, sizeof *qs, 64);
 }
@@ -316,32 +369,14 @@ void rl__quota_set_time(struct rl *rl, uint64_t unix_ms)
 
 void rl__quota_lose_acks(struct rl *rl, uint32_t n)
 {
-    if (rl->quotas != NULL)
-        /* relaxed: see replay_done. */
-        atomic_store_explicit(&rl->quotas->lose_acks, n, memory_order_relaxed);
+    if (rl->quotas == NULL)
+        return;
+    uv_mutex_lock(&rl->quotas->mu);
+    rl->quotas->lose_acks = n;
+    uv_mutex_unlock(&rl->quotas->mu);
 }
 
 /* ----------------------------------------------------------- registry */
-
-static int start_client(rl_quotas_t *qs)
-{
-    if (qs->client != NULL)
-        return 0;
-    int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
-    if (rc != 0)
-        return rc;
-    static const char *const sources[1] = {rl__lua_quota};
-    rc = rl__redis_client_start(&qs->client, &qs->rl->alloc, &qs->url,
-                                qs->rl->reconnect_max_ms, sources, 1, &client_ops, qs);
-    if (rc != 0) {
-        rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
-        return rc;
-    }
-    /* release: charges read the client pointer with acquire, and need the
-     * client it points to fully built. */
-    atomic_store_explicit(&qs->client_pub, qs->client, memory_order_release);
-    return 0;
-}
 
 int rl_quota_add(rl_t *rl, const rl_quota_t *q)
 {
@@ -373,7 +408,7 @@ int rl_quota_add(rl_t *rl, const rl_quota_t *q)
         uv_mutex_unlock(&qs->mu);
         return RL_ELIMITS;
     }
-    if ((rc = start_client(qs)) != 0) {
+    if ((rc = start_replay(qs)) != 0) {
         uv_mutex_unlock(&qs->mu);
         return rc;
     }
@@ -477,20 +512,6 @@ static int begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_
     return s != NULL ? 0 : RL_ENOTFOUND;
 }
 
-/* One script call; 1 with *p filled when Redis answered. */
-static int run(rl_quotas_t *qs, const rl_quota_t *q, const qnames_t *n, int charge,
-               uint64_t cost, qreply_t *p)
-{
-    qargs_t a;
-    make_args(n, q, charge, cost, hook_time(qs), &a);
-    /* acquire: pairs with start_client's release. */
-    rl_redis_client_t *c = atomic_load_explicit(&qs->client_pub, memory_order_acquire);
-    p->ok = 0;
-    int rc = rl__redis_client_call(c, 0, n->tag + 1, n->tag_len - 2, 2, 9, a.v, a.l,
-                                   qs->timeout_ms, parse_reply, p);
-    return rc == RL_REDIS_CALL_OK && p->ok;
-}
-
 /* Redis could not answer: the quota's on_failure, flagged degraded. */
 static int degraded(rl_quotas_t *qs, const rl_quota_t *q, int journal, const rl_qjentry_t *e,
                     rl_quota_result_t *out)
@@ -501,10 +522,10 @@ static int degraded(rl_quotas_t *qs, const rl_quota_t *q, int journal, const rl_
     if (allowed == RL_ALLOW && journal) {
         uv_mutex_lock(&qs->mu);
         int full = rl__qjournal_push(&qs->journal, e) != 0;
+        if (!full)
+            uv_cond_signal(&qs->cv);
         uv_mutex_unlock(&qs->mu);
         count(qs, full ? Q_LOST : Q_JOURNALED, 1);
-        if (!full)
-            rl__redis_client_wake(atomic_load_explicit(&qs->client_pub, memory_order_acquire));
     }
     uint64_t start, end;
     rl__quota_period(q->period, q->period_ms, wall_ms(qs), &start, &end);
