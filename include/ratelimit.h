@@ -127,8 +127,7 @@ enum {
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
-#define RL_FLAG_DUPLICATE 0x40u /* rl_quota_result_t: the request id was seen
-                                   before; the first answer is repeated */
+#define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
 
 /* Log levels for rl_config_t.log. */
 enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 };
@@ -144,8 +143,8 @@ enum {
  * power of two, at most 64) or NULL; `free` gets back the same pointer, size
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
- * Called from the threads that call rl_open, rl_close and rl_metrics_text,
- * and from the sync thread; never from rl_check. The hooks and
+ * Called from the threads that call rl_open, rl_close, rl_metrics_text and
+ * rl_quota_add, and from the library's own threads; never from rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -383,7 +382,9 @@ typedef struct rl_stats_s {
     uint64_t quota_journaled;    /* open charges put in the journal */
     uint64_t quota_replayed;     /* journal entries Redis has acknowledged */
     uint64_t quota_lost;         /* open charges never counted in Redis: the
-                                    journal was full, or held at rl_close */
+                                    journal was full, or their quota removed
+                                    (what the journal holds at rl_close is
+                                    lost too, uncounted) */
     uint64_t quota_journal_len;  /* entries in the journal now */
 } rl_stats_t;
 
@@ -764,8 +765,11 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
  *     rounds), sync_round_last_seconds, sync_round_max_seconds,
  *     sync_reports_last_round (gauges); the node registry's fleet_nodes
- *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge), and
- *     log_dropped_total.
+ *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge),
+ *     log_dropped_total, and the quota ledger's quota_charges_total,
+ *     quota_duplicates_total, quota_degraded_total, quota_journaled_total,
+ *     quota_replayed_total, quota_lost_total and quota_journal_entries
+ *     (gauge) (rl_stats_t's quota_* fields).
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,

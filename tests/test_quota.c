@@ -526,6 +526,10 @@ START_TEST(journal_replays_exactly_once)
     ck_assert_uint_eq(ss.quota_journaled, 100);
     ck_assert_uint_eq(ss.quota_lost, 50);
     ck_assert_uint_eq(ss.quota_journal_len, 100);
+    char text[65536];
+    ck_assert_int_lt(rl_metrics_text(small, text, sizeof text), (int)sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, "\nratelimit_quota_lost_total 50\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nratelimit_quota_journal_entries 100\n"));
 
     /* The first 20 replayed answers are taken as lost: sent again. */
     rl__quota_lose_acks(rl, 20);
