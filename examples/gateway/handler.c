@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -55,31 +56,57 @@ void reply_free(reply_t *r)
  * or on an allow the one with the fewest tokens left (the next to bite).
  * Returns RL_ALLOW, RL_DENY or an RL_E* error; *nrules 0: nothing applies.
  */
-static int check_limits(gateway_t *g, const char *path, size_t path_len,
-                        const http_request_t *req, const char *client_ip, rl_decision_t *shown,
-                        size_t *nrules)
-{
-    const limit_rule_t *rules[RL_MULTI_MAX];
-    size_t n = limits_match(g->limits, path, path_len, rules);
-    *nrules = n;
-    if (n == 0)
-        return RL_ALLOW;
+/* The rules matching a request, split: rate limits (checked together) and
+ * quotas (charged once the limits allowed it), with their keys. */
+typedef struct matched {
+    const limit_rule_t *quotas[RL_MULTI_MAX];
+    const char *quota_keys[RL_MULTI_MAX];
+    size_t nquotas;
+    rl_request_t reqs[RL_MULTI_MAX]; /* the limits' charges, to refund */
+    size_t nreqs;
     /* Keys carry their kind, so an API key spelled like an address can
      * never share a bucket with that address. */
     char client_key[8 + HTTP_API_KEY_CAP], ip_key[8 + 64];
-    snprintf(ip_key, sizeof ip_key, "ip:%s", client_ip);
+} matched_t;
+
+static const char *rule_key(const matched_t *m, const limit_rule_t *r)
+{
+    if (r->scope == SCOPE_CLIENT)
+        return m->client_key;
+    if (r->scope == SCOPE_IP)
+        return m->ip_key;
+    return "shared"; /* one bucket: the limit is this rule's alone */
+}
+
+static int check_limits(gateway_t *g, const char *path, size_t path_len,
+                        const http_request_t *req, const char *client_ip, rl_decision_t *shown,
+                        size_t *nrules, matched_t *m)
+{
+    const limit_rule_t *all[RL_MULTI_MAX], *rules[RL_MULTI_MAX];
+    size_t nall = limits_match(g->limits, path, path_len, all);
+    *nrules = nall;
+    snprintf(m->ip_key, sizeof m->ip_key, "ip:%s", client_ip);
     if (req->api_key_len > 0)
-        snprintf(client_key, sizeof client_key, "key:%s", req->api_key);
+        snprintf(m->client_key, sizeof m->client_key, "key:%s", req->api_key);
     else
-        snprintf(client_key, sizeof client_key, "%s", ip_key);
-    rl_request_t reqs[RL_MULTI_MAX];
+        snprintf(m->client_key, sizeof m->client_key, "%s", m->ip_key);
+    size_t n = 0;
+    m->nquotas = 0;
+    for (size_t i = 0; i < nall; i++) {
+        if (all[i]->is_quota) {
+            m->quota_keys[m->nquotas] = rule_key(m, all[i]);
+            m->quotas[m->nquotas++] = all[i];
+        } else {
+            rules[n++] = all[i];
+        }
+    }
+    m->nreqs = n;
+    if (n == 0)
+        return RL_ALLOW;
+    rl_request_t *reqs = m->reqs;
     rl_decision_t out[RL_MULTI_MAX];
     for (size_t i = 0; i < n; i++) {
-        const char *key = "shared"; /* one bucket: the limit is this rule's alone */
-        if (rules[i]->scope == SCOPE_CLIENT)
-            key = client_key;
-        else if (rules[i]->scope == SCOPE_IP)
-            key = ip_key;
+        const char *key = rule_key(m, rules[i]);
         rl_request_init(&reqs[i]);
         reqs[i].limit = rules[i]->id;
         reqs[i].key = key;
@@ -99,6 +126,55 @@ static int check_limits(gateway_t *g, const char *path, size_t path_len,
         *shown = out[least];
     }
     return rc;
+}
+
+/*
+ * The quotas of an allowed request, after its rate limits (so a request
+ * the per-second limit turns away never uses the month's quota). A quota
+ * that denies gets a 429 with Retry-After up to the quota's reset, and the
+ * rate limits' charges are refunded: the request was not served. Each
+ * request gets its own id here; a gateway that takes an idempotency key
+ * from its clients passes that instead, so a client's retry is charged
+ * once. Returns true when the reply is made (a deny or an error).
+ */
+static bool charge_quotas(gateway_t *g, const matched_t *m, reply_t *out)
+{
+    char rid[96];
+    int rid_len = snprintf(rid, sizeof rid, "%s:%llu", g->node_id ? g->node_id : "gw",
+                           (unsigned long long)++g->request_seq);
+    for (size_t i = 0; i < m->nquotas; i++) {
+        rl_quota_result_t q;
+        rl_quota_result_init(&q);
+        const char *key = m->quota_keys[i];
+        int rc = rl_quota_charge(g->rl, m->quotas[i]->id, key, strlen(key), 1, rid,
+                                 (size_t)rid_len, &q);
+        if (rc == RL_ALLOW)
+            continue;
+        for (size_t k = 0; k < m->nreqs; k++)
+            rl_refund(g->rl, m->reqs[k].limit, m->reqs[k].key, m->reqs[k].key_len, 1);
+        if (rc < 0) {
+            g->metrics.check_errors++;
+            gw_log("quota charge failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+            out->resp.status = 500;
+            out->resp.headers = NULL;
+            json_body(out, "{\"error\":\"quota check failed\"}\n");
+            return true;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        uint64_t wait_s = q.reset_unix_ms > now ? (q.reset_unix_ms - now + 999) / 1000 : 1;
+        out->resp.status = 429;
+        snprintf(out->headers, sizeof out->headers, "Retry-After: %llu\r\n",
+                 (unsigned long long)(wait_s ? wait_s : 1));
+        out->resp.headers = out->headers;
+        json_body(out, "{\"error\":\"quota exhausted\",\"quota\":\"%s\",\"used\":%llu,"
+                       "\"amount\":%llu,\"reset_unix_ms\":%llu}\n",
+                  m->quotas[i]->quota.name, (unsigned long long)q.used,
+                  (unsigned long long)q.amount, (unsigned long long)q.reset_unix_ms);
+        return true;
+    }
+    return false;
 }
 
 static void metrics_reply(gateway_t *g, reply_t *out)
@@ -135,7 +211,8 @@ void handler_request(gateway_t *g, const http_request_t *req, const char *client
     }
     rl_decision_t d;
     size_t nrules = 0;
-    int rc = check_limits(g, req->target, path_len, req, client_ip, &d, &nrules);
+    matched_t m;
+    int rc = check_limits(g, req->target, path_len, req, client_ip, &d, &nrules, &m);
     if (rc < 0) {
         g->metrics.check_errors++;
         gw_log("rate-limit check failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
@@ -143,8 +220,10 @@ void handler_request(gateway_t *g, const http_request_t *req, const char *client
         json_body(out, "{\"error\":\"rate limit check failed\"}\n");
         return;
     }
-    if (nrules > 0 && rl_headers(&d, out->headers, sizeof out->headers) >= 0)
+    if (m.nreqs > 0 && rl_headers(&d, out->headers, sizeof out->headers) >= 0)
         out->resp.headers = out->headers;
+    if (rc == RL_ALLOW && m.nquotas > 0 && charge_quotas(g, &m, out))
+        return;
     if (rc == RL_DENY) {
         out->resp.status = 429;
         json_body(out, "{\"error\":\"rate limited\",\"limit\":\"%s\",\"retry_after_ms\":%llu}\n",

@@ -21,6 +21,8 @@ typedef struct gateway {
     rl_t *rl;
     limit_set_t *limits; /* the rules in force; a reload swaps them */
     gw_metrics_t metrics;
+    uint64_t request_seq; /* quota request ids: node id + this (loop thread only) */
+    const char *node_id;  /* in quota request ids; NULL: "gw" */
 } gateway_t;
 
 /* A response and the buffers it points into, until it is formatted. */

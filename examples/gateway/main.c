@@ -382,6 +382,7 @@ int main(int argc, char **argv)
         return 2;
     }
     app->gw.rl = rl;
+    app->gw.node_id = o.node_id;
     app->gw.limits = limits;
     app->gw.metrics.limit_rules = limits->count;
 
