@@ -475,7 +475,9 @@ RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 /*
  * Destroy an instance and free everything it allocated. NULL is a no-op.
  * With a global tier it first reports the last usage and hands this node's
- * shares back to Redis, waiting at most max(500 ms, 3 sync intervals).
+ * shares back to Redis, waiting at most max(500 ms, 3 sync intervals); with
+ * quotas, also at most quota_timeout_ms for a journal replay in flight
+ * (what the journal still holds is lost: see rl_stats_t.quota_lost).
  * No other call on the same instance may run concurrently with or after it
  * (a check racing rl_close is undefined behaviour). In a child after fork(),
  * rl_close frees only what the parent's copy owns, safely.
