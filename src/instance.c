@@ -13,6 +13,7 @@
 #include "limitdef.h"
 #include "redis/url.h"
 #include "sync.h"
+#include "exact.h"
 #include "quota.h"
 
 #define PAGE 4096
@@ -33,6 +34,8 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.recover_after_rounds = 2;
     d.reconnect_max_ms = 950;
     d.degrade_ramp_ms = 1000;
+    d.exact_timeout_ms = 5;
+    d.exact_pool_size = 4;
     d.quota_journal_max = 10000;
     d.quota_timeout_ms = 500;
     memset(cfg, 0, size);
@@ -97,6 +100,8 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
     RANGE(reconnect_max_ms, 10, 60000);
     RANGE(degrade_ramp_ms, 0u, 3600000);
     RANGE(clock_coarse_tick_ns, 0u, 1000000000);
+    RANGE(exact_timeout_ms, 1, 60000);
+    RANGE(exact_pool_size, 1, 64);
     RANGE(quota_journal_max, 0u, 1000000);
     RANGE(quota_timeout_ms, 1, 60000);
     if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
@@ -148,10 +153,9 @@ static int config_copy(rl_config_t *c, const rl_config_t *cfg, char **err, size_
             (*err)[0] = '\0';
     }
     int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof *cfg);
-    /* Layouts end between fields only at the sizes of earlier releases: any
-     * other size short of ours would cut a field (a pointer) in two. */
-    if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size != RL_CONFIG_SIZE_0_2 &&
-        cfg->size < sizeof *cfg)
+    /* Layouts end between fields only at the 0.1 size: any other size short
+     * of ours would cut a field (a pointer) in two. */
+    if (rc == 0 && !rl__config_size_known(cfg->size))
         rc = RL_ESIZE;
     if (rc != 0)
         return rl__errf(*err, *errlen, rc,
@@ -221,6 +225,12 @@ void rl_close(rl_t *rl)
         else
             rl__quotas_forget(rl->quotas);
     }
+    if (rl->exact != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__exact_stop(rl->exact);
+        else
+            rl__exact_forget(rl->exact); /* in a child: the thread is the parent's */
+    }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__sync_stop(rl->sync, rl->sync_close_ms);
@@ -283,6 +293,8 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     rl->recover_after_rounds = c.recover_after_rounds;
     rl->reconnect_max_ms = c.reconnect_max_ms;
     rl->degrade_ramp_fp = (uint64_t)c.degrade_ramp_ms * RL_FP_PER_MS;
+    rl->exact_timeout_ms = c.exact_timeout_ms;
+    rl->exact_pool_size = c.exact_pool_size;
     rl__log_init(&rl->logger, c.log, c.log_ud, c.log_quiet != 0, &rl->clock);
     atomic_init(&rl->fleet_nodes, 0);
     atomic_init(&rl->fleet_split_rounds, 0);
@@ -350,6 +362,10 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
             return rc;
         }
         if ((rc = rl__sync_start(rl, &url, manual_sync, &rl->sync)) != 0) {
+            rl_close(rl);
+            return rc;
+        }
+        if ((rc = rl__exact_start(rl, &url, &rl->exact)) != 0) {
             rl_close(rl);
             return rc;
         }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Quotas (see quota.h and the header's rl_quota_* blocks). A charge is one
- * call of quota.lua through the per-request caller (redis/caller.h):
+ * call of quota.lua through the instance's per-request caller, the exact
+ * thread's (redis/caller.h, exact.h: one pool for both):
  * blocking, at most the instance's quota_timeout_ms. When Redis cannot
  * answer, the quota's on_failure decides (policy.h, as for limits); an open
  * quota's charge goes into the journal, which the replay thread sends
@@ -27,6 +28,7 @@
 #include "scripts.h"
 #include "structsize.h"
 #include "redis/caller.h"
+#include "exact.h"
 #include "redis/keys.h"
 
 #define SLOT_BITS 8 /* RL_QUOTA_MAX == 1 << SLOT_BITS */
@@ -35,8 +37,7 @@
  * last while Redis does not answer. */
 #define REPLAY_BACKOFF_MIN_MS 20
 #define REPLAY_BACKOFF_MAX_MS 1000
-/* Requests in flight at once (a charge beyond: its on_failure). */
-#define CALLER_SLOTS 256
+
 /* Names: {prefix(32):q1:name(63):hex(32)} plus ":r:" and 32 hex. */
 #define TAG_MAX 160
 
@@ -60,10 +61,11 @@ struct rl_quotas {
     qslot_t slots[RL_QUOTA_MAX];
     uint32_t count;
     rl_qjournal_t journal;
-    rl_redis_caller_t *caller; /* set once under mu, with `started` */
+    /* The instance's per-request caller (the exact thread's: exact.h),
+     * published at the first rl_quota_add. */
     _Atomic(rl_redis_caller_t *) caller_pub;
     uv_thread_t replay;
-    int started;      /* the caller and the replay thread run */
+    int started;      /* the journal exists and the replay thread runs */
     int replay_stop;  /* under mu */
     uint32_t lose_acks; /* test hook, under mu */
     _Atomic uint64_t counters[Q_N];
@@ -167,7 +169,8 @@ static int run(rl_quotas_t *qs, const rl_quota_t *q, const qnames_t *n, int char
 {
     qargs_t a;
     make_args(n, q, charge, cost, hook_time(qs), &a);
-    rl_redis_call_t call = {0, 2, 7, a.v, a.l, uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
+    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, 2, 7, a.v, a.l,
+                            uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
     /* acquire: pairs with start_replay's release (the caller fully built). */
     rl_redis_caller_t *c = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
     p->ok = 0;
@@ -233,39 +236,21 @@ static void replay_main(void *arg)
     uv_mutex_unlock(&qs->mu);
 }
 
-static void caller_log(void *owner, int level, const char *msg)
-{
-    rl_quotas_t *qs = owner;
-    rl__log(&qs->rl->logger, level, "quota: %s", msg);
-}
-
-/* The caller and the replay thread, at the first rl_quota_add (under mu). */
+/* The journal and the replay thread, at the first rl_quota_add (under mu);
+ * charges go through the exact thread's caller, started by rl_open. */
 static int start_replay(rl_quotas_t *qs)
 {
     if (qs->started)
         return 0;
+    if (qs->rl->exact == NULL)
+        return RL_ENOTSUP;
     int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
     if (rc != 0)
         return rc;
-    static const char *const sources[1] = {rl__lua_quota};
-    rl_redis_caller_cfg_t cfg = {
-        .alloc = &qs->rl->alloc,
-        .url = &qs->url,
-        .pool = 1,
-        .slots = CALLER_SLOTS,
-        .backoff_cap_ms = qs->rl->reconnect_max_ms,
-        .scripts = sources,
-        .nscripts = 1,
-        .log = caller_log,
-        .owner = qs,
-    };
-    if ((rc = rl__redis_caller_start(&qs->caller, &cfg)) != 0) {
-        rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
-        return rc;
-    }
-    /* release: charges read the caller pointer with acquire, and need the
-     * caller it points to fully built. */
-    atomic_store_explicit(&qs->caller_pub, qs->caller, memory_order_release);
+    /* release: charges read the caller pointer with acquire; the caller was
+     * built by rl_open, before any rl_quota_add could run. */
+    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(qs->rl->exact),
+                          memory_order_release);
     /* Every signal blocked in the thread (inherited at creation): the
      * host's handlers run on its own threads only. */
     sigset_t all, old;
@@ -274,9 +259,6 @@ static int start_replay(rl_quotas_t *qs)
     rc = uv_thread_create(&qs->replay, replay_main, qs);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        rl__redis_caller_stop(qs->caller);
-        qs->caller = NULL;
-        atomic_store_explicit(&qs->caller_pub, NULL, memory_order_relaxed);
         rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
         return RL_ENOMEM;
     }
@@ -323,7 +305,6 @@ void rl__quotas_destroy(rl_quotas_t *qs)
         uv_cond_signal(&qs->cv);
         uv_mutex_unlock(&qs->mu);
         uv_thread_join(&qs->replay);
-        rl__redis_caller_stop(qs->caller);
     }
     rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
     uv_cond_destroy(&qs->cv);
@@ -333,8 +314,7 @@ void rl__quotas_destroy(rl_quotas_t *qs)
 
 void rl__quotas_forget(rl_quotas_t *qs)
 {
-    /* The caller's and the replay thread's memory are the parent's threads'
-     * to use: left alone, as the sync thread's loop is (rl__sync_forget). */
+    /* The replay thread is the parent's: only this copy's memory is ours. */
     if (qs == NULL)
         return;
     rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);

@@ -48,7 +48,7 @@ static void snapshot_limits(rl_sync_t *s)
         if (id == 0)
             continue;
         rl__params_read(&ls->slots[i], &l->p);
-        if (!l->p.synced)
+        if (l->p.synced != 1) /* local, or exact (exact.c) */
             continue;
         l->live = 1;
         l->lref = rl__limit_ref((int)id);

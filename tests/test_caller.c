@@ -118,7 +118,7 @@ static void *blocking_load(void *arg)
         int st = rl__redis_caller_wait(l->c, &r.call, parse_echo, &e);
         uint64_t now = uv_hrtime();
         if (st == RL_CALL_REPLY) {
-            l->replies++;
+            __atomic_fetch_add(&l->replies, 1, __ATOMIC_RELAXED);
             if (strcmp(e.got, r.tag) != 0 || e.parsed != 1)
                 l->wrong++;
         } else {
@@ -309,6 +309,9 @@ START_TEST(bounds)
     /* Two slots, Redis frozen: the third request finds none. */
     c = start_caller(1, 2);
     wait_connected(c);
+    rl_redis_caller_counters_t k;
+    /* The warm-up's slot is free once the loop is done with it too. */
+    WAIT_FOR((rl__redis_caller_counters(c, &k), k.in_use == 0));
     kill(srv.pid, SIGSTOP);
     static _Atomic uint32_t calls[3];
     _Atomic uint64_t replies = 0, wrong = 0, other = 0;

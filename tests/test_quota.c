@@ -168,7 +168,7 @@ START_TEST(retried_ids_are_charged_once)
      * allows and denies both. */
     if (skipped)
         return;
-    unsigned total = 10000 / scale();
+    unsigned total = 10000 / scale() / RACE_THREADS * RACE_THREADS;
     uint64_t amount = total / 2;
     rl_t *a = rl_test_hold(open_at(url, 100), rl_test_close_fn);
     rl_t *b = rl_test_hold(open_at(url, 100), rl_test_close_fn);

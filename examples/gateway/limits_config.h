@@ -23,10 +23,13 @@
  * file with the same parser.
  *
  * Every rule that matches a request is checked at once with rl_check_multi:
- * all are charged or none is. A rule whose SPEC is a quota's
- * ("/api* client name=plan amount=1000000 period=month", rl_quota_parse)
- * is charged after the limits allowed the request (handler.c); quotas need
- * --redis. Parsing is pure (no instance involved);
+ * all are charged or none is. With --redis, mode=exact rules are the
+ * exception: Redis decides them (rl_check_async) once the others admitted;
+ * when one denies, the others' charges are refunded (an exact charge made
+ * by another exact rule of the same request stays: Redis takes no refunds).
+ * A rule whose SPEC is a quota's ("/api* client name=plan amount=1000000
+ * period=month", rl_quota_parse) is charged after the limits allowed the
+ * request (handler.c); quotas need --redis. Parsing is pure (no instance involved);
  * limits_apply turns a parsed set into the instance's limits.
  */
 #ifndef GATEWAY_LIMITS_CONFIG_H

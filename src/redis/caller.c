@@ -81,6 +81,7 @@ struct rl_redis_caller {
     /* Submission queue, free list, stop request. */
     uv_mutex_t qmu;
     slot_t *qhead, *qtail, *free;
+    uint32_t nfree;
     int stop_asked;
     uv_mutex_t wmu; /* blocking waiters' hand-over */
     /* Loop thread only. */
@@ -129,6 +130,7 @@ static void release(rl_redis_caller_t *c, slot_t *s)
     uv_mutex_lock(&c->qmu);
     s->qnext = c->free;
     c->free = s;
+    c->nfree++;
     uv_mutex_unlock(&c->qmu);
 }
 
@@ -512,6 +514,7 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
         c->slots[i].qnext = c->free;
         c->free = &c->slots[i];
     }
+    c->nfree = c->nslots;
     if (uv_mutex_init(&c->qmu) != 0) {
         free_caller(c);
         return RL_ENOMEM;
@@ -553,6 +556,12 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     return 0;
 }
 
+void rl__redis_caller_forget(rl_redis_caller_t *c)
+{
+    if (c != NULL)
+        free_caller(c);
+}
+
 void rl__redis_caller_stop(rl_redis_caller_t *c)
 {
     if (c == NULL)
@@ -588,8 +597,10 @@ static int take(rl_redis_caller_t *c, const rl_redis_call_t *call, int refs, slo
     uv_mutex_lock(&c->qmu);
     slot_t *s = c->stop_asked ? NULL : c->free;
     int closed = c->stop_asked;
-    if (s != NULL)
+    if (s != NULL) {
         c->free = s->qnext;
+        c->nfree--;
+    }
     uv_mutex_unlock(&c->qmu);
     if (s == NULL) {
         if (!closed)
@@ -619,6 +630,7 @@ static int enqueue(rl_redis_caller_t *c, slot_t *s)
     if (c->stop_asked) {
         s->qnext = c->free;
         c->free = s;
+        c->nfree++;
         uv_mutex_unlock(&c->qmu);
         return RL_CALL_CLOSED;
     }
@@ -717,4 +729,7 @@ void rl__redis_caller_counters(rl_redis_caller_t *c, rl_redis_caller_counters_t 
     out->lost = v[K_LOST];
     out->full = v[K_FULL];
     out->stalls = v[K_STALLS];
+    uv_mutex_lock(&c->qmu);
+    out->in_use = c->nslots - c->nfree;
+    uv_mutex_unlock(&c->qmu);
 }

@@ -91,6 +91,7 @@ typedef struct rl_redis_call {
 
 typedef struct rl_redis_caller_counters {
     uint64_t sent, replies, timeouts, late, unsent, lost, full, stalls;
+    uint64_t in_use; /* slots not free now (queued, in flight, or a late reply awaited) */
 } rl_redis_caller_counters_t;
 
 /* Start the thread (every signal blocked on it) and begin connecting.
@@ -122,6 +123,10 @@ int rl__redis_caller_wait(rl_redis_caller_t *c, const rl_redis_call_t *call,
                           rl_redis_call_fn *parse, void *ud);
 
 void rl__redis_caller_counters(rl_redis_caller_t *c, rl_redis_caller_counters_t *out);
+
+/* In a child process after fork(): free the memory only (the thread, its
+ * loop and its sockets are the parent's). */
+void rl__redis_caller_forget(rl_redis_caller_t *c);
 
 /* Answer every queued and in-flight request with RL_CALL_CLOSED (async
  * callbacks run, once each, before this returns; none after), close the
