@@ -356,7 +356,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
             return RL_ENOMEM;
         }
         rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
-        if ((rc = rl__quotas_create(rl, &url, c.quota_journal_max, c.quota_timeout_ms,
+        if ((rc = rl__quotas_create(rl, c.quota_journal_max, c.quota_timeout_ms,
                                     &rl->quotas)) != 0) {
             rl_close(rl);
             return rc;

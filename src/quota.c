@@ -53,7 +53,6 @@ typedef struct qslot {
 
 struct rl_quotas {
     struct rl *rl;
-    rl_redisurl_t url;
     uint32_t journal_max;
     uint32_t timeout_ms;
     uv_mutex_t mu; /* slots, journal, the replay thread's state */
@@ -268,14 +267,13 @@ static int start_replay(rl_quotas_t *qs)
 
 /* ------------------------------------------------------------- lifetime */
 
-int rl__quotas_create(struct rl *rl, const rl_redisurl_t *url, uint32_t journal_max,
-                      uint32_t timeout_ms, rl_quotas_t **out)
+int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
+                      rl_quotas_t **out)
 {
     rl_quotas_t *qs = rl__calloc(&rl->alloc, sizeof *qs, 64);
     if (qs == NULL)
         return RL_ENOMEM;
     qs->rl = rl;
-    qs->url = *url;
     qs->journal_max = journal_max;
     qs->timeout_ms = timeout_ms;
     if (uv_mutex_init(&qs->mu) != 0) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The quota ledger (quota.c): a client of the Redis layer. Its registry of
- * quotas, its per-request client (redis/client.h, started with the first
- * quota), the fail-open journal (quotajournal.h) and its replay, and its
+ * quotas, its charges (through the exact thread's per-request caller), the
+ * fail-open journal (quotajournal.h) and its replay thread, and its
  * counters. Created by rl_open for an instance with a redis_url.
  */
 #ifndef RL_QUOTA_H
@@ -10,15 +10,16 @@
 
 #include <stdint.h>
 #include "ratelimit.h"
-#include "redis/url.h"
 
 struct rl;
 typedef struct rl_quotas rl_quotas_t;
 
-/* 0 or RL_ENOMEM. Nothing starts until the first rl_quota_add. */
-int rl__quotas_create(struct rl *rl, const rl_redisurl_t *url, uint32_t journal_max,
-                      uint32_t timeout_ms, rl_quotas_t **out);
-/* Stop the client's thread and free everything. NULL is a no-op. */
+/* 0 or RL_ENOMEM. Nothing starts until the first rl_quota_add, whose
+ * charges go through the instance's exact thread (exact.h). */
+int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
+                      rl_quotas_t **out);
+/* Stop the replay thread and free everything (before the exact thread
+ * stops: the replay uses its caller). NULL is a no-op. */
 void rl__quotas_destroy(rl_quotas_t *qs);
 /* A child's copy after fork(): free the memory, touch no thread. */
 void rl__quotas_forget(rl_quotas_t *qs);
