@@ -891,7 +891,7 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
     int rc = rl__fork_check(rl);
     target_t t;
     if (rc == 0)
-        rc = target_init(rl, id, key, key_len, cost, 0, &t);
+        rc = target_init(rl, id, key, key_len, cost, cost == 0, &t);
     if (rc != 0)
         return rc;
     outcome_t o;

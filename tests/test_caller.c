@@ -209,6 +209,29 @@ START_TEST(frozen_late_replies_never_misdelivered)
 }
 END_TEST
 
+/* SCRIPT FLUSH empties the server's cache: the next EVALSHA gets NOSCRIPT
+ * and the same request goes again as EVAL, answered, never failed. */
+START_TEST(noscript_answered_by_eval)
+{
+    rl_redis_caller_t *c = start_caller(1, 8);
+    wait_connected(c);
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    ck_assert(r != NULL && r->err == 0);
+    redisReply *rep = redisCommand(r, "SCRIPT FLUSH");
+    ck_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+    redisFree(r);
+    for (unsigned i = 0; i < 3; i++) {
+        req_t q;
+        echo_t e = {{0}, 0};
+        req_make(&q, 1, 100 + i, 5000);
+        ck_assert_int_eq(rl__redis_caller_wait(c, &q.call, parse_echo, &e), RL_CALL_REPLY);
+        ck_assert_str_eq(e.got, q.tag);
+    }
+    rl__redis_caller_stop(c);
+}
+END_TEST
+
 /* Asynchronous requests: each callback once, with its own tag. */
 typedef struct actx {
     uint64_t tag;
@@ -341,6 +364,7 @@ static Suite *suite(void)
     tcase_add_test(tc, blocking_tags_match);
     tcase_add_test(tc, frozen_late_replies_never_misdelivered);
     tcase_add_test(tc, async_each_once);
+    tcase_add_test(tc, noscript_answered_by_eval);
     tcase_add_test(tc, stop_answers_in_flight);
     tcase_add_test(tc, bounds);
     suite_add_tcase(s, tc);

@@ -193,7 +193,12 @@ START_TEST(exact_fleet_one_key)
     /* burst + rate x elapsed, elapsed measured by Redis around the run. */
     ck_assert_int_le(counted, 300 + (t1 - t0) * 100 / 1000000);
     ck_assert_int_ge(first, t0);
-    ck_assert_int_ge(counted, 300 + (last - first) * 100 / 1000000 - 1);
+    /* Every token Redis minted over the run was taken, but one: the load
+     * (10x the rate) never let the bucket fill. Valgrind's serialised
+     * threads offer less than the rate: there the bound measures the load
+     * generator, not the library, and is skipped. */
+    if (getenv("RL_VALGRIND") == NULL)
+        ck_assert_int_ge(counted, 300 + (last - first) * 100 / 1000000 - 1);
     fprintf(stderr, "exact_fleet: admitted %llu of %llu offered over %.2f s (%llu degraded)\n",
             (unsigned long long)allows, (unsigned long long)offered,
             (double)(t1 - t0) / 1e6, (unsigned long long)degraded);
@@ -443,6 +448,22 @@ START_TEST(async_inline_and_errors)
     ck_assert_int_eq(rl_check_async(lo, ex, "a", 1, 1, on_close_check, NULL), RL_ALLOW);
     ck_assert_int_eq(rl_check_async(lo, ex, "a", 1, 1, on_close_check, NULL), RL_DENY);
     rl_close(lo);
+    /* The config's exact fields: ranges named in the message. */
+    rl_config_t c;
+    rl_config_init(&c);
+    ck_assert_uint_eq(c.exact_timeout_ms, 5);
+    ck_assert_uint_eq(c.exact_pool_size, 4);
+    char msg[160];
+    c.err = msg;
+    c.errlen = sizeof msg;
+    c.exact_timeout_ms = 0;
+    rl_t *bad = NULL;
+    ck_assert_int_eq(rl_open(&bad, &c), RL_ERANGE);
+    ck_assert_ptr_nonnull(strstr(msg, "exact_timeout_ms"));
+    c.exact_timeout_ms = 5;
+    c.exact_pool_size = 65;
+    ck_assert_int_eq(rl_open(&bad, &c), RL_ERANGE);
+    ck_assert_ptr_nonnull(strstr(msg, "exact_pool_size"));
     /* 2^53 token-microseconds: a day-long period with a large burst. */
     rl_limit_t lim;
     char err[160];
