@@ -44,4 +44,19 @@ unsigned rl__redis_vshard(rl_keyid_t id);
 int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
                        rl_keyid_t id, char *buf, size_t cap);
 
+/*
+ * A quota's Redis names for one key. The hash tag {prefix:q1:quota:<32 hex>}
+ * (the hex a PRF of the key's identity, as above) holds every name of the
+ * (quota, key): its counters, "<tag>:p:<period start ms>", and its request
+ * ids, "<tag>:r:<32 hex>" (a PRF of the id's bytes), so one script call
+ * touches one Cluster slot. snprintf-style returns.
+ */
+int rl__redis_quota_tag(const rl_keyhash_t *kh, const char *prefix, const char *quota,
+                        rl_keyid_t id, char *buf, size_t cap);
+
+/* The 128-bit PRF of a request id's bytes (SipHash-2-4 under the secret's
+ * name key, twice): ids of any length name keys of one length, and the
+ * bytes never reach Redis. */
+void rl__redis_quota_rid(const rl_keyhash_t *kh, const void *rid, size_t len, uint64_t out[2]);
+
 #endif
