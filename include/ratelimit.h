@@ -132,6 +132,7 @@ enum {
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
+#define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
 
 /* Log levels for rl_config_t.log. */
 enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 };
@@ -147,8 +148,9 @@ enum {
  * power of two, at most 64) or NULL; `free` gets back the same pointer, size
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
- * Called from the threads that call rl_open, rl_close and rl_metrics_text,
- * and from the sync and exact threads; never from rl_check. The hooks and
+ * Called from the threads that call rl_open, rl_close, rl_metrics_text and
+ * rl_quota_add, and from the sync, exact and quota threads; never from
+ * rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -246,6 +248,13 @@ typedef struct rl_config {
                                   default 5 */
     uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
                                   default 4 (a key always uses the same one) */
+    /* --- appended fields: quotas (rl_quota_add) --- */
+    uint32_t quota_journal_max; /* charges of on_failure=open quotas kept
+                                   while Redis is out, to replay with their
+                                   request ids: 0..1000000, default 10000
+                                   (0: none kept, each is lost and counted) */
+    uint32_t quota_timeout_ms;  /* how long rl_quota_charge / rl_quota_get
+                                   wait for Redis: 1..60000, default 500 */
 } rl_config_t;
 
 /* rl_stats_t.health */
@@ -384,6 +393,17 @@ typedef struct rl_stats_s {
     uint64_t fleet_split_fingerprints; /* other fingerprints live at the last
                                     heartbeat: non-zero while split */
     uint64_t log_dropped;        /* stderr log lines the rate limit dropped */
+    /* --- appended fields: quotas (rl_quota_charge; all 0 without quotas) --- */
+    uint64_t quota_charges;      /* charges Redis answered (duplicates included) */
+    uint64_t quota_duplicates;   /* of those, request ids seen before */
+    uint64_t quota_degraded;     /* charges answered by on_failure (Redis out) */
+    uint64_t quota_journaled;    /* open charges put in the journal */
+    uint64_t quota_replayed;     /* journal entries Redis has acknowledged */
+    uint64_t quota_lost;         /* open charges never counted in Redis: the
+                                    journal was full, or their quota removed
+                                    (what the journal holds at rl_close is
+                                    lost too, uncounted) */
+    uint64_t quota_journal_len;  /* entries in the journal now */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
@@ -484,9 +504,22 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 
 /*
+ * Check a redis_url the way rl_open reads it, without connecting: every
+ * form rl_config_t.redis_url documents (redis://, redis+unix:// and
+ * unix://, redis+cluster://, redis+sentinel://). For configuration checks
+ * that must not open an instance (nginx -t, a CLI's check). Returns 0, or
+ * RL_EINVAL for a NULL url, or RL_ERANGE with a message in err (when err
+ * is not NULL and errlen > 0) naming the bad part; the message never
+ * echoes a password. Thread-safe, no allocation.
+ */
+RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
+
+/*
  * Destroy an instance and free everything it allocated. NULL is a no-op.
  * With a global tier it first reports the last usage and hands this node's
- * shares back to Redis, waiting at most max(500 ms, 3 sync intervals).
+ * shares back to Redis, waiting at most max(500 ms, 3 sync intervals); with
+ * quotas, also at most quota_timeout_ms for a journal replay in flight
+ * (what the journal still holds is lost: see rl_stats_t.quota_lost).
  * No other call on the same instance may run concurrently with or after it
  * (a check racing rl_close is undefined behaviour). In a child after fork(),
  * rl_close frees only what the parent's copy owns, safely.
@@ -831,8 +864,11 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
  *     rounds), sync_round_last_seconds, sync_round_max_seconds,
  *     sync_reports_last_round (gauges); the node registry's fleet_nodes
- *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge), and
- *     log_dropped_total.
+ *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge),
+ *     log_dropped_total, and the quota ledger's quota_charges_total,
+ *     quota_duplicates_total, quota_degraded_total, quota_journaled_total,
+ *     quota_replayed_total, quota_lost_total and quota_journal_entries
+ *     (gauge) (rl_stats_t's quota_* fields).
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,
@@ -867,6 +903,173 @@ RL_EXTERN const char *rl_version(void);
  * header's. Thread-safe. */
 RL_EXTERN uint32_t rl_version_hex(void);
 
+/* ------------------------------------------------------------------ quotas */
+
+/*
+ * Quotas: durable ledgers ("1000000 requests a month", "500 SMS a day"),
+ * not pressure valves. A quota's usage lives in Redis only (an instance
+ * needs a redis_url to hold one), per (quota, key) and period, and every
+ * charge carries a request id: a charge retried with the same id within the
+ * quota's dedup window is answered with the first answer and never charged
+ * twice. The wall clock is Redis's (TIME), never the node's. What survives
+ * a Redis restart depends on its persistence settings: see the README
+ * ("Quotas: what is durable").
+ */
+
+/* rl_quota_t.period: calendar periods start at UTC boundaries; a fixed
+ * period is period_ms long, its boundaries multiples of it since the Unix
+ * epoch. */
+enum {
+    RL_PERIOD_HOUR = 0,  /* hh:00:00.000 UTC */
+    RL_PERIOD_DAY = 1,   /* 00:00:00.000 UTC */
+    RL_PERIOD_WEEK = 2,  /* ISO week: Monday 00:00 UTC */
+    RL_PERIOD_MONTH = 3, /* the 1st, 00:00 UTC */
+    RL_PERIOD_FIXED = 4  /* period_ms */
+};
+
+/* Most quotas one instance holds. */
+#define RL_QUOTA_MAX 256
+/* Longest request id, in bytes (ids are binary-safe). */
+#define RL_QUOTA_ID_MAX 256
+/* Largest amount: usage is counted exactly by Redis's Lua (2^53 - 1). */
+#define RL_QUOTA_AMOUNT_MAX UINT64_C(9007199254740991)
+
+/*
+ * A quota. Initialise with rl_quota_init (or rl_quota_parse), then set
+ * fields. Accepted values (rl_quota_add answers RL_ERANGE or RL_EMODE
+ * otherwise):
+ * - name: as a limit's name (RL_ENAME), unique among the instance's quotas.
+ * - amount: 1..RL_QUOTA_AMOUNT_MAX units per period.
+ * - period: RL_PERIOD_*; period_ms (RL_PERIOD_FIXED only, else 0): 1 s to
+ *   400 days, a whole number of seconds.
+ * - dedup_ms: how long a request id is remembered, 1 s to 31 days; default
+ *   24 h.
+ * - on_failure: RL_FAIL_CLOSED (default: deny while Redis cannot answer) or
+ *   RL_FAIL_OPEN (allow, and journal the charge to replay it later);
+ *   RL_FAIL_LOCAL has no meaning for a ledger: RL_EMODE.
+ */
+typedef struct rl_quota {
+    size_t size;            /* set by rl_quota_init */
+    char name[RL_NAME_MAX]; /* NUL-terminated, [A-Za-z0-9_.:-] */
+    uint64_t amount;
+    int32_t period;         /* RL_PERIOD_*; default RL_PERIOD_MONTH */
+    int32_t on_failure;     /* RL_FAIL_OPEN or RL_FAIL_CLOSED (default) */
+    uint64_t period_ms;     /* RL_PERIOD_FIXED: its length; else 0 */
+    uint64_t dedup_ms;      /* request id memory; default 86400000 */
+} rl_quota_t;
+
+/* The answer to a charge or a read of a quota, into caller-owned memory. */
+typedef struct rl_quota_result {
+    size_t size;            /* set by rl_quota_result_init */
+    int32_t allowed;        /* RL_ALLOW or RL_DENY */
+    uint32_t flags;         /* RL_FLAG_DUPLICATE, RL_FLAG_DEGRADED */
+    uint64_t amount;        /* the quota's amount per period */
+    uint64_t used;          /* units charged in the period (after this charge) */
+    uint64_t remaining;     /* amount - used */
+    uint64_t reset_unix_ms; /* the period's end (the next boundary), Unix ms */
+} rl_quota_result_t;
+
+/* Zero a quota, set its size and the defaults (period month, dedup 24 h,
+ * on_failure closed). Thread-safe; NULL or a size smaller than the size
+ * field is a no-op. */
+RL_EXTERN void rl_quota_init_sized(rl_quota_t *q, size_t size);
+static inline void rl_quota_init(rl_quota_t *q) { rl_quota_init_sized(q, sizeof *q); }
+
+/* Zero a result and set its size. Thread-safe. */
+RL_EXTERN void rl_quota_result_init_sized(rl_quota_result_t *r, size_t size);
+static inline void rl_quota_result_init(rl_quota_result_t *r)
+{
+    rl_quota_result_init_sized(r, sizeof *r);
+}
+
+/*
+ * Parse a quota spec into *q, which it first initialises as rl_quota_init
+ * does with the size of this first layout of rl_quota_t (q->size need not
+ * be set; a later, larger rl_quota_t will come with a _sized form). Grammar:
+ * space-separated word=value pairs, each at most once:
+ *   name=plan amount=1000000 period=month dedup=24h on_failure=open
+ * name and amount are required. period: hour, day, week, month, or a fixed
+ * duration COUNT UNIT with UNIT s m h d ("30d", "90m"). dedup: a duration
+ * ("24h", "600s"; "ms" is accepted too). on_failure: open or closed.
+ * Numbers are decimal integers without sign. On error, *q is unspecified
+ * and `err` (when err_len > 0) receives a NUL-terminated message that names
+ * the offending word. Thread-safe (no shared state).
+ * Errors: RL_EINVAL (q or spec NULL), RL_ESPEC
+ * (unknown word, duplicate, missing '=', missing name or amount, malformed
+ * number, unknown period or unit), RL_ERANGE (a value outside the ranges of
+ * rl_quota_t), RL_ENAME, RL_EMODE (on_failure not open or closed).
+ */
+RL_EXTERN int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t err_len);
+
+/*
+ * Add a quota; returns its id (>= 0, never reused for another quota while
+ * the instance lives). Charges go through the instance's exact thread and
+ * its exact_pool_size connections (one pool for exact checks and quotas);
+ * the first quota of an instance starts the journal's replay thread.
+ * Thread-safe (quota changes serialise on a mutex of the instance).
+ * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_ERANGE, RL_EMODE, RL_EEXIST (a
+ * quota of that name), RL_ELIMITS (RL_QUOTA_MAX quotas), RL_ENOTSUP (a
+ * local-only or shared instance: a quota in volatile memory is not a
+ * quota), RL_ENOMEM, RL_EFORKED.
+ */
+RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
+
+/*
+ * Remove a quota: its id answers RL_ENOTFOUND from then on. Its usage stays
+ * in Redis until it expires (a quota added again under the same name finds
+ * it). Journaled charges of the quota not yet replayed are dropped and
+ * counted in quota_lost. A charge racing the removal may still be answered.
+ * Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_quota_remove(rl_t *rl, int quota);
+
+/*
+ * Charge `cost` units of a quota to a key, once per request id: one atomic
+ * script in Redis remembers the id for the quota's dedup window (SET NX)
+ * and moves the period's counter only when the id is new. A charge that
+ * would take the usage past the amount is denied and charges nothing.
+ * The same id again within the window (a retry) gets the first answer,
+ * allowed or denied with the same figures, flagged RL_FLAG_DUPLICATE, and
+ * charges nothing. Ids are per (quota, key).
+ * Blocks for at most the instance's quota_timeout_ms. When Redis cannot
+ * answer in time (down, unreachable, or slow), the quota's on_failure
+ * answers, flagged RL_FLAG_DEGRADED: closed denies; open allows and puts the
+ * charge in the journal (quota_journal_max entries), which is replayed with
+ * its request ids once Redis answers again, so a charge that did reach
+ * Redis before its answer was lost is not counted twice. Replayed charges
+ * count in the period current when they are replayed; a replayed charge
+ * that would pass the amount is denied by Redis like any other (the
+ * request was already served: the overage is not recorded). A full journal
+ * drops the charge (counted in quota_lost). A degraded answer does not
+ * know the usage: used 0, remaining = amount, and reset_unix_ms the
+ * period's end by this node's clock.
+ * A timeout does not mean "not charged": the script may have run.
+ * Thread-safe: any number of threads may charge at once.
+ * Returns RL_ALLOW, RL_DENY, or an error (and *out, if given, has allowed
+ * = RL_DENY):
+ *   RL_EINVAL   rl NULL, key or request_id NULL with a length > 0
+ *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
+ *   RL_ERANGE   id_len 0 or > RL_QUOTA_ID_MAX, or cost 0
+ *   RL_ECOST    cost larger than the quota's amount: never admissible
+ *   RL_ENOTFOUND unknown or removed quota id
+ *   RL_ESIZE    out->size smaller than rl_quota_result_t
+ *   RL_EFORKED  called in a child process on an inherited instance
+ * `out` may be NULL.
+ */
+RL_EXTERN int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len,
+                              uint64_t cost, const void *request_id, size_t id_len,
+                              rl_quota_result_t *out);
+
+/*
+ * A key's usage of a quota in the current period, without charging:
+ * allowed is RL_ALLOW while remaining > 0. Blocks like rl_quota_charge;
+ * when Redis cannot answer, the answer is a degraded one as for a charge
+ * (used unknown: 0), allowed as the quota's on_failure says. Thread-safe.
+ * Returns RL_ALLOW, RL_DENY or an error: those of rl_quota_charge but
+ * RL_ERANGE and RL_ECOST.
+ */
+RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
+                           rl_quota_result_t *out);
 /* ---------------------------------------------------------------- hot keys */
 
 /* rl_limit_t.hot_ppm's largest value: a demand of 1000 times the rate. */

@@ -15,6 +15,7 @@
 #include "redis/url.h"
 #include "sync.h"
 #include "exact.h"
+#include "quota.h"
 
 #define PAGE 4096
 
@@ -36,6 +37,8 @@ void rl_config_init_sized(rl_config_t *cfg, size_t size)
     d.degrade_ramp_ms = 1000;
     d.exact_timeout_ms = 5;
     d.exact_pool_size = 4;
+    d.quota_journal_max = 10000;
+    d.quota_timeout_ms = 500;
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
     cfg->size = size;
@@ -100,6 +103,8 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
     RANGE(clock_coarse_tick_ns, 0u, 1000000000);
     RANGE(exact_timeout_ms, 1, 60000);
     RANGE(exact_pool_size, 1, 64);
+    RANGE(quota_journal_max, 0u, 1000000);
+    RANGE(quota_timeout_ms, 1, 60000);
     if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
         return rl__errf(err, errlen, RL_ERANGE, "reserved%d: must be zero",
                         c->reserved0 != 0 ? 0 : c->reserved1 != 0 ? 1 : 2);
@@ -215,6 +220,12 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
+    if (rl->quotas != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__quotas_destroy(rl->quotas);
+        else
+            rl__quotas_forget(rl->quotas);
+    }
     if (rl->exact != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__exact_stop(rl->exact);
@@ -351,6 +362,11 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
             return RL_ENOMEM;
         }
         rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
+        if ((rc = rl__quotas_create(rl, c.quota_journal_max, c.quota_timeout_ms,
+                                    &rl->quotas)) != 0) {
+            rl_close(rl);
+            return rc;
+        }
         if ((rc = rl__sync_start(rl, &url, manual_sync, &rl->sync)) != 0) {
             rl_close(rl);
             return rc;

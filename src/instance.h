@@ -26,6 +26,7 @@ struct rl {
     struct rl_sync *sync; /* the global tier; NULL when local-only */
     struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
     struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
+    struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */
     /* Copied configuration. */
     char *node_id;

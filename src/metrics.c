@@ -348,6 +348,23 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     single(s, "ratelimit_log_dropped_total", "counter",
            "Log lines to stderr (no log hook set) dropped by the log rate limit.",
            st->log_dropped);
+    single(s, "ratelimit_quota_charges_total", "counter",
+           "Quota charges Redis answered, duplicates included.", st->quota_charges);
+    single(s, "ratelimit_quota_duplicates_total", "counter",
+           "Quota charges whose request id Redis had seen: the first answer repeated, "
+           "nothing charged.", st->quota_duplicates);
+    single(s, "ratelimit_quota_degraded_total", "counter",
+           "Quota charges and reads answered by on_failure: Redis did not answer in time.",
+           st->quota_degraded);
+    single(s, "ratelimit_quota_journaled_total", "counter",
+           "Open quota charges put in the journal while Redis was out.", st->quota_journaled);
+    single(s, "ratelimit_quota_replayed_total", "counter",
+           "Journaled quota charges Redis has answered since.", st->quota_replayed);
+    single(s, "ratelimit_quota_lost_total", "counter",
+           "Open quota charges never counted in Redis: the journal was full, or their quota "
+           "was removed.", st->quota_lost);
+    single(s, "ratelimit_quota_journal_entries", "gauge",
+           "Quota charges in the journal now, waiting for Redis.", st->quota_journal_len);
 }
 
 /* Hot keys shown per limit: the busiest few, so the families' cardinality
