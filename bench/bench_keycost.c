@@ -77,11 +77,22 @@ static void report_sha(redisContext *r, char *sha, size_t len)
     freeReplyObject(rep);
 }
 
-/* Sum and count the report script's SLOWLOG entries since the last reset. */
-static void slowlog_sum(redisContext *r, const char *sha, uint64_t *usec, uint64_t *calls)
+static int cmp_u64(const void *a, const void *b)
 {
-    *usec = *calls = 0;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sum and count the report script's SLOWLOG entries since the last reset,
+ * and their median and largest. */
+static void slowlog_sum(redisContext *r, const char *sha, uint64_t *usec, uint64_t *calls,
+                        uint64_t *p50, uint64_t *max)
+{
+    *usec = *calls = *p50 = *max = 0;
     redisReply *rep = cmd(r, "SLOWLOG GET -1");
+    uint64_t *each = calloc(rep->elements + 1, sizeof *each);
+    if (each == NULL)
+        exit(1);
     for (size_t i = 0; i < rep->elements; i++) {
         redisReply *e = rep->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 4)
@@ -91,10 +102,16 @@ static void slowlog_sum(redisContext *r, const char *sha, uint64_t *usec, uint64
             strcasecmp(args->element[0]->str, "evalsha") != 0 ||
             strcmp(args->element[1]->str, sha) != 0)
             continue;
-        *usec += (uint64_t)e->element[2]->integer;
-        (*calls)++;
+        each[*calls] = (uint64_t)e->element[2]->integer;
+        *usec += each[(*calls)++];
     }
     freeReplyObject(rep);
+    qsort(each, *calls, sizeof *each, cmp_u64);
+    if (*calls > 0) {
+        *p50 = each[*calls / 2];
+        *max = each[*calls - 1];
+    }
+    free(each);
 }
 
 static rl_t *open_node(const char *url, const char *prefix, int i, int n, _Atomic uint64_t *clk,
@@ -192,12 +209,13 @@ static void run(const char *url, redisContext *r, const char *sha, int n, int ro
             if (rl__sync_step(rl[i]->sync, ns / 1000000u) != 0)
                 fprintf(stderr, "rl_bench_keycost: a round of n%03d failed\n", i);
     }
-    uint64_t usec, calls, rep1 = 0;
-    slowlog_sum(r, sha, &usec, &calls);
+    uint64_t usec, calls, p50, max, rep1 = 0;
+    slowlog_sum(r, sha, &usec, &calls, &p50, &max);
     for (int i = 0; i < n; i++)
         rep1 += reports(rl[i]);
-    printf("| %d | %.0f | %.1f | %.1f | %.2f |\n", n, (double)usec / rounds,
-           (double)calls / rounds, (double)usec / (double)(calls ? calls : 1),
+    printf("| %d | %.0f | %.1f | %.1f | %" PRIu64 " | %" PRIu64 " | %.2f |\n", n,
+           (double)usec / rounds, (double)calls / rounds,
+           (double)usec / (double)(calls ? calls : 1), p50, max,
            (double)(rep1 - rep0) / rounds / n);
     fflush(stdout);
     for (int i = 0; i < n; i++)
@@ -255,7 +273,8 @@ int main(int argc, char **argv)
     printf("%d measured rounds after %d warm-up, one key, %d/s burst %d, %d ms rounds\n\n",
            rounds, WARMUP_ROUNDS, RATE, BURST, INTERVAL_MS);
     printf("| nodes | Redis us per round (report script) | calls per round | us per call | "
-           "reports per node per round |\n|---|---|---|---|---|\n");
+           "median call, us | slowest call, us | reports per node per round |\n"
+           "|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ncounts; i++)
         run(url, r, sha, counts[i], rounds);
     redisFree(r);

@@ -24,7 +24,8 @@
     X(LEAVING, leaving)   /* 1: drop this node */                                  \
     X(NOW, now)           /* virtual now, ms (0: TIME, simulations only) */        \
     X(EXPECTED, expected) /* expected nodes */                                     \
-    X(YOUNG, young)       /* young window, ms */
+    X(YOUNG, young)       /* young window, ms */                                   \
+    X(FRESH, fresh)       /* ms a key's computed shares serve reports: a round */
 
 #define RL_REPORT_KEY_ARGS(X)                                                      \
     X(EPOCH, epoch)       /* occupancy number */                                   \

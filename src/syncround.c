@@ -482,6 +482,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
         case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
+        case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
         }
     }
 }
