@@ -460,6 +460,10 @@ static int init_loop(rl_sync_t *s)
     s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
     rl__redis_conn_init(&s->route.conn, &s->loop, &s->rl->alloc, &s->url, &s->rng,
                         s->rl->reconnect_max_ms, &conn_ops, s);
+    /* CLIENT LIST then names the node and instance holding the connection. */
+    char name[sizeof RL_SYNC_CLIENT_NAME_PREFIX + sizeof s->incarnation];
+    snprintf(name, sizeof name, "%s%s", RL_SYNC_CLIENT_NAME_PREFIX, s->incarnation);
+    rl__redis_conn_set_name(&s->route.conn, name);
     rl__redis_route_single(&s->route);
     static const char *const sources[RL_SYNC_SCRIPT_N] = {
         [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,

@@ -27,6 +27,9 @@ enum {
 _Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
                "one counter per rl_sync_counters_t word");
 
+/* The sync connection's CLIENT SETNAME: this prefix, then the incarnation. */
+#define RL_SYNC_CLIENT_NAME_PREFIX "libratelimit:"
+
 /* Most keys one report script call carries: the call's slot lists
  * (syncround.c) and the reply scratch below are sized by it. */
 #define RL_SYNC_KEYS_PER_CALL 256u

@@ -17,6 +17,8 @@
 #include "share.h"
 #include "shareword.h"
 #include "sync.h"
+#include "syncint.h"
+#include "redis/conn.h"
 
 static rl_test_redis_t srv;
 static char url[64];
@@ -351,6 +353,54 @@ START_TEST(key_shares_computed_once_per_round)
     ck_assert_int_eq(rep->element[0]->element[3]->integer, NODES - 1);
     freeReplyObject(rep);
     rl_test_release(r);
+}
+END_TEST
+
+/* A client named after the node and its instance, or NULL while none. */
+static int named_client_seen(void *arg)
+{
+    const char *want = arg;
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    if (r == NULL || r->err) {
+        if (r != NULL)
+            redisFree(r);
+        return 0;
+    }
+    redisReply *list = redisCommand(r, "CLIENT LIST");
+    int seen = list != NULL && list->type == REDIS_REPLY_STRING && strstr(list->str, want) != NULL;
+    if (list != NULL)
+        freeReplyObject(list);
+    redisFree(r);
+    return seen;
+}
+
+/* Issue #11: every connection names itself (CLIENT SETNAME) after the node,
+ * so an operator's CLIENT LIST says whose it is. */
+START_TEST(connection_is_named_after_the_node)
+{
+    rl_t *rl = open_node("web-7.eu", 1);
+    wait_connected(&rl, 1);
+    char want[64];
+    snprintf(want, sizeof want, " name=%sweb-7.eu:", RL_SYNC_CLIENT_NAME_PREFIX);
+    rl_test_wait_until(named_client_seen, want, RL_TEST_WAIT_MS);
+    ck_assert_msg(named_client_seen(want), "no client named %s...", want + 6);
+    rl_test_release(rl);
+}
+END_TEST
+
+/* Redis refuses a name with a space or a control byte: they become '_'. */
+START_TEST(connection_name_is_sanitized)
+{
+    static rl_redis_conn_t c;
+    rl__redis_conn_set_name(&c, "a b\nc\x7f\x01~!");
+    ck_assert_str_eq(c.name, "a_b_c__~!");
+    rl__redis_conn_set_name(&c, NULL);
+    ck_assert_str_eq(c.name, "");
+    char longer[2 * RL_REDIS_CONN_NAME_MAX];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    rl__redis_conn_set_name(&c, longer);
+    ck_assert_uint_eq(strlen(c.name), RL_REDIS_CONN_NAME_MAX - 1);
 }
 END_TEST
 
@@ -1015,6 +1065,7 @@ static Suite *suite(void)
     tcase_add_test(tc, reports_are_idempotent_and_order_free);
     tcase_add_test(tc, script_reply_shares);
     tcase_add_test(tc, key_shares_computed_once_per_round);
+    tcase_add_test(tc, connection_is_named_after_the_node);
     tcase_add_test(tc, global_limit_follows_skewed_demand);
     tcase_add_test(tc, script_flush_recovers);
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
@@ -1029,6 +1080,7 @@ static Suite *suite(void)
     TCase *pol = tcase_create("policy");
     tcase_add_test(pol, report_policy_follows_a_fall);
     tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
+    tcase_add_test(pol, connection_name_is_sanitized);
     suite_add_tcase(s, pol);
     /* A forked child cannot tear down the parent's loop and connection (they
      * are not its to close), so it exits holding them: valgrind calls that a
