@@ -36,6 +36,9 @@
     X(NEW_O, new_o)       /* offered since then */                                 \
     X(SPAN, span)         /* the ms they span */
 
+/* What the script returns per key, in this order (report.lua's header). */
+enum { RL_REPLY_Q, RL_REPLY_TOKENS, RL_REPLY_USAGE, RL_REPLY_NODES, RL_REPORT_REPLY_N };
+
 /* Positions, from 1 as in Lua's ARGV (fixed), offsets from 1 (per key). */
 enum {
     RL_RA_ZERO_,

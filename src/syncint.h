@@ -27,6 +27,12 @@ enum {
 _Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
                "one counter per rl_sync_counters_t word");
 
+/* Rounds start interval +- interval / RL_SYNC_JITTER_DEN apart (sync.c's
+ * schedule_round), so consecutive rounds are at least (DEN - 1) / DEN of the
+ * interval apart: the round deadline and entry_may_live (syncround.c) rely
+ * on it. */
+#define RL_SYNC_JITTER_DEN 10
+
 /* The sync connection's CLIENT SETNAME: this prefix, then the incarnation. */
 #define RL_SYNC_CLIENT_NAME_PREFIX "libratelimit:"
 
