@@ -63,6 +63,8 @@ extern "C" {
 /* rl_check / rl_check_multi verdicts. */
 #define RL_DENY 0
 #define RL_ALLOW 1
+/* rl_check_async: the verdict comes later, through the callback. */
+#define RL_PENDING 2
 
 /*
  * Error codes: never renumbered; new ones are appended. The same table
@@ -100,9 +102,12 @@ enum {
     RL_MODE_GLOBAL = 0,
     /* Per node, never synced. */
     RL_MODE_LOCAL = 1,
-    /* Designed: one atomic Redis round trip per check. Not built yet: synced
-     * like RL_MODE_GLOBAL (its tolerance band), never decided per node alone
-     * (local-only instances: local). */
+    /* One atomic Redis round trip per check: Redis's token bucket decides,
+     * so the fleet never admits more than burst + rate x elapsed. rl_check
+     * blocks up to exact_timeout_ms; rl_check_async does not block. When
+     * Redis does not answer in time, on_failure decides (RL_FLAG_DEGRADED).
+     * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
+     * Local-only instances: local. */
     RL_MODE_EXACT = 2,
     /* Designed: a local pre-filter with Redis confirming near the limit. Not
      * built yet: synced like RL_MODE_GLOBAL (local-only instances: local). */
@@ -122,7 +127,7 @@ enum {
 
 /* rl_decision_t.flags */
 #define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
-#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (reserved: not built yet) */
+#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (mode=exact) */
 #define RL_FLAG_HOT 0x04u      /* one of the hot keys (reserved: not built yet) */
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
@@ -143,7 +148,7 @@ enum {
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
  * Called from the threads that call rl_open, rl_close and rl_metrics_text,
- * and from the sync thread; never from rl_check. The hooks and
+ * and from the sync and exact threads; never from rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -157,7 +162,7 @@ typedef struct rl_allocator {
  * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
  * clock may ignore it. Called from any thread that calls rl_check, rl_refund,
  * rl_check_multi, rl_limit_add/update, rl_stats or rl_metrics_text (and from
- * the sync thread), concurrently: it must be thread-safe and must not call
+ * the sync thread, and the exact thread for rl_check_async), concurrently: it must be thread-safe and must not call
  * back into the library. A backward step (of the hook, or of the built-in
  * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
  * back (no tokens are created) nor stands still for the length of the jump.
@@ -168,7 +173,8 @@ typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
 /*
  * Log hook: one line, no trailing newline. Called from the thread where the
- * event happens (the sync thread for Redis events), never once per request,
+ * event happens (the sync thread for Redis events, the exact thread for
+ * exact mode's), never once per request,
  * never while the library holds a lock the caller could need. Do not call
  * back into the library from it. Must outlive the instance. A hook gets
  * every level and is never rate-limited: it filters as it likes.
@@ -234,6 +240,12 @@ typedef struct rl_config {
     uint32_t log_quiet; /* with no log hook: 0 (default) writes warnings and
                            errors to stderr, rate-limited; non-zero: nothing */
     uint32_t reserved2; /* must be zero */
+    /* --- appended fields: exact mode (RL_MODE_EXACT) --- */
+    uint32_t exact_timeout_ms; /* how long an exact check waits for Redis
+                                  before its on_failure answers, 1..60000;
+                                  default 5 */
+    uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
+                                  default 4 (a key always uses the same one) */
 } rl_config_t;
 
 /* rl_stats_t.health */
@@ -426,10 +438,18 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *              bytes), demand_alpha_pct, the health fields), only one of
  *              allocator.alloc/free set, a reserved field non-zero
  *   RL_ERANGE  also: a redis_url without a key_secret; a malformed redis_url
- *              (only redis://[[user]:password@]host[:port][/db] is accepted:
- *              no rediss:// (TLS), no unix socket; the host is letters,
- *              digits, '.', '-', '_'; no control byte or space anywhere), a
- *              malformed node_id or key_prefix
+ *              (the message names the part: scheme, host list, host N,
+ *              port, socket path, master name, db), a malformed node_id or
+ *              key_prefix. redis_url is one of
+ *                redis://[[user]:password@]host[:port][/db]
+ *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
+ *                  (or unix://...)
+ *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
+ *                  (Redis Cluster seeds; db 0 only)
+ *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
+ *                  (Sentinels, asked without AUTH, and the master's name)
+ *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
+ *              digits, '.', '-', '_'; no control byte or space anywhere
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
@@ -437,6 +457,11 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
  * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
  * not: the instance opens degraded, logs it, and keeps trying (with backoff).
+ * On a Cluster each key's reports go to the master of its hash tag's slot
+ * (MOVED and ASK followed, the slot map asked again after a failover);
+ * behind Sentinels to the master they name, followed through a failover.
+ * While a key's server is unreachable the limit's on_failure decides, and
+ * what the node admitted is reported again once it is back.
  *
  * A fleet is the set of nodes sharing redis_url, key_prefix and key_secret:
  * they name keys alike, so they share limits. Each node publishes a
@@ -597,6 +622,12 @@ static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d
  * Lock-free: no lock, no allocation, no system call but the clock, never a
  * network wait. Thread-safe: any number of threads may check the same or
  * different keys at once.
+ * Except on an exact limit (RL_MODE_EXACT, an instance with Redis): there
+ * the check is one round trip to Redis's bucket, made by the instance's
+ * exact thread while this thread waits, at most exact_timeout_ms (then
+ * on_failure decides, flagged RL_FLAG_DEGRADED; a Redis decision is flagged
+ * RL_FLAG_EXACT). A timeout does not mean "not charged": Redis may still
+ * run the check after the caller stopped waiting.
  * Returns RL_ALLOW (1), RL_DENY (0), or an error (and *out, if given, is
  * left with allowed = RL_DENY):
  *   RL_EINVAL   rl NULL, or key NULL with key_len > 0
@@ -622,7 +653,8 @@ RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
  * the usage a synced key reports to Redis (rl_stats_t), and the tokens it
  * gives back count again when a later check is admitted with them.
  * Lock-free and thread-safe like rl_check.
- * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE.
+ * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE, and
+ * RL_ENOTSUP for an exact limit (Redis's bucket takes no refunds).
  */
 RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
 
@@ -648,7 +680,8 @@ static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(re
  * its requests, and reports none of its refunded charges to Redis as usage.
  * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
  * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
- * n > RL_MULTI_MAX.
+ * n > RL_MULTI_MAX, RL_ENOTSUP for a request on an exact limit (all or
+ * nothing needs refunds, which Redis's bucket does not take).
  */
 RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
                              rl_decision_t *out, size_t *denied_index);
@@ -670,7 +703,8 @@ RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_
  * for a request whose size is not req_size or has unknown non-zero tail
  * bytes), in which case out[i] has allowed = RL_DENY and the other requests
  * are still checked. cost 0 peeks, as in rl_check.
- * Lock-free and thread-safe like rl_check; the arrays are the caller's and
+ * Lock-free and thread-safe like rl_check (a request on an exact limit
+ * waits for Redis as rl_check does); the arrays are the caller's and
  * are only read (reqs) or written (out, results) during the call.
  * Returns the number of requests allowed (0..n), or an error for the call as
  * a whole, when nothing is checked and nothing written: RL_EINVAL (rl NULL,
@@ -679,6 +713,42 @@ RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_
  */
 RL_EXTERN int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
                              rl_decision_t *out, int *results);
+
+/*
+ * The answer of an rl_check_async that returned RL_PENDING: rc is RL_ALLOW,
+ * RL_DENY, or RL_ENOTFOUND (the limit was removed while the check was in
+ * flight; d is then NULL). d, when not NULL, is the decision as rl_check
+ * would write it (a full rl_decision_t of this library's size), valid only
+ * during the call. Runs on the instance's exact thread: it must be quick,
+ * must not block (an rl_check of an exact limit from it would wait out its
+ * whole deadline: the thread that would answer it is this one), and must
+ * not call rl_close; it may call rl_check_async again. A libuv host hands the answer back to its own loop with
+ * uv_async_send (examples/gateway does).
+ */
+typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);
+
+/*
+ * rl_check for event-loop hosts: never blocks. A limit decided locally
+ * (every mode but exact, or any limit of a local-only instance) is decided
+ * inline, exactly as rl_check(rl, id, key, key_len, cost, NULL) would:
+ * the verdict (RL_ALLOW, RL_DENY) is returned and cb is not called. An exact
+ * limit's check is sent to Redis and RL_PENDING returned; cb then runs
+ * exactly once, on the instance's exact thread, by exact_timeout_ms (plus
+ * the thread's scheduling), with Redis's verdict (RL_FLAG_EXACT) or, when
+ * Redis did not answer in time, the limit's on_failure (RL_FLAG_DEGRADED;
+ * a timeout does not mean "not charged"). When the exact thread has no room
+ * for another check in flight (exact_pool_size x 256 of them), on_failure
+ * answers inline instead (RL_ALLOW/RL_DENY, cb not called).
+ * rl_close with checks in flight calls each pending cb once, before it
+ * returns and never after, with the limit's on_failure verdict, flagged
+ * RL_FLAG_DEGRADED (a local limit charges its local share), as for a Redis
+ * timeout. The key bytes are only read during the call. Thread-safe like
+ * rl_check.
+ * Returns RL_ALLOW, RL_DENY, RL_PENDING, or an error (cb not called): those
+ * of rl_check but RL_ESIZE, and RL_EINVAL for cb NULL.
+ */
+RL_EXTERN int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+                             rl_check_cb cb, void *ud);
 
 /*
  * Render the rate-limit response header fields for a decision into buf, as

@@ -8,6 +8,7 @@
 #include "structsize.h"
 #include "shareword.h"
 #include "policy.h"
+#include "exact.h"
 
 /* Everything one charge decided, before it is written to the caller. */
 typedef struct outcome {
@@ -417,6 +418,114 @@ static void peek(rl_t *rl, target_t *t, outcome_t *o)
     o->stripe = 0;
 }
 
+
+/* ------------------------------------------------------- exact mode */
+
+/* A closed exact limit's Retry-After when Redis did not answer: the next
+ * check may find it again. */
+#define EXACT_RETRY_MS 1
+
+/* An exact limit's check that Redis did not answer, on_failure=local: the
+ * key's own table slot at the limit's degraded rate (this node's
+ * pessimistic share), never synced. */
+static void exact_local(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
+{
+    rl_slotref_t ref;
+    for (;;) {
+        if (!rl__table_find(&rl->table, &t->probe, &ref) &&
+            !rl__table_acquire(&rl->table, &t->probe, t->ls, t->p.max_keys, t->now, &ref)) {
+            charge_noslot(t, cost, o);
+            return;
+        }
+        o->g = &t->p.degraded;
+        if (charge_word(t, &ref.slot->tat, ref.tat, o->g, cost, 0, o) == 0) {
+            o->bucket = o->allowed ? &ref.slot->tat : NULL;
+            return;
+        }
+    }
+}
+
+/* The decision of an exact check from Redis's answer, or from on_failure
+ * (policy.h) when there was none. */
+static void exact_outcome(rl_t *rl, target_t *t, uint32_t cost, const rl_exact_answer_t *a,
+                          outcome_t *o)
+{
+    o->flags = 0;
+    o->slot = NULL;
+    o->bucket = NULL;
+    o->g = &t->p.normal;
+    o->stripe = (unsigned)t->probe.home;
+    if (a->ok) {
+        o->flags = RL_FLAG_EXACT | (cost == 0 ? RL_FLAG_PEEK : 0);
+        o->allowed = a->allowed;
+        o->remaining = a->remaining;
+        o->reset_ms = a->reset_ms;
+        o->retry_ms = a->retry_ms;
+    } else {
+        o->flags = RL_FLAG_DEGRADED;
+        rl_failure_answer_t f =
+            rl__policy_on_failure(t->p.on_failure, t->p.normal.burst, EXACT_RETRY_MS);
+        if (f.action != RL_FAILURE_LOCAL) {
+            failure_answer(&f, o);
+        } else if (cost == 0) { /* a peek: the local share's whole burst */
+            o->flags |= RL_FLAG_PEEK;
+            o->allowed = 1;
+            o->remaining = t->p.degraded.burst;
+            o->reset_ms = o->retry_ms = 0;
+        } else {
+            exact_local(rl, t, cost, o);
+        }
+    }
+    if (cost > 0 && !o->allowed && t->p.shadow) {
+        o->allowed = 1;
+        o->flags |= RL_FLAG_SHADOW;
+    }
+}
+
+/* Count an exact decision on the limit's stripes (no slot is harvested:
+ * Redis holds the count). */
+static void count_exact(target_t *t, const outcome_t *o)
+{
+    unsigned st = o->stripe;
+    rl__stat_add(t->ls, st, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
+    if (o->flags & RL_FLAG_SHADOW)
+        rl__stat_add(t->ls, st, RL_STAT_SHADOW);
+    if (o->flags & RL_FLAG_NOSLOT)
+        rl__stat_add(t->ls, st, RL_STAT_NOSLOT);
+    if (o->flags & RL_FLAG_DEGRADED) {
+        rl__stat_add(t->ls, st, RL_STAT_DEGRADED);
+        rl__stat_add(t->ls, st,
+                     t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
+                     : t->p.on_failure == RL_FAIL_CLOSED ? RL_STAT_DEG_CLOSED
+                                                         : RL_STAT_DEG_LOCAL);
+    }
+}
+
+static void exact_req(const target_t *t, uint32_t cost, rl_exact_req_t *r)
+{
+    memcpy(r->limit, t->ls->name, sizeof r->limit);
+    r->limit[sizeof r->limit - 1] = '\0';
+    r->id = t->probe.id;
+    r->cost = cost;
+    r->rate_count = t->p.rate_count;
+    r->period_ms = t->p.period_ms;
+    r->burst = t->p.normal.burst;
+}
+
+/* rl_check of an exact limit: one blocking round trip (exact.h). */
+static __attribute__((noinline)) void exact_check(rl_t *rl, target_t *t, uint32_t cost,
+                                                  outcome_t *o)
+{
+    rl__params_read(t->ls, &t->p); /* the whole snapshot: rate, degraded */
+    rl_exact_req_t r;
+    rl_exact_answer_t a;
+    exact_req(t, cost, &r);
+    rl__exact_check(rl->exact, &r, &a);
+    exact_outcome(rl, t, cost, &a, o);
+    if (cost > 0)
+        count_exact(t, o);
+}
+
 static void write_decision(rl_decision_t *out, const target_t *t, const outcome_t *o)
 {
     rl_decision_t d;
@@ -461,7 +570,9 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
         return rc;
     }
     outcome_t o;
-    if (cost == 0) {
+    if (__builtin_expect(t.p.synced == RL_SYNCED_EXACT, 0)) {
+        exact_check(rl, &t, cost, &o);
+    } else if (cost == 0) {
         peek(rl, &t, &o);
     } else {
         charge(rl, &t, cost, &o);
@@ -517,6 +628,8 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
         rc = target_init(rl, id, key, key_len, 0, 0, &t);
     if (rc != 0)
         return rc;
+    if (t.p.synced == RL_SYNCED_EXACT)
+        return RL_ENOTSUP; /* Redis's bucket takes no refunds */
     rl_slotref_t ref;
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
         refund_word(&t, &ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), cost);
@@ -554,6 +667,8 @@ static int validate_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t r
         rl__params_read(ls, &p);
         if (r->cost > p.normal.burst)
             return RL_ECOST;
+        if (p.synced == RL_SYNCED_EXACT)
+            return RL_ENOTSUP; /* all or nothing needs refunds */
     }
     return 0;
 }
@@ -708,7 +823,9 @@ int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
             rl_decision_t *d = out != NULL ? (void *)((char *)out + (base + i) * stride) : NULL;
             if (st[i] == 0) {
                 outcome_t o;
-                if (r->cost == 0) {
+                if (t[i].p.synced == RL_SYNCED_EXACT) {
+                    exact_check(rl, &t[i], r->cost, &o);
+                } else if (r->cost == 0) {
                     peek(rl, &t[i], &o);
                 } else {
                     charge(rl, &t[i], r->cost, &o);
@@ -726,4 +843,78 @@ int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
         }
     }
     return allowed;
+}
+
+/* ------------------------------------------------------ rl_check_async */
+
+/* What an asynchronous exact check carries to its answer (the exact
+ * thread's slot holds a copy): enough to rebuild its target. */
+typedef struct async_check {
+    rl_t *rl;
+    rl_check_cb cb;
+    void *ud;
+    int id;
+    uint32_t cost;
+    rl_probe_t probe;
+} async_check_t;
+
+/* On the exact thread: Redis's answer (or none) to the host's callback. */
+static void async_done(void *ctx, const rl_exact_answer_t *a)
+{
+    const async_check_t *c = ctx;
+    target_t t;
+    t.ls = rl__limit_get(&c->rl->limits, c->id);
+    if (t.ls == NULL) { /* removed while in flight: Redis's verdict, if any, is moot */
+        c->cb(c->ud, RL_ENOTFOUND, NULL);
+        return;
+    }
+    rl__params_read(t.ls, &t.p);
+    t.probe = c->probe;
+    t.detail = 1;
+    t.health = 0;
+    t.now = rl__clock_now_fp(&c->rl->clock, t.p.clock_source);
+    outcome_t o;
+    exact_outcome(c->rl, &t, c->cost, a, &o);
+    if (c->cost > 0)
+        count_exact(&t, &o);
+    rl_decision_t d;
+    rl_decision_init(&d);
+    write_decision(&d, &t, &o);
+    c->cb(c->ud, o.allowed ? RL_ALLOW : RL_DENY, &d);
+}
+
+int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+                   rl_check_cb cb, void *ud)
+{
+    if (rl == NULL || cb == NULL)
+        return RL_EINVAL;
+    int rc = rl__fork_check(rl);
+    target_t t;
+    if (rc == 0)
+        rc = target_init(rl, id, key, key_len, cost, cost == 0, &t);
+    if (rc != 0)
+        return rc;
+    outcome_t o;
+    if (t.p.synced != RL_SYNCED_EXACT) {
+        if (cost == 0) {
+            peek(rl, &t, &o);
+        } else {
+            charge(rl, &t, cost, &o);
+            count(rl, &t, &o);
+        }
+        return o.allowed ? RL_ALLOW : RL_DENY;
+    }
+    rl__params_read(t.ls, &t.p);
+    rl_exact_req_t r;
+    exact_req(&t, cost, &r);
+    async_check_t c = {rl, cb, ud, id, cost, t.probe};
+    if (rl__exact_check_async(rl->exact, &r, async_done, &c, sizeof c) == 0)
+        return RL_PENDING;
+    /* Every slot busy (or closing): on_failure answers now, inline. */
+    rl_exact_answer_t none;
+    memset(&none, 0, sizeof none);
+    exact_outcome(rl, &t, cost, &none, &o);
+    if (cost > 0)
+        count_exact(&t, &o);
+    return o.allowed ? RL_ALLOW : RL_DENY;
 }

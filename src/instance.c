@@ -14,6 +14,7 @@
 #include "share.h"
 #include "redis/url.h"
 #include "sync.h"
+#include "exact.h"
 
 #define PAGE 4096
 
@@ -31,7 +32,9 @@
     X(recover_after_rounds, 2, 1, 100)                                             \
     X(reconnect_max_ms, 950, 10, 60000)                                            \
     X(degrade_ramp_ms, 1000, 0u, 3600000)                                          \
-    X(clock_coarse_tick_ns, 0, 0u, 1000000000)
+    X(clock_coarse_tick_ns, 0, 0u, 1000000000)                                     \
+    X(exact_timeout_ms, 5, 1, 60000)                                               \
+    X(exact_pool_size, 4, 1, 64)
 
 /* node_id and key_prefix: their longest, and the buffers holding them. */
 #define NODE_ID_MAX 64
@@ -160,13 +163,14 @@ static int config_copy(rl_config_t *c, const rl_config_t *cfg, char **err, size_
     int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof *cfg);
     /* Layouts end between fields only at the 0.1 size: any other size short
      * of ours would cut a field (a pointer) in two. */
-    if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size < sizeof *cfg)
+    if (rc == 0 && !rl__config_size_known(cfg->size))
         rc = RL_ESIZE;
     if (rc != 0)
         return rl__errf(*err, *errlen, rc,
-                        "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, or "
-                        "larger with the unknown tail zero)",
-                        cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN, sizeof *cfg);
+                        "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, %zu, "
+                        "or larger with the unknown tail zero)",
+                        cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN,
+                        (size_t)RL_CONFIG_SIZE_0_2, sizeof *cfg);
     memcpy(c, cfg, cfg->size < sizeof *c ? cfg->size : sizeof *c);
     return validate_config(c, *err, *errlen);
 }
@@ -223,6 +227,12 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
+    if (rl->exact != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__exact_stop(rl->exact);
+        else
+            rl__exact_forget(rl->exact); /* in a child: the thread is the parent's */
+    }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__sync_stop(rl->sync, rl->sync_close_ms);
@@ -278,6 +288,8 @@ static void copy_settings(rl_t *rl, const rl_config_t *c)
     rl->recover_after_rounds = c->recover_after_rounds;
     rl->reconnect_max_ms = c->reconnect_max_ms;
     rl->degrade_ramp_fp = (uint64_t)c->degrade_ramp_ms * RL_FP_PER_MS;
+    rl->exact_timeout_ms = c->exact_timeout_ms;
+    rl->exact_pool_size = c->exact_pool_size;
     uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
     rl->sync_close_ms = close_ms > CLOSE_MIN_MS ? close_ms : CLOSE_MIN_MS;
     rl__log_init(&rl->logger, c->log, c->log_ud, c->log_quiet != 0, &rl->clock);
@@ -338,8 +350,8 @@ static int init_local_tier(rl_t *rl, const rl_config_t *c)
     return 0;
 }
 
-/* With a redis_url: the dirty bitmap the sync thread harvests, and the
- * thread. */
+/* With a redis_url: the dirty bitmap the sync thread harvests, the sync
+ * thread, and the exact thread. */
 static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
 {
     rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
@@ -347,7 +359,10 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
-    return rl__sync_start(rl, &url, manual_sync, &rl->sync);
+    int rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);
+    if (rc == 0)
+        rc = rl__exact_start(rl, &url, &rl->exact);
+    return rc;
 }
 
 /* rl_open of a validated config. */

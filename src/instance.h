@@ -24,6 +24,7 @@ struct rl {
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
     struct rl_sync *sync; /* the global tier; NULL when local-only */
+    struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */
     /* Copied configuration. */
     char *node_id;
@@ -39,6 +40,8 @@ struct rl {
     uint32_t recover_after_rounds;
     uint32_t reconnect_max_ms;
     uint64_t degrade_ramp_fp;
+    uint32_t exact_timeout_ms;
+    uint32_t exact_pool_size;
     rl_logger_t logger;
     /* The fleet as the node registry shows it (written by the sync thread). */
     _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */

@@ -80,9 +80,11 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->max_keys = lim->max_keys;
     p->epoch = 0;
     p->prev = d.normal;
-    /* exact has no per-request Redis path yet: it is synced like global (a
-     * bounded band), never left to each node alone (N times the rate). */
-    p->synced = ls->synced && lim->mode != RL_MODE_LOCAL;
+    /* exact: decided in Redis per check (exact.c), never synced; tiered is
+     * synced like global. Local-only instances decide every mode locally. */
+    p->synced = !ls->synced || lim->mode == RL_MODE_LOCAL ? 0
+                : lim->mode == RL_MODE_EXACT              ? RL_SYNCED_EXACT
+                                                          : 1;
     /* One clock per limit, fit for both its normal and degraded buckets. */
     uint64_t slack_n = d.normal.tau_fp - d.normal.t_fp;
     uint64_t slack_d = d.degraded.tau_fp - d.degraded.t_fp;

@@ -68,7 +68,8 @@ typedef struct rl_limit_params {
     /* every check */
     rl_gcra_t normal;
     int64_t clock_source;
-    uint64_t synced; /* keys report to the global tier (instance has Redis) */
+    uint64_t synced; /* 1: keys report to the global tier (instance has Redis);
+                        RL_SYNCED_EXACT: decided in Redis per check */
     int64_t shadow;
     uint64_t max_keys;
     int64_t on_failure;
@@ -84,6 +85,9 @@ typedef struct rl_limit_params {
     /* a check that meets a word of the previous epoch */
     rl_gcra_t prev; /* normal of epoch - 1 (of epoch 0: normal itself) */
 } rl_limit_params_t;
+
+/* rl_limit_params_t.synced of an exact limit on an instance with Redis. */
+#define RL_SYNCED_EXACT 2
 
 #define RL_PARAM_HOT_WORDS (offsetof(rl_limit_params_t, presync) / 8)
 #define RL_PARAM_SYNCED_WORDS (offsetof(rl_limit_params_t, rate_count) / 8)

@@ -109,10 +109,10 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
     rl_config_t c;
     rl_config_init(&c);
     if (cfg != NULL) {
-        /* rl_open's size rule: the 0.1 layout, ours, or larger with a zero
+        /* rl_open's size rule: an older layout, ours, or larger with a zero
          * tail (rl__open, given the copy, reports nothing of the tail). */
         int rc = rl__struct_ok(cfg, cfg->size, RL_CONFIG_SIZE_MIN, sizeof c);
-        if (rc == 0 && cfg->size != RL_CONFIG_SIZE_MIN && cfg->size < sizeof c)
+        if (rc == 0 && !rl__config_size_known(cfg->size))
             rc = RL_ESIZE;
         if (rc != 0)
             return rc;

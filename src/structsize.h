@@ -23,6 +23,14 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
 
 /* The oldest layouts this version accepts (version 0.1: the full structs). */
 #define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)
+/* The layout before exact mode's fields (0.2). */
+#define RL_CONFIG_SIZE_0_2 offsetof(rl_config_t, exact_timeout_ms)
+/* Whether a config size short of ours ends between two fields: one of the
+ * older layouts (any other would cut a field in two). */
+static inline int rl__config_size_known(size_t size)
+{
+    return size == RL_CONFIG_SIZE_MIN || size == RL_CONFIG_SIZE_0_2 || size >= sizeof(rl_config_t);
+}
 /* rl_limit_t of 0.1 ends at max_keys: rl_limit_parse writes exactly that. */
 #define RL_LIMIT_SIZE_MIN (offsetof(rl_limit_t, max_keys) + sizeof(uint32_t))
 #define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)

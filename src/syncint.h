@@ -88,6 +88,7 @@ typedef struct rl_synclimit {
 struct rl_sync {
     struct rl *rl;
     rl_redisurl_t url;
+    char where[400];            /* the URL without credentials, for logs */
     uv_thread_t thread;
     uv_loop_t loop;
     uv_timer_t round_timer;
@@ -96,6 +97,7 @@ struct rl_sync {
     rl_redis_route_t route;     /* the connection(s), redis/route.h */
     rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
     char incarnation[300];
+    char client_name[RL_REDIS_CONN_NAME_MAX]; /* RL_SYNC_CLIENT_NAME_PREFIX incarnation */
     /* The node registry (syncnodes.h; sync thread only). */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
     uint64_t split_fps;      /* other fingerprints at the last heartbeat */

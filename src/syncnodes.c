@@ -27,6 +27,13 @@ void rl__nodes_fp_text(uint64_t fingerprint, char out[17])
     snprintf(out, 17, "%016" PRIx64, fingerprint);
 }
 
+uint64_t rl__nodes_fp(uint64_t secret_fp, unsigned layout)
+{
+    /* An odd multiplier is a bijection: distinct layouts give distinct
+     * fingerprints for one secret, and layout 1 changes nothing. */
+    return secret_fp ^ ((uint64_t)(layout - 1u) * UINT64_C(0x9E3779B97F4A7C15));
+}
+
 const char *rl__nodes_health_name(int32_t health)
 {
     const char *name = rl__health_name(health);

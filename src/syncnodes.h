@@ -95,6 +95,13 @@ int rl__nodes_fp_key_name(const char *prefix, char *buf, size_t cap);
 /* A fingerprint as the registry writes it: 16 lowercase hex digits. */
 void rl__nodes_fp_text(uint64_t fingerprint, char out[17]);
 
+/* The fingerprint a node publishes: its key_secret's (rl_keyhash_t), mixed
+ * with the key layout (RL_REDIS_KEY_LAYOUT) when that is not the first, so
+ * nodes that name keys differently, by secret or by release, see a split
+ * fleet and cap their shares. Layout 1 publishes the secret's fingerprint
+ * as it is: releases of that layout keep recognising each other. Pure. */
+uint64_t rl__nodes_fp(uint64_t secret_fp, unsigned layout);
+
 /* "healthy", "degraded", "recovering", or "unknown". */
 const char *rl__nodes_health_name(int32_t health);
 

@@ -176,10 +176,15 @@ START_TEST(struct_sizes)
 
     rl_config_t c;
     rl_config_init(&c);
-    c.size = sizeof c - 8;
+    c.size = sizeof c - 4; /* no layout ends there */
     rl_t *x = (rl_t *)1;
     ck_assert_int_eq(rl_open(&x, &c), RL_ESIZE);
     ck_assert_ptr_null(x);
+    /* The layout before exact mode's fields (0.2) opens, with their defaults. */
+    rl_config_init(&c);
+    c.size = offsetof(rl_config_t, exact_timeout_ms);
+    ck_assert_int_eq(rl_open(&x, &c), 0);
+    rl_close(x);
 }
 END_TEST
 

@@ -391,16 +391,16 @@ END_TEST
 /* Redis refuses a name with a space or a control byte: they become '_'. */
 START_TEST(connection_name_is_sanitized)
 {
-    static rl_redis_conn_t c;
-    rl__redis_conn_set_name(&c, "a b\nc\x7f\x01~!");
-    ck_assert_str_eq(c.name, "a_b_c__~!");
-    rl__redis_conn_set_name(&c, NULL);
-    ck_assert_str_eq(c.name, "");
+    char name[RL_REDIS_CONN_NAME_MAX];
+    rl__redis_client_name(name, "a b\nc\x7f\x01~!");
+    ck_assert_str_eq(name, "a_b_c__~!");
+    rl__redis_client_name(name, NULL);
+    ck_assert_str_eq(name, "");
     char longer[2 * RL_REDIS_CONN_NAME_MAX];
     memset(longer, 'x', sizeof longer - 1);
     longer[sizeof longer - 1] = '\0';
-    rl__redis_conn_set_name(&c, longer);
-    ck_assert_uint_eq(strlen(c.name), RL_REDIS_CONN_NAME_MAX - 1);
+    rl__redis_client_name(name, longer);
+    ck_assert_uint_eq(strlen(name), RL_REDIS_CONN_NAME_MAX - 1);
 }
 END_TEST
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 
 #include "log.h"
 
@@ -49,51 +50,134 @@ void reply_free(reply_t *r)
     r->owned = NULL;
 }
 
+/* The keys of one request: they carry their kind, so an API key spelled
+ * like an address can never share a bucket with that address. */
+typedef struct keys {
+    char client[8 + HTTP_API_KEY_CAP], ip[8 + 64];
+} keys_t;
+
+static void keys_make(keys_t *k, const http_request_t *req, const char *client_ip)
+{
+    snprintf(k->ip, sizeof k->ip, "ip:%s", client_ip);
+    if (req->api_key_len > 0)
+        snprintf(k->client, sizeof k->client, "key:%s", req->api_key);
+    else
+        snprintf(k->client, sizeof k->client, "%s", k->ip);
+}
+
+static const char *rule_key(const limit_rule_t *r, const keys_t *k)
+{
+    if (r->scope == SCOPE_CLIENT)
+        return k->client;
+    if (r->scope == SCOPE_IP)
+        return k->ip;
+    return "shared"; /* one bucket: the limit is this rule's alone */
+}
+
+/* A request waiting for its exact rules' answers (mode=exact with Redis):
+ * its local rules are already charged (all admitted). */
+typedef struct pending {
+    struct pending *next;
+    gateway_t *g;
+    void *conn;
+    unsigned n;                /* exact checks */
+    _Atomic unsigned answered; /* of them, answered (exact thread or inline) */
+    struct ref {
+        struct pending *p;
+        unsigned i;
+    } refs[RL_MULTI_MAX];
+    int rc[RL_MULTI_MAX];
+    bool have_d[RL_MULTI_MAX];
+    rl_decision_t d[RL_MULTI_MAX];
+    /* the local part, to refund when an exact rule denies */
+    size_t nlocal;
+    int local_id[RL_MULTI_MAX];
+    const char *local_key[RL_MULTI_MAX]; /* into keys */
+    keys_t keys;
+    rl_decision_t shown; /* the local rules' decision for the headers */
+    bool have_shown;
+    size_t nrules;
+    bool head;
+    int version_minor;
+    bool by_key;
+    char path[2 * HTTP_TARGET_CAP + 1];
+} pending_t;
+
+/* Counted once per exact check, from whichever thread answers it; the one
+ * that answers last hands the request back to the loop. */
+static void exact_answered(pending_t *p)
+{
+    /* acq_rel: the last one sees every other answer's writes. */
+    if (atomic_fetch_add_explicit(&p->answered, 1, memory_order_acq_rel) + 1 != p->n)
+        return;
+    gateway_t *g = p->g;
+    uv_mutex_lock(&g->done_mu);
+    p->next = g->done_head;
+    g->done_head = p;
+    uv_mutex_unlock(&g->done_mu);
+    uv_async_send(&g->wake); /* the loop finishes it (on_exact_done) */
+}
+
+/* rl_check_cb: on the library's exact thread. */
+static void on_exact(void *ud, int rc, const rl_decision_t *d)
+{
+    struct ref *r = ud;
+    pending_t *p = r->p;
+    p->rc[r->i] = rc;
+    if (d != NULL) {
+        p->d[r->i] = *d;
+        p->have_d[r->i] = true;
+    }
+    exact_answered(p);
+}
+
 /*
- * Check every rule that matches the path, all or nothing. *shown is the
- * decision the response's RateLimit headers describe: the denying limit's,
- * or on an allow the one with the fewest tokens left (the next to bite).
- * Returns RL_ALLOW, RL_DENY or an RL_E* error; *nrules 0: nothing applies.
+ * Check every rule that matches the path. The local ones (every rule but an
+ * exact one on an instance with Redis) go through rl_check_multi, all or
+ * nothing. *shown is the decision the response's RateLimit headers
+ * describe: the denying limit's, or on an allow the one with the fewest
+ * tokens left (the next to bite). Returns RL_ALLOW, RL_DENY or an RL_E*
+ * error; *nrules 0: nothing applies. When the local rules admit and exact
+ * rules remain, *exact gets them (*nexact) and the answer is theirs.
  */
-static int check_limits(gateway_t *g, const char *path, size_t path_len,
-                        const http_request_t *req, const char *client_ip, rl_decision_t *shown,
-                        size_t *nrules)
+static int check_limits(gateway_t *g, const char *path, size_t path_len, const keys_t *k,
+                        rl_decision_t *shown, size_t *nrules, const limit_rule_t **exact,
+                        size_t *nexact, rl_request_t *reqs, size_t *nlocal)
 {
     const limit_rule_t *rules[RL_MULTI_MAX];
     size_t n = limits_match(g->limits, path, path_len, rules);
     *nrules = n;
+    *nexact = 0;
+    *nlocal = 0;
     if (n == 0)
         return RL_ALLOW;
-    /* Keys carry their kind, so an API key spelled like an address can
-     * never share a bucket with that address. */
-    char client_key[8 + HTTP_API_KEY_CAP], ip_key[8 + 64];
-    snprintf(ip_key, sizeof ip_key, "ip:%s", client_ip);
-    if (req->api_key_len > 0)
-        snprintf(client_key, sizeof client_key, "key:%s", req->api_key);
-    else
-        snprintf(client_key, sizeof client_key, "%s", ip_key);
-    rl_request_t reqs[RL_MULTI_MAX];
     rl_decision_t out[RL_MULTI_MAX];
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *key = "shared"; /* one bucket: the limit is this rule's alone */
-        if (rules[i]->scope == SCOPE_CLIENT)
-            key = client_key;
-        else if (rules[i]->scope == SCOPE_IP)
-            key = ip_key;
-        rl_request_init(&reqs[i]);
-        reqs[i].limit = rules[i]->id;
-        reqs[i].key = key;
-        reqs[i].key_len = strlen(key);
-        reqs[i].cost = 1;
-        rl_decision_init(&out[i]);
+        if (g->exact_async && rules[i]->limit.mode == RL_MODE_EXACT) {
+            exact[(*nexact)++] = rules[i];
+            continue;
+        }
+        const char *key = rule_key(rules[i], k);
+        rl_request_init(&reqs[m]);
+        reqs[m].limit = rules[i]->id;
+        reqs[m].key = key;
+        reqs[m].key_len = strlen(key);
+        reqs[m].cost = 1;
+        rl_decision_init(&out[m]);
+        m++;
     }
-    size_t denied = n;
-    int rc = rl_check_multi(g->rl, reqs, n, sizeof reqs[0], out, &denied);
+    *nlocal = m;
+    if (m == 0)
+        return RL_ALLOW;
+    size_t denied = m;
+    int rc = rl_check_multi(g->rl, reqs, m, sizeof reqs[0], out, &denied);
     if (rc == RL_DENY) {
         *shown = out[denied];
+        *nexact = 0; /* denied locally: Redis is not asked */
     } else if (rc == RL_ALLOW) {
         size_t least = 0;
-        for (size_t i = 1; i < n; i++)
+        for (size_t i = 1; i < m; i++)
             if (out[i].remaining < out[least].remaining)
                 least = i;
         *shown = out[least];
@@ -118,7 +202,145 @@ static void metrics_reply(gateway_t *g, reply_t *out)
     out->resp.body_len = len;
 }
 
-void handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out)
+/* The reply for a decided request (rc RL_ALLOW, RL_DENY or an error). */
+static void decided(gateway_t *g, int rc, const rl_decision_t *d, size_t nrules, bool metrics,
+                    const char *path, bool by_key, reply_t *out)
+{
+    if (rc < 0) {
+        g->metrics.check_errors++;
+        gw_log("rate-limit check failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+        out->resp.status = 500;
+        json_body(out, "{\"error\":\"rate limit check failed\"}\n");
+        return;
+    }
+    if (nrules > 0 && d != NULL && rl_headers(d, out->headers, sizeof out->headers) >= 0)
+        out->resp.headers = out->headers;
+    if (rc == RL_DENY) {
+        out->resp.status = 429;
+        json_body(out, "{\"error\":\"rate limited\",\"limit\":\"%s\",\"retry_after_ms\":%llu}\n",
+                  d != NULL && d->policy != NULL ? d->policy : "",
+                  d != NULL ? (unsigned long long)d->retry_after_ms : 0ull);
+        return;
+    }
+    if (metrics) {
+        metrics_reply(g, out);
+        return;
+    }
+    json_body(out, "{\"status\":\"ok\",\"path\":\"%s\",\"client\":\"%s\",\"limits\":%zu}\n", path,
+              by_key ? "key" : "ip", nrules);
+}
+
+/* On the loop: a pending request's exact answers are all in. */
+static void finish_pending(pending_t *p, reply_t *out)
+{
+    gateway_t *g = p->g;
+    reply_init(out, 200);
+    out->resp.version_minor = p->version_minor;
+    out->resp.head_only = p->head;
+    int rc = RL_ALLOW;
+    const rl_decision_t *shown = p->have_shown ? &p->shown : NULL;
+    for (unsigned i = 0; i < p->n; i++) {
+        if (p->rc[i] < 0 && rc >= 0)
+            rc = p->rc[i];
+        if (p->rc[i] == RL_DENY && rc == RL_ALLOW) {
+            rc = RL_DENY;
+            shown = p->have_d[i] ? &p->d[i] : NULL;
+        }
+        if (rc == RL_ALLOW && p->have_d[i] && (shown == NULL || p->d[i].remaining < shown->remaining))
+            shown = &p->d[i];
+    }
+    if (rc != RL_ALLOW) /* the local rules' charges go back; Redis's stay */
+        for (size_t i = 0; i < p->nlocal; i++)
+            rl_refund(g->rl, p->local_id[i], p->local_key[i], strlen(p->local_key[i]), 1);
+    decided(g, rc, shown, p->nrules, false, p->path, p->by_key, out);
+}
+
+static void on_exact_done(uv_async_t *h)
+{
+    gateway_t *g = h->data;
+    uv_mutex_lock(&g->done_mu);
+    pending_t *p = g->done_head;
+    g->done_head = NULL;
+    uv_mutex_unlock(&g->done_mu);
+    while (p != NULL) {
+        pending_t *next = p->next;
+        reply_t r;
+        finish_pending(p, &r);
+        g->pending--;
+        g->done(p->conn, &r);
+        free(p);
+        p = next;
+    }
+    if (g->wake_closed && g->pending == 0 && !uv_is_closing((uv_handle_t *)&g->wake))
+        uv_close((uv_handle_t *)&g->wake, NULL);
+}
+
+int handler_init(gateway_t *g, uv_loop_t *loop, bool exact_async, handler_done_fn *done)
+{
+    g->exact_async = exact_async;
+    g->done = done;
+    g->done_head = NULL;
+    g->pending = 0;
+    g->wake_closed = false;
+    int rc = uv_mutex_init(&g->done_mu);
+    if (rc != 0)
+        return rc;
+    rc = uv_async_init(loop, &g->wake, on_exact_done);
+    g->wake.data = g;
+    return rc;
+}
+
+void handler_stop(gateway_t *g)
+{
+    g->wake_closed = true;
+    if (g->pending == 0 && !uv_is_closing((uv_handle_t *)&g->wake))
+        uv_close((uv_handle_t *)&g->wake, NULL);
+}
+
+/* Send a request's exact checks: the answer comes back through on_exact. */
+static int start_exact(gateway_t *g, const http_request_t *req, const keys_t *k,
+                       const rl_decision_t *shown, size_t nrules, const limit_rule_t **exact,
+                       size_t nexact, const rl_request_t *local, size_t nlocal, void *conn,
+                       const char *path)
+{
+    pending_t *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return RL_ENOMEM;
+    p->g = g;
+    p->conn = conn;
+    p->n = (unsigned)nexact;
+    atomic_init(&p->answered, 0);
+    p->keys = *k;
+    p->nlocal = nlocal;
+    for (size_t i = 0; i < nlocal; i++) {
+        p->local_id[i] = local[i].limit;
+        p->local_key[i] = local[i].key == k->client ? p->keys.client
+                          : local[i].key == k->ip   ? p->keys.ip
+                                                    : "shared";
+    }
+    p->have_shown = nlocal > 0;
+    if (nlocal > 0)
+        p->shown = *shown;
+    p->nrules = nrules;
+    p->head = strcmp(req->method, "HEAD") == 0;
+    p->version_minor = req->version_minor;
+    p->by_key = req->api_key_len > 0;
+    snprintf(p->path, sizeof p->path, "%s", path);
+    g->pending++;
+    for (size_t i = 0; i < nexact; i++) {
+        p->refs[i] = (struct ref){p, (unsigned)i};
+        const char *key = rule_key(exact[i], &p->keys);
+        int rc = rl_check_async(g->rl, exact[i]->id, key, strlen(key), 1, on_exact, &p->refs[i]);
+        if (rc != RL_PENDING) { /* decided inline (no room in flight, an error) */
+            p->rc[i] = rc;
+            exact_answered(p);
+        }
+    }
+    return HANDLER_PENDING;
+}
+
+int handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out,
+                    void *conn)
 {
     reply_init(out, 200);
     out->resp.version_minor = req->version_minor;
@@ -131,34 +353,26 @@ void handler_request(gateway_t *g, const http_request_t *req, const char *client
         snprintf(out->headers, sizeof out->headers, "Allow: GET, HEAD\r\n");
         out->resp.headers = out->headers;
         json_body(out, "{\"error\":\"method not allowed\"}\n");
-        return;
+        return 0;
     }
+    keys_t k;
+    keys_make(&k, req, client_ip);
     rl_decision_t d;
-    size_t nrules = 0;
-    int rc = check_limits(g, req->target, path_len, req, client_ip, &d, &nrules);
-    if (rc < 0) {
-        g->metrics.check_errors++;
-        gw_log("rate-limit check failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
-        out->resp.status = 500;
-        json_body(out, "{\"error\":\"rate limit check failed\"}\n");
-        return;
-    }
-    if (nrules > 0 && rl_headers(&d, out->headers, sizeof out->headers) >= 0)
-        out->resp.headers = out->headers;
-    if (rc == RL_DENY) {
-        out->resp.status = 429;
-        json_body(out, "{\"error\":\"rate limited\",\"limit\":\"%s\",\"retry_after_ms\":%llu}\n",
-                  d.policy != NULL ? d.policy : "", (unsigned long long)d.retry_after_ms);
-        return;
-    }
-    if (metrics) {
-        metrics_reply(g, out);
-        return;
-    }
+    size_t nrules = 0, nexact = 0, nlocal = 0;
+    const limit_rule_t *exact[RL_MULTI_MAX];
+    rl_request_t local[RL_MULTI_MAX];
+    int rc = check_limits(g, req->target, path_len, &k, &d, &nrules, exact, &nexact, local,
+                          &nlocal);
     char path[2 * HTTP_TARGET_CAP + 1];
     json_string(path, req->target, path_len);
-    json_body(out, "{\"status\":\"ok\",\"path\":\"%s\",\"client\":\"%s\",\"limits\":%zu}\n", path,
-              req->api_key_len > 0 ? "key" : "ip", nrules);
+    if (rc == RL_ALLOW && nexact > 0 && !metrics) {
+        rc = start_exact(g, req, &k, &d, nrules, exact, nexact, local, nlocal, conn, path);
+        if (rc == HANDLER_PENDING)
+            return HANDLER_PENDING;
+    }
+    decided(g, rc, nrules > 0 && nlocal > 0 ? &d : NULL, nrules, metrics, path,
+            req->api_key_len > 0, out);
+    return 0;
 }
 
 void handler_parse_error(gateway_t *g, http_error_t e, reply_t *out)

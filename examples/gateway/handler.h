@@ -10,17 +10,35 @@
 #ifndef GATEWAY_HANDLER_H
 #define GATEWAY_HANDLER_H
 
+#include <stdatomic.h>
 #include <ratelimit.h>
+#include <uv.h>
 
 #include "http_parser.h"
 #include "limits_config.h"
 #include "metrics.h"
 #include "response.h"
 
+struct pending;
+struct reply;
+
+/* A request answered later (an exact rule): the server's hook, on the loop. */
+typedef void handler_done_fn(void *conn, struct reply *r);
+
 typedef struct gateway {
     rl_t *rl;
     limit_set_t *limits; /* the rules in force; a reload swaps them */
     gw_metrics_t metrics;
+    /* Exact rules (mode=exact with --redis): checked with rl_check_async;
+     * their answers come on the library's exact thread and are handed back
+     * to the loop through `wake` (uv_async_send). */
+    bool exact_async;
+    uv_async_t wake;
+    uv_mutex_t done_mu;
+    struct pending *done_head; /* answered, not yet finished (done_mu) */
+    unsigned pending;          /* requests waiting for Redis (loop only) */
+    bool wake_closed;
+    handler_done_fn *done;
 } gateway_t;
 
 /* A response and the buffers it points into, until it is formatted. */
@@ -31,8 +49,21 @@ typedef struct reply {
     char *owned;        /* a heap body (the metrics), or NULL */
 } reply_t;
 
-/* The reply to a parsed request from client_ip (a numeric address). */
-void handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out);
+/* Set up the hand-back of exact answers on loop (exact_async: the instance
+ * has Redis). 0 or a libuv error. */
+int handler_init(gateway_t *g, uv_loop_t *loop, bool exact_async, handler_done_fn *done);
+
+/* Close the hand-back once nothing is pending (the loop can then end);
+ * again when the last pending request finishes. */
+void handler_stop(gateway_t *g);
+
+#define HANDLER_PENDING 1
+
+/* The reply to a parsed request from client_ip (a numeric address): 0 with
+ * *out ready, or HANDLER_PENDING when an exact rule waits for Redis: then
+ * g->done(conn, reply) runs later on the loop, once. */
+int handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out,
+                    void *conn);
 
 /* The reply to a request the parser refused (counted by reason); it closes
  * the connection. */

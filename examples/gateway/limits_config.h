@@ -23,7 +23,10 @@
  * file with the same parser.
  *
  * Every rule that matches a request is checked at once with rl_check_multi:
- * all are charged or none is. Parsing is pure (no instance involved);
+ * all are charged or none is. With --redis, mode=exact rules are the
+ * exception: Redis decides them (rl_check_async) once the others admitted;
+ * when one denies, the others' charges are refunded (an exact charge made
+ * by another exact rule of the same request stays: Redis takes no refunds). Parsing is pure (no instance involved);
  * limits_apply turns a parsed set into the instance's limits.
  */
 #ifndef GATEWAY_LIMITS_CONFIG_H

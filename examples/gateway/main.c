@@ -39,6 +39,7 @@ typedef struct options {
     const char *key_secret_file;
     uint64_t expected_nodes;
     uint64_t sync_interval_ms;
+    uint64_t exact_timeout_ms;
     uint64_t max_keys;
     uint64_t max_connections;
     uint64_t idle_timeout_ms;
@@ -68,6 +69,8 @@ static void usage(FILE *f)
           "  --key-prefix P            Redis key prefix, the same on every node (default rl)\n"
           "  --expected-nodes N        fleet size, the pre-sync share divisor (default 1)\n"
           "  --sync-interval-ms N      global tier round, 50..200 (default 100)\n"
+          "  --exact-timeout-ms N      how long a mode=exact rule waits for Redis before\n"
+          "                            its on_failure answers, 1..60000 (default 5)\n"
           "  --max-keys N              key table capacity (default 65536)\n"
           "  --max-connections N       open client connections (default 1024)\n"
           "  --idle-timeout-ms N       keep-alive wait for the next request (default 5000)\n"
@@ -159,6 +162,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         {"key-secret-file", required_argument, NULL, 'S'},
         {"expected-nodes", required_argument, NULL, 'e'},
         {"sync-interval-ms", required_argument, NULL, 'i'},
+        {"exact-timeout-ms", required_argument, NULL, 'x'},
         {"max-keys", required_argument, NULL, 'k'},
         {"max-connections", required_argument, NULL, 'c'},
         {"idle-timeout-ms", required_argument, NULL, 'I'},
@@ -170,6 +174,7 @@ static int parse_options(int argc, char **argv, options_t *o)
     *o = (options_t){.listen = "127.0.0.1:8080",
                      .expected_nodes = 1,
                      .sync_interval_ms = 100,
+                     .exact_timeout_ms = 5,
                      .max_keys = 65536,
                      .max_connections = 1024,
                      .idle_timeout_ms = 5000,
@@ -187,6 +192,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case 'S': o->key_secret_file = optarg; break;
         case 'e': rc = parse_u64("--expected-nodes", optarg, 1, 100000, &o->expected_nodes); break;
         case 'i': rc = parse_u64("--sync-interval-ms", optarg, 50, 200, &o->sync_interval_ms); break;
+        case 'x': rc = parse_u64("--exact-timeout-ms", optarg, 1, 60000, &o->exact_timeout_ms); break;
         case 'k': rc = parse_u64("--max-keys", optarg, 16, 1u << 28, &o->max_keys); break;
         case 'c': rc = parse_u64("--max-connections", optarg, 1, 1000000, &o->max_connections); break;
         case 'I': rc = parse_u64("--idle-timeout-ms", optarg, 1, 86400000, &o->idle_timeout_ms); break;
@@ -306,6 +312,7 @@ static int open_instance(const options_t *o, rl_t **rl)
     cfg.key_prefix = o->key_prefix;
     cfg.expected_nodes = (uint32_t)o->expected_nodes;
     cfg.sync_interval_ms = (uint32_t)o->sync_interval_ms;
+    cfg.exact_timeout_ms = (uint32_t)o->exact_timeout_ms;
     cfg.max_keys = (uint32_t)o->max_keys;
     /* a reload adds the new limits before removing the old ones */
     cfg.max_limits = 2 * LIMITS_MAX_RULES;
@@ -382,6 +389,7 @@ int main(int argc, char **argv)
         return 2;
     }
     app->gw.rl = rl;
+    app->gw.exact_async = o.redis_url != NULL; /* mode=exact rules: rl_check_async */
     app->gw.limits = limits;
     app->gw.metrics.limit_rules = limits->count;
 

@@ -31,6 +31,7 @@ typedef struct conn {
     bool closing;     /* last response sent: no more requests */
     bool closed;      /* uv_close called */
     bool peer_eof;
+    bool pending;     /* a request waits for its exact rules (handler.h) */
     char ip[64];
     size_t in_pos, in_len; /* in[in_pos..in_len) is not parsed yet */
     http_parser_t parser;
@@ -68,14 +69,12 @@ static void maybe_drained(server_t *s)
     if (s->draining && s->conns == NULL && !s->drain_timer_closed) {
         s->drain_timer_closed = true;
         uv_close((uv_handle_t *)&s->drain_timer, NULL);
+        handler_stop(s->gw); /* no connection left to answer */
     }
 }
 
-static void on_conn_handle_closed(uv_handle_t *h)
+static void conn_free(conn_t *c)
 {
-    conn_t *c = h->data;
-    if (--c->open_handles > 0)
-        return;
     server_t *s = c->srv;
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -86,6 +85,15 @@ static void on_conn_handle_closed(uv_handle_t *h)
     s->gw->metrics.connections_open--;
     free(c);
     maybe_drained(s);
+}
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    if (!c->pending) /* else its answer frees it (on_answer) */
+        conn_free(c);
 }
 
 static void conn_close(conn_t *c)
@@ -242,13 +250,41 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-static void answer(conn_t *c)
+/* Answer the parsed request; false when its answer comes later (an exact
+ * rule): the connection then reads and parses nothing more until it has. */
+static bool answer(conn_t *c)
 {
     const http_request_t *req = &c->parser.req;
     reply_t r;
-    handler_request(c->srv->gw, req, c->ip, &r);
+    if (handler_request(c->srv->gw, req, c->ip, &r, c) == HANDLER_PENDING) {
+        c->pending = true;
+        stop_reading(c);
+        uv_timer_stop(&c->timer); /* the answer comes by the exact deadline */
+        c->timer_mode = T_NONE;
+        return false;
+    }
     r.resp.close = r.resp.close || !req->keep_alive || c->srv->draining;
     send_reply(c, &r);
+    return true;
+}
+
+/* handler_done_fn: a pending request's reply, on the loop. Pipelined
+ * requests behind it are parsed and answered now, in order. */
+static void on_answer(void *conn, reply_t *r)
+{
+    conn_t *c = conn;
+    c->pending = false;
+    if (c->closed) { /* closed meanwhile (drain deadline, write error) */
+        reply_free(r);
+        if (c->open_handles == 0)
+            conn_free(c);
+        return;
+    }
+    r->resp.close = r->resp.close || !c->parser.req.keep_alive || c->srv->draining;
+    send_reply(c, r);
+    http_parser_next(&c->parser);
+    c->timer_mode = T_NONE;
+    process(c);
 }
 
 /* Parse and answer what has been read, in order, until the input is used
@@ -275,7 +311,8 @@ static void process(conn_t *c)
                 send_bytes(c, cont, sizeof cont - 1, 100);
             }
         } else if (ev == HTTP_DONE) {
-            answer(c);
+            if (!answer(c))
+                return; /* on_answer carries on */
             http_parser_next(&c->parser);
             c->timer_mode = T_NONE; /* the next request's clock starts afresh */
         } else {
@@ -414,6 +451,14 @@ int server_start(server_t *s, uv_loop_t *loop, const server_config_t *cfg, gatew
         rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
     if (rc != 0) {
         snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        uv_close((uv_handle_t *)&s->drain_timer, NULL);
+        s->drain_timer_closed = true;
+        return rc;
+    }
+    /* Exact rules' answers come back to this loop (handler.h). */
+    if ((rc = handler_init(gw, loop, gw->exact_async, on_answer)) != 0) {
+        snprintf(err, errlen, "cannot start: %s", uv_strerror(rc));
         uv_close((uv_handle_t *)&s->listener, NULL);
         uv_close((uv_handle_t *)&s->drain_timer, NULL);
         s->drain_timer_closed = true;

@@ -347,11 +347,12 @@ else
     # the global tier each node would admit 20/s + 20 on its own
     cat >"$tmp/fleet.conf" <<'EOF'
 /fleet client name=fleet rate=20/s burst=20
+/pay client name=pay rate=10/h burst=12 mode=exact on_failure=closed
 EOF
     fleet_ports=()
     for n in 1 2 3; do
       start_gateway "node$n" --limits "$tmp/fleet.conf" --redis "redis://127.0.0.1:$redis_port" \
-        --key-secret-file "$tmp/secret" --node-id "node$n"
+        --key-secret-file "$tmp/secret" --node-id "node$n" --exact-timeout-ms 10000
       fleet_ports+=("$port")
     done
     # drive the same API key through all three at once, in keep-alive batches
@@ -384,6 +385,31 @@ EOF
          "bound $bound; three unsynced nodes could admit $alone"
     check "the fleet's total stays within the tolerance band" test "$admitted" -le "$bound"
     check "every node was driven past the limit" test "$denied" -gt 0
+    # mode=exact: Redis decides every request (rl_check_async, answered
+    # back on each gateway's loop): 60 requests for one API key, 20 through
+    # each gateway at once, admit exactly the burst of 12 (10/h: no token
+    # comes back during the test). A global limit would admit up to 12 per
+    # gateway before the first sync.
+    pay() {
+      local p=$1 urls=()
+      for _ in $(seq 20); do urls+=("http://127.0.0.1:$p/pay"); done
+      curl -s -o /dev/null -w '%{http_code}\n' -H 'X-API-Key: payer' "${urls[@]}"
+    }
+    payers=()
+    for n in 0 1 2; do
+      pay "${fleet_ports[$n]}" >"$tmp/pay$n" &
+      payers+=($!)
+    done
+    wait "${payers[@]}"
+    pay_ok=$(cat "$tmp"/pay* | grep -c '^200$')
+    pay_429=$(cat "$tmp"/pay* | grep -c '^429$')
+    pay_per_node=$(for n in 0 1 2; do grep -c '^200$' "$tmp/pay$n"; done | tr '\n' ' ')
+    echo "      exact: admitted $pay_ok (per node: $pay_per_node), denied $pay_429 of 60"
+    check "mode=exact: the three gateways admit exactly the burst (12)" eq "$pay_ok" 12
+    check "mode=exact: every other request is a 429" eq "$pay_429" 48
+    port=${fleet_ports[0]}
+    r=$(curl -s -i -H 'X-API-Key: payer' "$(url /pay)")
+    check "mode=exact: a 429 carries the RateLimit headers" has "$r" 'RateLimit-Policy:'
     synced() { metrics=$(curl -s "$(url /metrics)") && grep -q '^ratelimit_sync_connected 1$' <<<"$metrics"; }
     for n in 0 1 2; do
       port=${fleet_ports[$n]}

@@ -18,7 +18,8 @@
 /* How long a connect, and a new connection's setup, may take. */
 #define RL_REDIS_CONNECT_DEADLINE_MS 1000
 /* A connection's CLIENT SETNAME name, its terminator included: a prefix and
- * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit. */
+ * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit; a longer one
+ * is cut. */
 #define RL_REDIS_CONN_NAME_MAX 128
 
 typedef struct rl_redis_conn_ops {
@@ -37,6 +38,12 @@ typedef struct rl_redis_conn_ops {
     void (*retry_scheduled)(void *owner, uint64_t delay_ms);
     /* Nonzero once the owner is shutting down: no reconnect then. */
     int (*stopping)(void *owner);
+    /* Optional (NULL: unnamed): the name every connection of the owner
+     * gives itself (CLIENT SETNAME, after AUTH and SELECT), so CLIENT LIST
+     * tells whose it is; NULL or "" returned: unnamed. Made fit for Redis
+     * by rl__redis_client_name. Every route backend's connections carry
+     * the owner's ops, so a cluster's masters are named alike. */
+    const char *(*client_name)(void *owner);
 } rl_redis_conn_ops_t;
 
 typedef struct rl_redis_conn {
@@ -47,12 +54,14 @@ typedef struct rl_redis_conn {
     uint64_t *rng;         /* the owner's jitter state */
     uv_loop_t *loop;
     const rl_allocator_t *alloc;
-    const rl_redisurl_t *url;
+    const rl_redisurl_t *url; /* credentials, db, a unix socket's path */
+    const char *host;         /* where a TCP connect goes: url's host, or
+                                 the node a route chose (rl__redis_conn_addr) */
+    int port;
     uv_timer_t connect_timer;
     uv_timer_t retry_timer;
     const rl_redis_conn_ops_t *ops;
     void *owner;
-    char name[RL_REDIS_CONN_NAME_MAX]; /* "" sends no CLIENT SETNAME */
 } rl_redis_conn_t;
 
 /* Set up (no connect yet); every pointer must outlive the connection. */
@@ -61,13 +70,21 @@ void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator
                          const rl_redis_conn_ops_t *ops, void *owner);
 
 /*
- * Name every connection from now on (CLIENT SETNAME, after AUTH and SELECT),
- * so `CLIENT LIST` tells which node holds it. Redis refuses a name with a
- * space, a newline or any byte outside '!'..'~': each such byte becomes '_',
- * and a name longer than RL_REDIS_CONN_NAME_MAX - 1 is cut. NULL or "":
- * none.
+ * name as CLIENT SETNAME takes it, into out[RL_REDIS_CONN_NAME_MAX]: Redis
+ * refuses a name with a space, a newline or any byte outside '!'..'~', so
+ * each such byte becomes '_', and a name longer than
+ * RL_REDIS_CONN_NAME_MAX - 1 bytes is cut. NULL gives "". Pure.
  */
-void rl__redis_conn_set_name(rl_redis_conn_t *c, const char *name);
+void rl__redis_client_name(char *out, const char *name);
+
+/* Connect to host:port from now on (a cluster node, the master Sentinels
+ * name); host must outlive the connection or the next call. */
+static inline void rl__redis_conn_addr(rl_redis_conn_t *c, const char *host, int port)
+{
+    c->host = host;
+    c->port = port;
+}
+
 /* Start connecting now. */
 void rl__redis_conn_open(rl_redis_conn_t *c);
 
@@ -85,5 +102,13 @@ void rl__redis_conn_schedule(rl_redis_conn_t *c);
 /* Stop the timers, free the connection, close the handles (the loop then
  * ends once nothing else is active). */
 void rl__redis_conn_close(rl_redis_conn_t *c);
+
+/* The same, cb called once for each of its two handles when closed (the
+ * connection's memory may go after the second). */
+void rl__redis_conn_close_cb(rl_redis_conn_t *c, uv_close_cb cb);
+
+/* Free the connection and stop reconnecting, handles kept: a route's
+ * server it no longer uses (open may start it again). */
+void rl__redis_conn_idle(rl_redis_conn_t *c);
 
 #endif

@@ -141,6 +141,9 @@ class Config(ctypes.Structure):
         ("errlen", _size),
         ("log_quiet", _u32),
         ("reserved2", _u32),
+        # appended fields: exact mode
+        ("exact_timeout_ms", _u32),
+        ("exact_pool_size", _u32),
     ]
 
 

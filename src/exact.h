@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exact path (mode=exact): each check is one atomic token bucket in
+ * Redis (lua/exact.lua), run through the per-request client
+ * (redis/caller.h) on its own library thread, the "exact thread". This
+ * header carries no Redis type: the check path (check.c) asks here and
+ * turns the answer into a decision, with the limit's on_failure (policy.h)
+ * when Redis did not answer in time.
+ */
+#ifndef RL_EXACT_H
+#define RL_EXACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "keyhash.h"
+
+struct rl;
+struct rl_redisurl;
+typedef struct rl_exact rl_exact_t;
+
+/* Requests one instance may have queued or in flight, per pool connection. */
+#define RL_EXACT_SLOTS_PER_CONN 256u
+
+/* One check: the key's identity (rl__keyhash under the fleet secret) and
+ * the limit's name and parameters, copied. */
+typedef struct rl_exact_req {
+    char limit[64];
+    rl_keyid_t id;
+    uint32_t cost;
+    uint64_t rate_count, period_ms, burst;
+} rl_exact_req_t;
+
+/* Redis's answer; ok 0: none (deadline, no connection, an error reply). */
+typedef struct rl_exact_answer {
+    int ok;
+    int allowed;
+    uint64_t remaining, retry_ms, reset_ms;
+} rl_exact_answer_t;
+
+/* Start the exact thread for rl (its pool, timeout and key naming). 0 or
+ * RL_ENOMEM. */
+int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **out);
+
+/* Answer every check in flight (async ones: their callbacks run now, with
+ * ok 0) and stop the thread. No check may race it. */
+void rl__exact_stop(rl_exact_t *x);
+
+/* In a child after fork(): free the memory only (the thread is the
+ * parent's). */
+void rl__exact_forget(rl_exact_t *x);
+
+/* Blocking: ask Redis and wait up to the instance's exact_timeout_ms.
+ * Always fills *a (ok 0 when Redis did not answer in time). */
+void rl__exact_check(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_answer_t *a);
+
+/* The answer of an asynchronous check; ctx is the caller's bytes, copied. */
+typedef void rl_exact_done_fn(void *ctx, const rl_exact_answer_t *a);
+
+#define RL_EXACT_CTX_MAX 192
+
+/* Non-blocking: 0 when queued (done runs once on the exact thread, with
+ * ok 0 at the deadline at the latest); -1 when it could not be queued (every
+ * slot busy, stopping): done never runs, the caller answers inline. */
+int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_fn *done,
+                          const void *ctx, size_t ctx_len);
+
+/* Statistics of the exact thread. */
+typedef struct rl_exact_counters {
+    uint64_t sent, replies, timeouts, late, unsent, lost, full;
+} rl_exact_counters_t;
+void rl__exact_counters(rl_exact_t *x, rl_exact_counters_t *out);
+
+#endif

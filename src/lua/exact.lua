@@ -1,0 +1,86 @@
+-- SPDX-License-Identifier: MIT
+-- One exact check (mode=exact): an atomic token bucket in Redis.
+-- (The build prepends share.lua; this script does not use it.)
+--
+-- KEYS[1]  the key's hash, {prefix:v1:limit:vshard}:k:<hex> (redis/keys.h):
+--          the same name the global tier uses, so one key has one ledger.
+-- ARGV     cost (0: peek, nothing charged), rate count, period in
+--          microseconds, burst, TTL in ms (the C side makes it at least
+--          the time to refill a whole burst).
+-- Fields   xn tokens, xl last refill (us, Redis TIME), xr the refill
+--          remainder (token-us: rate x elapsed not yet a whole token),
+--          xf first check (us), xc tokens charged since the key was made.
+-- Returns  {allowed 0/1, tokens left, us until cost tokens are there (0
+--          when allowed), us until the bucket is full}.
+--
+-- Integer arithmetic only: every value stays below 2^53 because the C side
+-- admits an exact limit only when burst x period_us + rate < 2^53
+-- (limitdef.c), so a double holds each one exactly. Redis TIME is the only
+-- clock, kept monotonic per key with max(last, now). Over any interval the
+-- bucket mints exactly floor(rate x elapsed / period) tokens (the remainder
+-- carries), so the fleet admits at most burst + rate x elapsed.
+local cost = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local per = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local ttl = tonumber(ARGV[5])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local v = redis.call('HMGET', KEYS[1], 'xn', 'xl', 'xr', 'xf', 'xc')
+local tokens, last, rem, first, charged = burst, now, 0, now, 0
+if v[1] then
+  tokens = tonumber(v[1])
+  last = tonumber(v[2])
+  rem = tonumber(v[3])
+  first = tonumber(v[4])
+  charged = tonumber(v[5])
+end
+if now < last then now = last end -- a wall clock: never back
+
+-- floor(a / b) for integers a, b < 2^53, corrected for the division's rounding.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+if tokens >= burst then
+  tokens, rem = burst, 0
+else
+  local elapsed = now - last
+  -- Past the time to fill up, the bucket is full: the product stays small.
+  local need = (burst - tokens) * per - rem
+  if elapsed * rate >= need then
+    tokens, rem = burst, 0
+  else
+    local acc = elapsed * rate + rem
+    local add = idiv(acc, per)
+    tokens = tokens + add
+    rem = acc - add * per
+  end
+end
+
+local allowed = 0
+if cost == 0 then
+  if tokens >= 1 then allowed = 1 end
+elseif cost <= tokens then
+  tokens = tokens - cost
+  charged = charged + cost
+  allowed = 1
+end
+
+local wait = 0
+if allowed == 0 then
+  local want = cost
+  if want == 0 then want = 1 end
+  wait = idiv((want - tokens) * per - rem + rate - 1, rate)
+end
+local full = 0
+if tokens < burst then full = idiv((burst - tokens) * per - rem + rate - 1, rate) end
+
+if cost > 0 then
+  redis.call('HSET', KEYS[1], 'xn', tokens, 'xl', now, 'xr', rem, 'xf', first, 'xc', charged)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {allowed, tokens, wait, full}
