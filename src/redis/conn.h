@@ -41,8 +41,9 @@ typedef struct rl_redis_conn_ops {
     /* Optional (NULL: unnamed): the name every connection of the owner
      * gives itself (CLIENT SETNAME, after AUTH and SELECT), so CLIENT LIST
      * tells whose it is; NULL or "" returned: unnamed. Made fit for Redis
-     * by rl__redis_client_name. Every route backend's connections carry
-     * the owner's ops, so a cluster's masters are named alike. */
+     * by rl__redis_client_name. A route backend that wraps the owner's ops
+     * in its own (route_cluster.c's node_ops, route_sentinel.c's
+     * master_ops) names its connections only if its ops forward this. */
     const char *(*client_name)(void *owner);
 } rl_redis_conn_ops_t;
 
