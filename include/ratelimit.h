@@ -571,9 +571,13 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * ("5/10s"); they are stored exactly as count per period. name and rate are
  * required. mode: global local exact tiered. on_failure: local open closed.
  * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
- * digits with an optional point and 1 to 6 decimals, in (0, 1000]; rl_limit_parse
- * (the 0.1 layout) answers RL_ESIZE to a spec with hot=: use
- * rl_limit_parse_sized. Other numbers are decimal integers without sign.
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]. Other
+ * numbers are decimal integers without sign.
+ * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
+ * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
+ * field of the caller's header is parsed. The exported function of the same
+ * name, which binaries built against 0.1 call, writes the 0.1 layout and
+ * answers RL_ESIZE to a word whose field it lacks (hot=).
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).
@@ -597,6 +601,8 @@ RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_
  */
 RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
                                    size_t errlen);
+#define rl_limit_parse(out, spec, err, errlen) \
+    rl_limit_parse_sized((out), sizeof(rl_limit_t), (spec), (err), (errlen))
 
 /*
  * Add a limit; returns its id (>= 0). Ids are never reused for a different
