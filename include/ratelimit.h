@@ -438,10 +438,18 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *              bytes), demand_alpha_pct, the health fields), only one of
  *              allocator.alloc/free set, a reserved field non-zero
  *   RL_ERANGE  also: a redis_url without a key_secret; a malformed redis_url
- *              (only redis://[[user]:password@]host[:port][/db] is accepted:
- *              no rediss:// (TLS), no unix socket; the host is letters,
- *              digits, '.', '-', '_'; no control byte or space anywhere), a
- *              malformed node_id or key_prefix
+ *              (the message names the part: scheme, host list, host N,
+ *              port, socket path, master name, db), a malformed node_id or
+ *              key_prefix. redis_url is one of
+ *                redis://[[user]:password@]host[:port][/db]
+ *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
+ *                  (or unix://...)
+ *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
+ *                  (Redis Cluster seeds; db 0 only)
+ *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
+ *                  (Sentinels, asked without AUTH, and the master's name)
+ *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
+ *              digits, '.', '-', '_'; no control byte or space anywhere
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
@@ -449,6 +457,11 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
  * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
  * not: the instance opens degraded, logs it, and keeps trying (with backoff).
+ * On a Cluster each key's reports go to the master of its hash tag's slot
+ * (MOVED and ASK followed, the slot map asked again after a failover);
+ * behind Sentinels to the master they name, followed through a failover.
+ * While a key's server is unreachable the limit's on_failure decides, and
+ * what the node admitted is reported again once it is back.
  *
  * A fleet is the set of nodes sharing redis_url, key_prefix and key_secret:
  * they name keys alike, so they share limits. Each node publishes a

@@ -8,6 +8,10 @@
 # own servers on free loopback ports and stop them by PID. This script keeps
 # the package's postinst from starting the system service (policy-rc.d, see
 # below), and nothing in the project relies on that service either way.
+# redis-tools (a dependency of redis-server, named for what the suites run)
+# gives redis-cli: tests/redis_topology.c builds a Redis Cluster with
+# `redis-cli --cluster create` and reshards it; Sentinels are redis-server
+# --sentinel, so no redis-sentinel package is needed.
 set -euo pipefail
 
 PACKAGES=(
@@ -19,6 +23,7 @@ PACKAGES=(
   libxxhash-dev
   check
   redis-server
+  redis-tools
   valgrind
   python3
   python3-pip

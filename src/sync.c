@@ -115,9 +115,8 @@ static void conn_failed(void *owner, const char *why, const char *detail)
 {
     rl_sync_t *s = owner;
     rl__sync_error(s, RL_REDIS_ERR_CONNECT);
-    if (detail != NULL && s->route.conn.attempt <= 1)
-        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s:%d: %s", s->url.host,
-                     s->url.port, detail);
+    if (detail != NULL && rl__redis_route_attempts(&s->route) <= 1)
+        rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s: %s", s->where, detail);
     first_outcome(s, FIRST_FAILED);
     set_health(s, RL_HEALTH_DEGRADED, why);
 }
@@ -144,15 +143,15 @@ static void conn_setup_error(void *owner, const redisReply *reply)
 
 void rl__sync_load_nodes(rl_sync_t *s)
 {
-    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_NODES,
-                           uv_now(&s->loop));
+    rl__redis_scripts_load(&s->scripts, rl__redis_route_context(&s->route, NULL, 0),
+                           RL_SYNC_SCRIPT_NODES, uv_now(&s->loop));
     rl__sync_mirror_nodes(s);
 }
 
 static void load_script(rl_sync_t *s)
 {
-    rl__redis_scripts_load(&s->scripts, s->route.conn.ac, RL_SYNC_SCRIPT_REPORT,
-                           uv_now(&s->loop));
+    rl__redis_scripts_load(&s->scripts, rl__redis_route_context(&s->route, NULL, 0),
+                           RL_SYNC_SCRIPT_REPORT, uv_now(&s->loop));
     /* Pipelined behind it: the registry is ready when the first round runs. */
     rl__sync_load_nodes(s);
 }
@@ -188,10 +187,10 @@ static void script_loaded(void *owner, unsigned id, const redisReply *reply)
         return;
     }
     if (ready) {
-        rl__redis_conn_ready(&s->route.conn);
+        rl__redis_route_ready(&s->route);
         set_connected(s, 1);
         first_outcome(s, FIRST_OK);
-        rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s:%d", s->url.host, s->url.port);
+        rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s", s->where);
     } else if (reply != NULL) {
         int cls = rl__redis_classify(reply);
         rl__sync_error(s, cls);
@@ -285,10 +284,9 @@ static void on_round_deadline(uv_timer_t *timer)
 static void on_round(uv_timer_t *timer)
 {
     rl_sync_t *s = timer->data;
-    rl_redis_conn_t *c = &s->route.conn;
     rl_redis_script_t *report = &s->scripts.s[RL_SYNC_SCRIPT_REPORT];
-    if (c->ac == NULL) {
-        rl__redis_conn_schedule(c); /* no-op while one is pending */
+    if (!rl__redis_route_can_send(&s->route, NULL, 0)) {
+        rl__redis_route_retry(&s->route); /* no-op while one is pending */
     } else if (report->state == RL_SCRIPT_LOADING &&
                uv_now(&s->loop) - report->since_ms > RL_REDIS_CONNECT_DEADLINE_MS) {
         /* Connected, but setup is never answered (a server dying or frozen
@@ -297,7 +295,7 @@ static void on_round(uv_timer_t *timer)
         rl__sync_error(s, RL_REDIS_ERR_TIMEOUT);
         rl__redis_scripts_forget(&s->scripts, RL_SYNC_SCRIPT_REPORT);
         rl__sync_drop_connection(s);
-    } else if (report->state == RL_SCRIPT_UNLOADED && !c->connecting)
+    } else if (report->state == RL_SCRIPT_UNLOADED && !rl__redis_route_connecting(&s->route))
         load_script(s); /* after NOSCRIPT (SCRIPT FLUSH) or a failed load */
     if (s->in_flight > 0) {
         /* The last round's deadline has not fired yet: never stack rounds. */
@@ -406,6 +404,7 @@ static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
         return NULL;
     s->rl = rl;
     s->url = *url;
+    rl__redisurl_where(url, s->where, sizeof s->where);
     size_t n = rl->table.nslots;
     s->slots = rl__calloc(a, n * sizeof *s->slots, 8);
     s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
@@ -458,14 +457,29 @@ static int init_loop(rl_sync_t *s)
     uv_timer_init(&s->loop, &s->deadline_timer);
     uv_async_init(&s->loop, &s->wake, on_wake);
     s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
-    rl__redis_conn_init(&s->route.conn, &s->loop, &s->rl->alloc, &s->url, &s->rng,
-                        s->rl->reconnect_max_ms, &conn_ops, s);
-    rl__redis_route_single(&s->route);
     static const char *const sources[RL_SYNC_SCRIPT_N] = {
         [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
         [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
     };
     rl__redis_scripts_init(&s->scripts, sources, RL_SYNC_SCRIPT_N, script_loaded, s);
+    rl_redis_route_cfg_t rc = {
+        .loop = &s->loop,
+        .alloc = &s->rl->alloc,
+        .url = &s->url,
+        .rng = &s->rng,
+        .backoff_cap_ms = s->rl->reconnect_max_ms,
+        .ops = &conn_ops,
+        .owner = s,
+        .scripts = &s->scripts,
+    };
+    if (rl__redis_route_init(&s->route, &rc) != 0) {
+        uv_close((uv_handle_t *)&s->round_timer, NULL);
+        uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+        uv_close((uv_handle_t *)&s->wake, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        return -1;
+    }
     return 0;
 }
 

@@ -79,6 +79,7 @@ typedef struct rl_synclimit {
 struct rl_sync {
     struct rl *rl;
     rl_redisurl_t url;
+    char where[400];            /* the URL without credentials, for logs */
     uv_thread_t thread;
     uv_loop_t loop;
     uv_timer_t round_timer;

@@ -559,6 +559,13 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
                                   b.argl);
     argbuf_free(&b, a);
     if (rc != REDIS_OK) {
+        /* The tag's server is down (a cluster master failing over): the
+         * keys come back next round with their cumulative counters. */
+        rl_table_t *t = &s->rl->table;
+        for (uint32_t j = 0; j < n; j++)
+            /* relaxed: only this thread harvests the bitmap. */
+            atomic_fetch_or_explicit(&t->dirty[idx[j] >> 6], UINT64_C(1) << (idx[j] & 63),
+                                     memory_order_relaxed);
         rl__free(a, call, sizeof *call, 8);
         return -1;
     }
@@ -582,8 +589,9 @@ static void send_reports(rl_sync_t *s, uint32_t n)
         uint32_t i = s->order[j];
         uint64_t c = s->slots[i].ctrl;
         /* relaxed: the key id is stable while ctrl is (validated on reply). */
-        uint64_t lo = atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed);
-        grp[j] = (RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK) * RL_VSHARDS + (uint32_t)(lo % RL_VSHARDS);
+        rl_keyid_t id = {atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed),
+                         atomic_load_explicit(&t->slots[i].id_hi, memory_order_relaxed)};
+        grp[j] = (RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK) * RL_VSHARDS + rl__redis_vshard(id);
         count[grp[j] + 1]++;
     }
     for (uint32_t g = 0; g < groups; g++)

@@ -20,7 +20,7 @@ static void step_woken(rl_sync_t *s)
     uv_mutex_unlock(&s->step_mu);
     if (!asked || s->in_flight > 0)
         return;
-    if (s->route.conn.ac == NULL)
+    if (!rl__redis_route_can_send(&s->route, NULL, 0))
         rl__redis_route_connect(&s->route);
     rl__sync_run_round(s, MANUAL_ROUND_DEADLINE_MS);
 }

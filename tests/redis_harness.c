@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -78,9 +79,29 @@ static int free_loopback_port(void)
     return port;
 }
 
-/* In the child: the server must not outlive the process that started it. */
-static void exec_server(int port, int log_fd, pid_t parent)
+/* A Sentinel's configuration (it rewrites the file as it learns). */
+static int write_sentinel_conf(const rl_test_redis_t *srv, char *path, size_t cap)
 {
+    snprintf(path, cap, "%s/sentinel.conf", srv->dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    const char *m = RL_TEST_SENTINEL_MASTER;
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\n"
+            "sentinel monitor %s 127.0.0.1 %d 2\n"
+            "sentinel down-after-milliseconds %s %d\n"
+            "sentinel failover-timeout %s %d\n"
+            "sentinel parallel-syncs %s 1\n",
+            srv->port, srv->dir, m, srv->peer_port, m, RL_TEST_SENTINEL_DOWN_MS, m,
+            RL_TEST_SENTINEL_FAILOVER_MS, m);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* In the child: the server must not outlive the process that started it. */
+static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
+{
+    int port = srv->port;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(126);
     sigset_t none;
@@ -93,11 +114,43 @@ static void exec_server(int port, int log_fd, pid_t parent)
     dup2(log_fd, STDERR_FILENO);
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
+    if (srv->mode == RL_TEST_REDIS_SENTINEL) {
+        char conf[128];
+        if (write_sentinel_conf(srv, conf, sizeof conf) != 0)
+            _exit(125);
+        execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+        _exit(127);
+    }
     /* DEBUG is enabled for the fault suite (DEBUG SLEEP); the server only
      * listens on loopback and lives as long as the test. */
-    execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--daemonize", "no", "--enable-debug-command",
-           "yes", (char *)NULL);
+    const char *argv[40] = {"redis-server", "--port", port_s, "--bind", "127.0.0.1",
+                            "--save", "", "--appendonly", "no", "--daemonize", "no",
+                            "--enable-debug-command", "yes"};
+    int n = 13;
+    char peer_s[16];
+    snprintf(peer_s, sizeof peer_s, "%d", srv->peer_port);
+    if (srv->mode == RL_TEST_REDIS_CLUSTER) {
+        /* A node is failed after 1 s without an answer; its replica may be
+         * promoted however long it was cut off (validity factor 0). */
+        const char *more[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                              "--dir", srv->dir, "--cluster-node-timeout", "1000",
+                              "--cluster-replica-validity-factor", "0"};
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+            argv[n++] = more[i];
+    } else if (srv->mode == RL_TEST_REDIS_UNIX) {
+        static char sock[96];
+        snprintf(sock, sizeof sock, "%s/redis.sock", srv->dir);
+        argv[n++] = "--unixsocket";
+        argv[n++] = sock;
+        argv[n++] = "--unixsocketperm";
+        argv[n++] = "700";
+    } else if (srv->mode == RL_TEST_REDIS_REPLICA) {
+        argv[n++] = "--replicaof";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = peer_s;
+    }
+    argv[n] = NULL;
+    execvp("redis-server", (char *const *)argv);
     _exit(127);
 }
 
@@ -170,7 +223,7 @@ static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        exec_server(srv->port, log_fd, parent);
+        exec_server(srv, log_fd, parent);
     close(log_fd);
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -182,7 +235,15 @@ static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen)
 
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen)
 {
+    return rl_test_redis_start_as(srv, RL_TEST_REDIS_PLAIN, 0, err, errlen);
+}
+
+int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *err,
+                           size_t errlen)
+{
     memset(srv, 0, sizeof *srv);
+    srv->mode = mode;
+    srv->peer_port = peer_port;
     if (errlen > 0)
         err[0] = '\0';
     if (!rl_test_on_path("redis-server")) {
@@ -195,11 +256,21 @@ int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen)
                               "or set RL_SKIP_REDIS=1 to skip the Redis suites");
         return -1;
     }
+    if (mode == RL_TEST_REDIS_CLUSTER || mode == RL_TEST_REDIS_SENTINEL ||
+        mode == RL_TEST_REDIS_UNIX) {
+        snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
+        if (mkdtemp(srv->dir) == NULL) {
+            snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+            srv->dir[0] = '\0';
+            return -1;
+        }
+    }
     snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
     int fd = mkstemp(srv->log);
     if (fd < 0) {
         snprintf(err, errlen, "mkstemp: %s", strerror(errno));
         srv->log[0] = '\0';
+        rl_test_redis_stop(srv);
         return -1;
     }
     close(fd);
@@ -237,6 +308,27 @@ static int reap(pid_t pid, uint64_t deadline)
     return 0;
 }
 
+/* A cluster node's or Sentinel's files, and their directory. */
+static void remove_dir(rl_test_redis_t *srv)
+{
+    if (srv->dir[0] == '\0')
+        return;
+    DIR *d = opendir(srv->dir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char path[400];
+            snprintf(path, sizeof path, "%s/%s", srv->dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(srv->dir);
+    srv->dir[0] = '\0';
+}
+
 void rl_test_redis_stop(rl_test_redis_t *srv)
 {
     if (srv->pid > 0) {
@@ -251,6 +343,39 @@ void rl_test_redis_stop(rl_test_redis_t *srv)
         unlink(srv->log);
         srv->log[0] = '\0';
     }
+    remove_dir(srv);
+}
+
+void rl_test_redis_kill(rl_test_redis_t *srv)
+{
+    if (srv->pid > 0) {
+        kill(srv->pid, SIGKILL);
+        reap(srv->pid, now_ms() + STOP_DEADLINE_MS);
+        srv->pid = 0;
+    }
+}
+
+int rl_test_redis_restart(rl_test_redis_t *srv, char *err, size_t errlen)
+{
+    snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
+    int fd = mkstemp(srv->log);
+    if (fd < 0) {
+        snprintf(err, errlen, "mkstemp: %s", strerror(errno));
+        srv->log[0] = '\0';
+        return -1;
+    }
+    close(fd);
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (spawn_on_port(srv, err, errlen) == 1) {
+            unlink(srv->log);
+            srv->log[0] = '\0';
+            return 0;
+        }
+        rl_test_redis_kill(srv);
+        sleep_ms(20);
+    }
+    snprintf(err, errlen, "redis-server did not come back on port %d", srv->port);
+    return -1;
 }
 
 int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen)

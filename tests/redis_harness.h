@@ -18,10 +18,31 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* What a server runs as (rl_test_redis_start_as). */
+enum {
+    RL_TEST_REDIS_PLAIN,    /* a standalone server */
+    RL_TEST_REDIS_CLUSTER,  /* a Redis Cluster node (not yet in a cluster) */
+    RL_TEST_REDIS_REPLICA,  /* a replica of 127.0.0.1:peer_port */
+    RL_TEST_REDIS_SENTINEL, /* a Sentinel watching 127.0.0.1:peer_port as
+                               RL_TEST_SENTINEL_MASTER */
+    RL_TEST_REDIS_UNIX,     /* standalone, also on the unix socket
+                               <dir>/redis.sock */
+};
+
+#define RL_TEST_SENTINEL_MASTER "rlmaster"
+/* Sentinel timings: a primary is down after 1 s without an answer; a
+ * failover may take this long before another is tried. */
+#define RL_TEST_SENTINEL_DOWN_MS 1000
+#define RL_TEST_SENTINEL_FAILOVER_MS 5000
+
 typedef struct rl_test_redis {
     pid_t pid;      /* 0 when not running */
     int port;
     char log[64];   /* the server's log while it starts; removed once up */
+    int mode;       /* RL_TEST_REDIS_* */
+    int peer_port;  /* REPLICA, SENTINEL: the primary */
+    char dir[64];   /* CLUSTER, SENTINEL, UNIX: the server's files (removed at
+                       stop) */
 } rl_test_redis_t;
 
 /*
@@ -29,6 +50,40 @@ typedef struct rl_test_redis {
  * (skipped: not installed and RL_SKIP_REDIS=1) or -1 with a message in err.
  */
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen);
+
+/* The same, as a cluster node, a replica or a Sentinel. */
+int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *err,
+                           size_t errlen);
+
+/* Kill the server with SIGKILL and reap it (its files stay, for a restart
+ * with rl_test_redis_restart). */
+void rl_test_redis_kill(rl_test_redis_t *srv);
+
+/* Start a killed server again on its port, with its files. 0 or -1. */
+int rl_test_redis_restart(rl_test_redis_t *srv, char *err, size_t errlen);
+
+/*
+ * Run a program (argv[0] on PATH) to its end, at most timeout_ms (then it
+ * is killed): its exit status, or -1; its stdout and stderr in out.
+ */
+int rl_test_run_prog(const char *const *argv, unsigned timeout_ms, char *out, size_t outlen);
+
+/* A Redis Cluster of 3 masters with one replica each, on free loopback
+ * ports, built with redis-cli --cluster create; 0 once every node says
+ * cluster_state:ok and sees 3 masters, each with its replica. */
+typedef struct rl_test_cluster {
+    rl_test_redis_t node[6];
+} rl_test_cluster_t;
+int rl_test_cluster_start(rl_test_cluster_t *c, char *err, size_t errlen);
+void rl_test_cluster_stop(rl_test_cluster_t *c);
+
+/* A primary, its replica and 3 Sentinels watching it; 0 once every
+ * Sentinel knows the replica and the 2 other Sentinels. */
+typedef struct rl_test_sentinels {
+    rl_test_redis_t primary, replica, sentinel[3];
+} rl_test_sentinels_t;
+int rl_test_sentinels_start(rl_test_sentinels_t *s, char *err, size_t errlen);
+void rl_test_sentinels_stop(rl_test_sentinels_t *s);
 
 /* Kill the server with SIGKILL and start a new, empty one on the same port
  * (scripts and data gone). 0, or -1 with a message in err. */

@@ -2,7 +2,8 @@
 /*
  * A fleet must never split silently (include/ratelimit.h, rl_open):
  * - rl_open names the field at fault in cfg->err, and refuses a redis_url
- *   without a key_secret, a URL with a control byte, TLS or unix sockets;
+ *   without a key_secret, a URL with a control byte, TLS, a bad unix socket path,
+ *   an empty cluster host list, a bad port, a Sentinel URL without a master;
  * - nodes of one key_prefix with different secrets see each other through
  *   the registry's fingerprints, and log, count and expose the split;
  * - a node that has seen its fleet divides its pessimistic shares by the
@@ -67,10 +68,16 @@ static const open_case_t open_cases[] = {
      {"redis_url", "no scheme", NULL}},
     {"TLS", "rediss://127.0.0.1:6379", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
      {"redis_url", "rediss://", "TLS"}},
-    {"unix socket", "unix:///var/run/redis.sock", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
-     {"redis_url", "unix socket", NULL}},
-    {"redis+unix socket", "redis+unix:///var/run/redis.sock", secret_a, 25, NULL, NULL, 0,
-     RL_ERANGE, {"redis_url", "unix socket", NULL}},
+    {"relative unix socket", "unix://var/run/redis.sock", secret_a, 25, NULL, NULL, 0,
+     RL_ERANGE, {"redis_url", "socket path", "absolute"}},
+    {"redis+unix without a path", "redis+unix://", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
+     {"redis_url", "socket path", NULL}},
+    {"empty cluster host list", "redis+cluster://", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
+     {"redis_url", "host list", "empty"}},
+    {"bad cluster port", "redis+cluster://127.0.0.1:7000,127.0.0.1:0", secret_a, 25, NULL,
+     NULL, 0, RL_ERANGE, {"redis_url", "port", "host 2"}},
+    {"sentinel without a master name", "redis+sentinel://127.0.0.1:26379", secret_a, 25, NULL,
+     NULL, 0, RL_ERANGE, {"redis_url", "master name", "missing"}},
     {"other scheme", "http://127.0.0.1:6379", secret_a, 25, NULL, NULL, 0, RL_ERANGE,
      {"redis_url", "must start with redis://", "\"http\""}},
     {"CR/LF in the host", "redis://bad\r\nInjected-Line=yes", secret_a, 25, NULL, NULL, 0,

@@ -38,6 +38,54 @@ START_TEST(parts_and_defaults)
 }
 END_TEST
 
+START_TEST(unix_cluster_sentinel)
+{
+    rl_redisurl_t u;
+    char err[256], where[300];
+    ck_assert_int_eq(parse("redis+unix:///run/redis/redis.sock", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_UNIX);
+    ck_assert_str_eq(u.path, "/run/redis/redis.sock");
+    ck_assert_int_eq(u.db, 0);
+    ck_assert_int_eq(parse("unix://app:pw@/tmp/r.sock?db=4", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_UNIX);
+    ck_assert_str_eq(u.path, "/tmp/r.sock");
+    ck_assert_str_eq(u.user, "app");
+    ck_assert_str_eq(u.password, "pw");
+    ck_assert_int_eq(u.db, 4);
+    rl__redisurl_where(&u, where, sizeof where);
+    ck_assert_str_eq(where, "unix:/tmp/r.sock");
+    ck_assert_int_eq(parse("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2,n-3:7002/", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_CLUSTER);
+    ck_assert_int_eq(u.nhosts, 3);
+    ck_assert_str_eq(u.hosts[0].host, "10.0.0.1");
+    ck_assert_int_eq(u.hosts[0].port, 7000);
+    ck_assert_str_eq(u.hosts[1].host, "10.0.0.2");
+    ck_assert_int_eq(u.hosts[1].port, 6379);
+    ck_assert_str_eq(u.hosts[2].host, "n-3");
+    ck_assert_int_eq(u.hosts[2].port, 7002);
+    ck_assert_str_eq(u.host, "10.0.0.1"); /* where conn.c starts */
+    ck_assert_int_eq(u.port, 7000);
+    ck_assert_str_eq(u.password, "pw");
+    rl__redisurl_where(&u, where, sizeof where);
+    ck_assert_str_eq(where, "cluster 10.0.0.1:7000,10.0.0.2:6379,n-3:7002");
+    ck_assert_int_eq(parse("redis+cluster://a,b,c,d,e,f,g,h/0", &u, err), 0);
+    ck_assert_int_eq(u.nhosts, RL_REDISURL_HOSTS_MAX);
+    ck_assert_int_eq(parse("redis+sentinel://s1:26379,s2:26380/mymaster/2", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_SENTINEL);
+    ck_assert_int_eq(u.nhosts, 2);
+    ck_assert_str_eq(u.master, "mymaster");
+    ck_assert_int_eq(u.db, 2);
+    ck_assert_int_eq(u.hosts[1].port, 26380);
+    rl__redisurl_where(&u, where, sizeof where);
+    ck_assert_str_eq(where, "sentinel s1:26379,s2:26380/mymaster");
+    ck_assert_int_eq(parse("redis://h:7", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_TCP);
+    ck_assert_int_eq(u.nhosts, 1);
+    rl__redisurl_where(&u, where, sizeof where);
+    ck_assert_str_eq(where, "h:7");
+}
+END_TEST
+
 START_TEST(refusals_say_why)
 {
     static const struct {
@@ -45,8 +93,32 @@ START_TEST(refusals_say_why)
     } bad[] = {
         {"cache:6379", "no scheme"},
         {"rediss://h", "TLS"},
-        {"unix:///tmp/redis.sock", "unix sockets"},
+        {"rediss+cluster://h", "TLS"},
         {"http://h", "must start with redis://"},
+        {"redis+clusterx://h", "(scheme \"redis+clusterx\" unknown)"},
+        {"unix://tmp/redis.sock", "socket path: must be absolute"},
+        {"redis+unix://", "socket path: must be absolute"},
+        {"unix:///tmp/s?db=x", "db must be a number"},
+        {"unix:///tmp/s?db=", "db must be a number"},
+        {"unix:///tmp/s?timeout=3", "only ?db=N"},
+        {"redis://a,b", "host list: redis:// names one server"},
+        {"redis+cluster://", "host list: empty"},
+        {"redis+cluster:///", "host list: empty"},
+        {"redis+cluster://a:1,", "host 2: missing"},
+        {"redis+cluster://a:1,,b", "host 2: missing"},
+        {"redis+cluster://a:1,:7000", "host 2: missing"},
+        {"redis+cluster://a:1,b:0", "port must be 1..65535 (host 2"},
+        {"redis+cluster://a:1,b:x", "port must be 1..65535 (host 2"},
+        {"redis+cluster://a:1,b:70000", "port must be 1..65535 (host 2"},
+        {"redis+cluster://a:1,b!:2", "host byte 1 is 0x21 (host 2"},
+        {"redis+cluster://a,b,c,d,e,f,g,h,i", "more than 8 hosts"},
+        {"redis+cluster://a:1/2", "a Redis Cluster has db 0 only"},
+        {"redis+sentinel://s1:26379", "master name: missing"},
+        {"redis+sentinel://s1:26379/", "master name: missing"},
+        {"redis+sentinel://s1:26379//3", "master name: missing"},
+        {"redis+sentinel://s1:26379/my*master", "master name: byte 2 is 0x2a"},
+        {"redis+sentinel://s1:26379/m/x", "db must be a number"},
+        {"redis+sentinel://,s1/m", "host 1: missing"},
         {"redis://", "missing or too long host"},
         {"redis://h:0", "port must be 1..65535"},
         {"redis://h:65536", "port must be 1..65535"},
@@ -75,6 +147,12 @@ START_TEST(refusals_say_why)
     memset(longer + 8, 'a', 300);
     ck_assert_int_eq(parse(longer, &u, err), RL_ERANGE);
     ck_assert_ptr_nonnull(strstr(err, "host"));
+    char path[200] = "unix:///";
+    memset(path + 8, 'p', 150);
+    ck_assert_int_eq(parse(path, &u, err), RL_ERANGE);
+    ck_assert_ptr_nonnull(strstr(err, "socket path: longer than 107 bytes"));
+    ck_assert_int_eq(parse("redis+sentinel://:hunter2@h/bad*name", &u, err), RL_ERANGE);
+    ck_assert_ptr_null(strstr(err, "hunter2"));
 }
 END_TEST
 
@@ -83,6 +161,7 @@ static Suite *suite(void)
     Suite *s = suite_create("redisurl");
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, parts_and_defaults);
+    tcase_add_test(tc, unix_cluster_sentinel);
     tcase_add_test(tc, refusals_say_why);
     suite_add_tcase(s, tc);
     return s;

@@ -237,6 +237,10 @@ typedef struct acc_redis_stats {
     uint64_t evalsha_calls;
     uint64_t evalsha_usec;
     double cpu_s;
+    /* On a Redis Cluster (redis+cluster://) the figures above are summed
+     * over its masters; these say how many, and each one's script time. */
+    int servers;
+    uint64_t usec_of[16];
 } acc_redis_stats_t;
 
 int acc_redis_stats(const char *url, acc_redis_stats_t *st);

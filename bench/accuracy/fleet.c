@@ -235,26 +235,63 @@ int acc_node_share(acc_node_t *n, double *q, double *b)
 
 /* ------------------------------------------------------- Redis's own figures */
 
-static redisContext *info_client(const char *url)
+static redisContext *info_client_at(const rl_redisurl_t *u, const char *host, int port)
 {
-    rl_redisurl_t u;
-    if (rl__redisurl_parse(url, &u, NULL, 0) != 0)
-        return NULL;
     struct timeval tv = {2, 0};
-    redisContext *r = redisConnectWithTimeout(u.host, u.port, tv);
+    redisContext *r = u->kind == RL_REDISURL_UNIX ? redisConnectUnixWithTimeout(u->path, tv)
+                                                  : redisConnectWithTimeout(host, port, tv);
     if (r == NULL || r->err != 0) {
         if (r != NULL)
             redisFree(r);
         return NULL;
     }
-    if (u.password[0] != '\0') {
-        redisReply *a = u.user[0] != '\0'
-                            ? redisCommand(r, "AUTH %s %s", u.user, u.password)
-                            : redisCommand(r, "AUTH %s", u.password);
+    if (u->password[0] != '\0') {
+        redisReply *a = u->user[0] != '\0'
+                            ? redisCommand(r, "AUTH %s %s", u->user, u->password)
+                            : redisCommand(r, "AUTH %s", u->password);
+        if (a != NULL)
+            freeReplyObject(a);
+    }
+    if (u->db != 0) {
+        redisReply *a = redisCommand(r, "SELECT %d", u->db);
         if (a != NULL)
             freeReplyObject(a);
     }
     return r;
+}
+
+#define SERVERS_MAX 16
+
+/* The servers a URL's data lives on: itself, or a cluster's masters (from
+ * its first seed's CLUSTER SLOTS). Their number, or -1. */
+static int servers_of(const char *url, rl_redisurl_t *u, char host[][256], int *port)
+{
+    if (rl__redisurl_parse(url, u, NULL, 0) != 0)
+        return -1;
+    snprintf(host[0], 256, "%s", u->host);
+    port[0] = u->port;
+    if (u->kind != RL_REDISURL_CLUSTER)
+        return 1;
+    redisContext *r = info_client_at(u, u->host, u->port);
+    if (r == NULL)
+        return -1;
+    redisReply *slots = redisCommand(r, "CLUSTER SLOTS");
+    int n = 0;
+    for (size_t i = 0; slots != NULL && slots->type == REDIS_REPLY_ARRAY && i < slots->elements;
+         i++) {
+        const redisReply *m = slots->element[i]->element[2];
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= port[k] == (int)m->element[1]->integer && strcmp(host[k], m->element[0]->str) == 0;
+        if (!seen && n < SERVERS_MAX) {
+            snprintf(host[n], 256, "%s", m->element[0]->str);
+            port[n++] = (int)m->element[1]->integer;
+        }
+    }
+    if (slots != NULL)
+        freeReplyObject(slots);
+    redisFree(r);
+    return n > 0 ? n : -1;
 }
 
 /* One "name:value" field of an INFO reply, as a double; 0 if absent. */
@@ -264,12 +301,9 @@ static double info_field(const char *info, const char *name)
     return p != NULL ? strtod(p + strlen(name), NULL) : 0.0;
 }
 
-int acc_redis_stats(const char *url, acc_redis_stats_t *st)
+/* One server's figures, added to st. 0, or -1. */
+static int server_stats(redisContext *r, acc_redis_stats_t *st)
 {
-    memset(st, 0, sizeof *st);
-    redisContext *r = info_client(url);
-    if (r == NULL)
-        return -1;
     int rc = -1;
     redisReply *cmd = redisCommand(r, "INFO commandstats");
     redisReply *cpu = redisCommand(r, "INFO cpu");
@@ -280,23 +314,41 @@ int acc_redis_stats(const char *url, acc_redis_stats_t *st)
         /* No such line: no script ran yet. */
         if (line == NULL || sscanf(line, "cmdstat_evalsha:calls=%llu,usec=%llu", &c, &u) == 2)
             rc = 0;
-        st->evalsha_calls = c;
-        st->evalsha_usec = u;
-        st->cpu_s = info_field(cpu->str, "used_cpu_user:") + info_field(cpu->str, "used_cpu_sys:");
+        st->evalsha_calls += c;
+        st->evalsha_usec += u;
+        st->usec_of[st->servers] = u;
+        st->cpu_s += info_field(cpu->str, "used_cpu_user:") + info_field(cpu->str, "used_cpu_sys:");
     }
     if (cmd != NULL)
         freeReplyObject(cmd);
     if (cpu != NULL)
         freeReplyObject(cpu);
-    redisFree(r);
     return rc;
 }
 
-long long acc_flush_prefix(const char *url, const char *prefix)
+int acc_redis_stats(const char *url, acc_redis_stats_t *st)
 {
-    redisContext *r = info_client(url);
-    if (r == NULL)
-        return -1;
+    memset(st, 0, sizeof *st);
+    rl_redisurl_t u;
+    char host[SERVERS_MAX][256];
+    int port[SERVERS_MAX];
+    int n = servers_of(url, &u, host, port);
+    for (int i = 0; i < n; i++) {
+        redisContext *r = info_client_at(&u, host[i], port[i]);
+        if (r == NULL || server_stats(r, st) != 0) {
+            if (r != NULL)
+                redisFree(r);
+            return -1;
+        }
+        st->servers++;
+        redisFree(r);
+    }
+    return n > 0 ? 0 : -1;
+}
+
+/* Delete every key under a prefix on one server; the number, or -1. */
+static long long flush_prefix_on(redisContext *r, const char *prefix)
+{
     char pattern[64];
     snprintf(pattern, sizeof pattern, "{%s:v1*", prefix);
     long long deleted = 0;
@@ -320,6 +372,22 @@ long long acc_flush_prefix(const char *url, const char *prefix)
         }
         freeReplyObject(page);
     } while (strcmp(cursor, "0") != 0);
-    redisFree(r);
+    return deleted;
+}
+
+long long acc_flush_prefix(const char *url, const char *prefix)
+{
+    rl_redisurl_t u;
+    char host[SERVERS_MAX][256];
+    int port[SERVERS_MAX];
+    int n = servers_of(url, &u, host, port);
+    long long deleted = n > 0 ? 0 : -1;
+    for (int i = 0; i < n && deleted >= 0; i++) {
+        redisContext *r = info_client_at(&u, host[i], port[i]);
+        long long d = r != NULL ? flush_prefix_on(r, prefix) : -1;
+        deleted = d < 0 ? -1 : deleted + d;
+        if (r != NULL)
+            redisFree(r);
+    }
     return deleted;
 }

@@ -377,7 +377,7 @@ static void conn_connected(void *owner)
 {
     croute_t *rt = owner;
     rl_redis_caller_t *c = rt->c;
-    rl__redis_conn_ready(&rt->route.conn);
+    rl__redis_route_ready(&rt->route);
     for (unsigned i = 0; i < c->nscripts; i++) {
         if (c->sha[i][0] != '\0')
             continue; /* one SHA for every server; EVAL covers a cold one */
@@ -390,7 +390,7 @@ static void conn_connected(void *owner)
 static void conn_failed(void *owner, const char *why, const char *detail)
 {
     croute_t *rt = owner;
-    if (rt->route.conn.attempt <= 1)
+    if (rl__redis_route_attempts(&rt->route) <= 1)
         logf_(rt->c, RL_LOG_WARN, "redis caller: %s: %.200s", why, detail ? detail : "");
 }
 
@@ -527,12 +527,26 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     uv_async_init(&c->loop, &c->wake, on_wake);
     uv_timer_init(&c->loop, &c->dl_timer);
     c->wake.data = c->dl_timer.data = c;
-    for (uint32_t i = 0; i < c->pool; i++) {
+    int rc = 0;
+    for (uint32_t i = 0; i < c->pool && rc == 0; i++) {
         croute_t *rt = &c->routes[i];
         rt->c = c;
-        rl__redis_conn_init(&rt->route.conn, &c->loop, &c->alloc, &c->url, &c->rng,
-                            cfg->backoff_cap_ms, &conn_ops, rt);
-        rl__redis_route_single(&rt->route);
+        /* The URL picks the backend (single, Cluster, Sentinel); the
+         * caller's scripts are its own (EVAL after NOSCRIPT), so a backend
+         * that adds a server loads nothing for it. */
+        rl_redis_route_cfg_t rc_cfg = {
+            .loop = &c->loop,
+            .alloc = &c->alloc,
+            .url = &c->url,
+            .rng = &c->rng,
+            .backoff_cap_ms = cfg->backoff_cap_ms,
+            .ops = &conn_ops,
+            .owner = rt,
+            .scripts = NULL,
+        };
+        rc = rl__redis_route_init(&rt->route, &rc_cfg);
+        if (rc != 0)
+            c->pool = i; /* only the routes made are closed below */
     }
     /* Every signal blocked on the thread: the host's handlers never run on
      * it, and a SIGPIPE from a write to a closed socket stays pending on
@@ -540,7 +554,8 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = uv_thread_create(&c->thread, thread_main, c);
+    if (rc == 0)
+        rc = uv_thread_create(&c->thread, thread_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         c->stopping = 1;

@@ -94,14 +94,17 @@ static void on_connect_deadline(uv_timer_t *timer)
 
 void rl__redis_conn_open(rl_redis_conn_t *c)
 {
-    redisAsyncContext *ac = redisAsyncConnect(c->url->host, c->url->port);
+    const rl_redisurl_t *u = c->url;
+    redisAsyncContext *ac = u->kind == RL_REDISURL_UNIX ? redisAsyncConnectUnix(u->path)
+                                                        : redisAsyncConnect(c->host, c->port);
     if (ac == NULL) {
         rl__redis_conn_schedule(c);
         return;
     }
     if (ac->err) {
-        /* Refused at once (a loopback port nobody listens on): the owner
-         * need not wait out the connect deadline to learn it. */
+        /* Refused at once (a loopback port nobody listens on, a socket
+         * file that is not there): the owner need not wait out the connect
+         * deadline to learn it. */
         redisAsyncFree(ac);
         c->ops->failed(c->owner, "cannot connect", NULL);
         rl__redis_conn_schedule(c);
@@ -132,6 +135,8 @@ void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator
     c->loop = loop;
     c->alloc = alloc;
     c->url = url;
+    c->host = url->host;
+    c->port = url->port;
     c->ops = ops;
     c->owner = owner;
     uv_timer_init(loop, &c->connect_timer);
@@ -139,7 +144,21 @@ void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator
     c->connect_timer.data = c->retry_timer.data = c;
 }
 
-void rl__redis_conn_close(rl_redis_conn_t *c)
+void rl__redis_conn_idle(rl_redis_conn_t *c)
+{
+    uv_timer_stop(&c->connect_timer);
+    uv_timer_stop(&c->retry_timer);
+    c->connecting = 0;
+    if (c->ac != NULL) {
+        redisAsyncContext *ac = c->ac;
+        c->ac = NULL;
+        redisAsyncFree(ac); /* on_disconnect: the owner's stopping() says no reconnect */
+    }
+}
+
+void rl__redis_conn_close(rl_redis_conn_t *c) { rl__redis_conn_close_cb(c, NULL); }
+
+void rl__redis_conn_close_cb(rl_redis_conn_t *c, uv_close_cb cb)
 {
     uv_timer_stop(&c->connect_timer);
     uv_timer_stop(&c->retry_timer);
@@ -148,6 +167,6 @@ void rl__redis_conn_close(rl_redis_conn_t *c)
         c->ac = NULL;
         redisAsyncFree(ac);
     }
-    uv_close((uv_handle_t *)&c->connect_timer, NULL);
-    uv_close((uv_handle_t *)&c->retry_timer, NULL);
+    uv_close((uv_handle_t *)&c->connect_timer, cb);
+    uv_close((uv_handle_t *)&c->retry_timer, cb);
 }

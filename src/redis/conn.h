@@ -44,7 +44,10 @@ typedef struct rl_redis_conn {
     uint64_t *rng;         /* the owner's jitter state */
     uv_loop_t *loop;
     const rl_allocator_t *alloc;
-    const rl_redisurl_t *url;
+    const rl_redisurl_t *url; /* credentials, db, a unix socket's path */
+    const char *host;         /* where a TCP connect goes: url's host, or
+                                 the node a route chose (rl__redis_conn_addr) */
+    int port;
     uv_timer_t connect_timer;
     uv_timer_t retry_timer;
     const rl_redis_conn_ops_t *ops;
@@ -55,6 +58,14 @@ typedef struct rl_redis_conn {
 void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,
                          const rl_redisurl_t *url, uint64_t *rng, uint32_t backoff_cap_ms,
                          const rl_redis_conn_ops_t *ops, void *owner);
+
+/* Connect to host:port from now on (a cluster node, the master Sentinels
+ * name); host must outlive the connection or the next call. */
+static inline void rl__redis_conn_addr(rl_redis_conn_t *c, const char *host, int port)
+{
+    c->host = host;
+    c->port = port;
+}
 
 /* Start connecting now. */
 void rl__redis_conn_open(rl_redis_conn_t *c);
@@ -73,5 +84,13 @@ void rl__redis_conn_schedule(rl_redis_conn_t *c);
 /* Stop the timers, free the connection, close the handles (the loop then
  * ends once nothing else is active). */
 void rl__redis_conn_close(rl_redis_conn_t *c);
+
+/* The same, cb called once for each of its two handles when closed (the
+ * connection's memory may go after the second). */
+void rl__redis_conn_close_cb(rl_redis_conn_t *c, uv_close_cb cb);
+
+/* Free the connection and stop reconnecting, handles kept: a route's
+ * server it no longer uses (open may start it again). */
+void rl__redis_conn_idle(rl_redis_conn_t *c);
 
 #endif

@@ -8,14 +8,24 @@
 #define RL_REDIS_KEYS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "keyhash.h"
 
 #define RL_VSHARDS 16 /* virtual shards per limit: one hash tag each */
 
 /*
+ * A key's virtual shard, mixed from both halves of its identity. The
+ * identity's low bits alone do not do: it is an NH sum, whose low bits
+ * depend only on the key bytes' low bits, so similar keys ("key-0" ..
+ * "key-23") fell into 2 vshards of 16 and a limit's keys reached at most 2
+ * of a Cluster's masters. Unkeyed: the identity is keyed already.
+ */
+unsigned rl__redis_vshard(rl_keyid_t id);
+
+/*
  * The Redis name of a key's hash, {prefix:v1:limit:vshard}:k:<32 hex>, from
  * the key's identity (rl__keyhash of its bytes under the fleet's secret): the
- * vshard is id.lo mod RL_VSHARDS, the hex a 128-bit PRF of the identity
+ * vshard is rl__redis_vshard's, the hex a 128-bit PRF of the identity
  * (SipHash-2-4 under the secret's name key, twice), so the key bytes never
  * reach Redis. The part in braces is the hash tag: every key of one (limit,
  * vshard) lives on one Cluster slot, so one script call can carry them.

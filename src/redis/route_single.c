@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* The single-server route: every hash tag lives on the one connection. */
-#include <string.h>
+/* The single-server route: every hash tag lives on the one connection (TCP
+ * or a unix socket, conn.c). */
 #include "redis/route.h"
 
-static void single_connect(rl_redis_route_t *r) { rl__redis_conn_open(&r->conn); }
+static void single_connect(rl_redis_route_t *r)
+{
+    if (r->conn.ac == NULL)
+        rl__redis_conn_open(&r->conn);
+}
 
 static int single_can_send(rl_redis_route_t *r, const char *tag, size_t tag_len)
 {
@@ -25,6 +29,24 @@ static void single_reset(rl_redis_route_t *r) { rl__redis_conn_drop(&r->conn); }
 
 static void single_close(rl_redis_route_t *r) { rl__redis_conn_close(&r->conn); }
 
+static redisAsyncContext *single_context(rl_redis_route_t *r, const char *tag, size_t tag_len)
+{
+    (void)tag, (void)tag_len;
+    return r->conn.ac;
+}
+
+static int single_connecting(rl_redis_route_t *r) { return r->conn.connecting; }
+
+static void single_ready(rl_redis_route_t *r) { rl__redis_conn_ready(&r->conn); }
+
+static void single_retry(rl_redis_route_t *r)
+{
+    if (r->conn.ac == NULL)
+        rl__redis_conn_schedule(&r->conn); /* no-op while one is pending */
+}
+
+static uint32_t single_attempts(rl_redis_route_t *r) { return r->conn.attempt; }
+
 static const rl_redis_route_vt_t single_vt = {
     .name = "single",
     .connect = single_connect,
@@ -32,21 +54,11 @@ static const rl_redis_route_vt_t single_vt = {
     .send = single_send,
     .reset = single_reset,
     .close = single_close,
+    .context = single_context,
+    .connecting = single_connecting,
+    .ready = single_ready,
+    .retry = single_retry,
+    .attempts = single_attempts,
 };
 
 void rl__redis_route_single(rl_redis_route_t *r) { r->vt = &single_vt; }
-
-const char *rl__redis_hash_tag(const char *key, size_t len, size_t *tag_len)
-{
-    const char *open = memchr(key, '{', len);
-    if (open != NULL) {
-        size_t rest = len - (size_t)(open - key) - 1;
-        const char *close = memchr(open + 1, '}', rest);
-        if (close != NULL && close > open + 1) {
-            *tag_len = (size_t)(close - open - 1);
-            return open + 1;
-        }
-    }
-    *tag_len = len;
-    return key;
-}

@@ -36,6 +36,8 @@ int rl__redis_scripts_load(rl_redis_scripts_t *r, redisAsyncContext *ac, unsigne
     rl_redis_script_t *sc = &r->s[id];
     sc->state = RL_SCRIPT_LOADING;
     sc->since_ms = now_ms;
+    if (ac == NULL)
+        return -1; /* no server connected: as a refused command */
     /* A command hiredis refuses (a connection being torn down) stays
      * "loading": the owner's load deadline notices it like an unanswered
      * one, and the connection's loss resets it anyway. */

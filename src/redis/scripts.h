@@ -42,7 +42,8 @@ void rl__redis_scripts_init(rl_redis_scripts_t *r, const char *const *sources, u
                             rl_redis_script_loaded_fn *loaded, void *owner);
 
 /* Queue SCRIPT LOAD of script id on ac (state: loading). 0, or -1 if
- * hiredis refused the command (state still loading: see scripts.c). */
+ * hiredis refused the command or ac is NULL (state still loading: see
+ * scripts.c). */
 int rl__redis_scripts_load(rl_redis_scripts_t *r, redisAsyncContext *ac, unsigned id,
                            uint64_t now_ms);
 

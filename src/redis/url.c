@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdio.h>
 #include <string.h>
 #include "ratelimit.h"
 #include "redis/url.h"
@@ -30,9 +31,148 @@ static int parse_uint(const char *s, size_t n, long max, long *out)
     return 1;
 }
 
+static int name_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '-' || c == '_';
+}
+
+static const struct {
+    const char *scheme;
+    int kind;
+} schemes[] = {
+    {"redis://", RL_REDISURL_TCP},
+    {"redis+unix://", RL_REDISURL_UNIX},
+    {"unix://", RL_REDISURL_UNIX},
+    {"redis+cluster://", RL_REDISURL_CLUSTER},
+    {"redis+sentinel://", RL_REDISURL_SENTINEL},
+};
+
+static int unknown_scheme(const char *url, char *err, size_t errlen)
+{
+    size_t n = strcspn(url, ":/@");
+    if (strncmp(url + n, "://", 3) != 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: no scheme: write redis://host[:port][/db]");
+    if ((n == 6 && strncmp(url, "rediss", 6) == 0) || strncmp(url, "rediss+", 7) == 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: rediss:// (TLS) is not supported by this build: "
+                        "use redis:// (through a TLS tunnel if the network needs one)");
+    return rl__errf(err, errlen, RL_ERANGE,
+                    "redis_url: must start with redis://, redis+unix:// (or unix://), "
+                    "redis+cluster:// or redis+sentinel:// (scheme \"%.*s\" unknown)",
+                    (int)(n < 32 ? n : 32), url);
+}
+
+/* One host[:port] of [s, s+n): the i-th of the list (from 1, for messages). */
+static int parse_addr(const char *s, size_t n, size_t i, rl_redisaddr_t *a, char *err,
+                      size_t errlen)
+{
+    const char *colon = memchr(s, ':', n);
+    size_t hlen = colon ? (size_t)(colon - s) : n;
+    if (hlen == 0)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: missing", i);
+    if (!copy_part(a->host, sizeof a->host, s, hlen))
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: too long", i);
+    for (size_t j = 0; j < hlen; j++)
+        if (!name_byte((unsigned char)s[j]))
+            return rl__errf(err, errlen, RL_ERANGE,
+                            "redis_url: host byte %zu is 0x%02x (host %zu of the list; a "
+                            "host name or IPv4 address is letters, digits, '.', '-', '_')",
+                            j, (unsigned)(unsigned char)s[j], i);
+    a->port = 6379;
+    if (colon != NULL) {
+        long v;
+        if (!parse_uint(colon + 1, n - hlen - 1, 65535, &v) || v == 0)
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: port must be 1..65535 (host %zu "
+                            "of the list)", i);
+        a->port = (int)v;
+    }
+    return 0;
+}
+
+/* The host list up to '/' or the end; *p moves past it. */
+static int parse_hosts(const char **p, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    const char *s = *p;
+    size_t len = strcspn(s, "/");
+    if (len == 0)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host list: empty");
+    const char *end = s + len;
+    out->nhosts = 0;
+    while (s <= end) {
+        size_t n = strcspn(s, ",/");
+        if (s + n > end)
+            n = (size_t)(end - s);
+        if (out->nhosts == RL_REDISURL_HOSTS_MAX)
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: host list: more than %d hosts",
+                            RL_REDISURL_HOSTS_MAX);
+        int rc = parse_addr(s, n, (size_t)out->nhosts + 1, &out->hosts[out->nhosts], err,
+                            errlen);
+        if (rc != 0)
+            return rc;
+        out->nhosts++;
+        s += n + 1;
+    }
+    memcpy(out->host, out->hosts[0].host, sizeof out->host);
+    out->port = out->hosts[0].port;
+    *p = end;
+    return 0;
+}
+
+static int parse_db(const char *s, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    long v;
+    if (*s == '\0')
+        return 0;
+    if (!parse_uint(s, strlen(s), 1000000, &v))
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: db must be a number");
+    out->db = (int)v;
+    return 0;
+}
+
+static int parse_unix(const char *p, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    if (*p != '/')
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: socket path: must be absolute (redis+unix:///path/to/sock)");
+    size_t n = strcspn(p, "?");
+    if (!copy_part(out->path, sizeof out->path, p, n))
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: socket path: longer than %zu bytes",
+                        sizeof out->path - 1);
+    p += n;
+    if (*p == '\0')
+        return 0;
+    if (strncmp(p, "?db=", 4) != 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: after the socket path only ?db=N is understood");
+    if (p[4] == '\0')
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: db must be a number");
+    return parse_db(p + 4, out, err, errlen);
+}
+
+static int parse_sentinel_tail(const char *p, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    if (*p != '/' || p[1] == '\0' || p[1] == '/')
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: master name: missing (redis+sentinel://host:port/NAME)");
+    p++;
+    size_t n = strcspn(p, "/");
+    if (!copy_part(out->master, sizeof out->master, p, n))
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: master name: longer than %zu bytes",
+                        sizeof out->master - 1);
+    for (size_t i = 0; i < n; i++)
+        if (!name_byte((unsigned char)p[i]))
+            return rl__errf(err, errlen, RL_ERANGE,
+                            "redis_url: master name: byte %zu is 0x%02x (letters, digits, '.', "
+                            "'-', '_')",
+                            i, (unsigned)(unsigned char)p[i]);
+    p += n;
+    return *p == '/' ? parse_db(p + 1, out, err, errlen) : 0;
+}
+
 int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t errlen)
 {
-    static const char scheme[] = "redis://";
     memset(out, 0, sizeof *out);
     out->port = 6379;
     if (url == NULL)
@@ -45,25 +185,18 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
             return rl__errf(err, errlen, RL_ERANGE,
                             "redis_url: byte %zu is 0x%02x (a control byte or space)", i,
                             (unsigned)(unsigned char)url[i]);
-    if (strncmp(url, scheme, sizeof scheme - 1) != 0) {
-        size_t n = strcspn(url, ":/@");
-        if (strncmp(url + n, "://", 3) != 0)
-            return rl__errf(err, errlen, RL_ERANGE,
-                            "redis_url: no scheme: write redis://host[:port][/db]");
-        if (n == 6 && strncmp(url, "rediss", 6) == 0)
-            return rl__errf(err, errlen, RL_ERANGE,
-                            "redis_url: rediss:// (TLS) is not supported by this build: use "
-                            "redis:// (through a TLS tunnel if the network needs one)");
-        if (strstr(url, "unix") != NULL && strstr(url, "unix") < url + n)
-            return rl__errf(err, errlen, RL_ERANGE,
-                            "redis_url: unix sockets (%.*s://) are not supported by this build: "
-                            "use redis://host:port",
-                            (int)(n < 32 ? n : 32), url);
-        return rl__errf(err, errlen, RL_ERANGE,
-                        "redis_url: must start with redis:// (scheme \"%.*s\" unknown)",
-                        (int)(n < 32 ? n : 32), url);
+    const char *p = NULL;
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        size_t n = strlen(schemes[i].scheme);
+        if (strncmp(url, schemes[i].scheme, n) == 0) {
+            p = url + n;
+            out->kind = schemes[i].kind;
+            break;
+        }
     }
-    const char *p = url + sizeof scheme - 1;
+    if (p == NULL)
+        return unknown_scheme(url, err, errlen);
+    /* The credentials end at the last '@' (a password may hold one). */
     const char *at = strrchr(p, '@');
     if (at != NULL) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
@@ -74,36 +207,43 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
             return rl__errf(err, errlen, RL_ERANGE, "redis_url: user or password too long");
         p = at + 1;
     }
-    size_t hlen = strcspn(p, ":/");
-    if (hlen == 0 || !copy_part(out->host, sizeof out->host, p, hlen))
-        return rl__errf(err, errlen, RL_ERANGE, "redis_url: missing or too long host");
-    for (size_t i = 0; i < hlen; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_'))
+    if (out->kind == RL_REDISURL_UNIX)
+        return parse_unix(p, out, err, errlen);
+    if (out->kind == RL_REDISURL_TCP) {
+        /* One server: the classic form, its messages unchanged. */
+        size_t n = strcspn(p, "/");
+        if (n == 0)
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: missing or too long host");
+        if (memchr(p, ',', n) != NULL)
             return rl__errf(err, errlen, RL_ERANGE,
-                            "redis_url: host byte %zu is 0x%02x (a host name or IPv4 address "
-                            "is letters, digits, '.', '-', '_')",
-                            i, (unsigned)c);
+                            "redis_url: host list: redis:// names one server (several are "
+                            "redis+cluster:// seeds or redis+sentinel:// Sentinels)");
     }
-    p += hlen;
-    long v;
-    if (*p == ':') {
-        size_t n = strcspn(++p, "/");
-        if (!parse_uint(p, n, 65535, &v) || v == 0)
-            return rl__errf(err, errlen, RL_ERANGE, "redis_url: port must be 1..65535");
-        out->port = (int)v;
-        p += n;
-    }
-    if (*p == '/') {
-        p++;
-        if (*p != '\0') {
-            if (!parse_uint(p, strlen(p), 1000000, &v))
-                return rl__errf(err, errlen, RL_ERANGE, "redis_url: db must be a number");
-            out->db = (int)v;
-        }
-    } else if (*p != '\0') {
-        return rl__errf(err, errlen, RL_ERANGE, "redis_url: unexpected text after the port");
-    }
+    int rc = parse_hosts(&p, out, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (out->kind == RL_REDISURL_SENTINEL)
+        return parse_sentinel_tail(p, out, err, errlen);
+    if (*p == '/' && (rc = parse_db(p + 1, out, err, errlen)) != 0)
+        return rc;
+    if (out->kind == RL_REDISURL_CLUSTER && out->db != 0)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: db: a Redis Cluster has db 0 only");
     return 0;
+}
+
+void rl__redisurl_where(const rl_redisurl_t *u, char *buf, size_t cap)
+{
+    if (u->kind == RL_REDISURL_UNIX) {
+        snprintf(buf, cap, "unix:%s", u->path);
+        return;
+    }
+    const char *what = u->kind == RL_REDISURL_CLUSTER    ? "cluster "
+                       : u->kind == RL_REDISURL_SENTINEL ? "sentinel "
+                                                         : "";
+    int w = snprintf(buf, cap, "%s", what);
+    for (int i = 0; i < u->nhosts && w >= 0 && (size_t)w < cap; i++)
+        w += snprintf(buf + w, cap - (size_t)w, "%s%s:%d", i ? "," : "", u->hosts[i].host,
+                      u->hosts[i].port);
+    if (u->kind == RL_REDISURL_SENTINEL && w >= 0 && (size_t)w < cap)
+        snprintf(buf + w, cap - (size_t)w, "/%s", u->master);
 }

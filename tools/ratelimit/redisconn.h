@@ -2,7 +2,11 @@
 /*
  * A synchronous Redis connection for the subcommands that read a fleet's
  * state: the URL syntax of rl_config_t.redis_url (parsed by the library's own
- * parser), AUTH and SELECT, deadlines, and errors people can act on.
+ * parser: one server, a unix socket, Cluster seeds, Sentinels), AUTH and
+ * SELECT, deadlines, and errors people can act on. On a Cluster a command
+ * follows MOVED and ASK to the node that owns its key (each subcommand's
+ * keys share one hash tag); behind Sentinels it goes to the master they
+ * name.
  */
 #ifndef RL_CLI_REDISCONN_H
 #define RL_CLI_REDISCONN_H
@@ -10,6 +14,7 @@
 #include <stddef.h>
 #include <hiredis/hiredis.h>
 #include "cli.h"
+#include "redis/url.h"
 
 #define CLI_REDIS_TIMEOUT_MS 3000
 
@@ -19,6 +24,7 @@ typedef struct cli_redis {
     char err[512];   /* the last failure */
     int status;      /* its exit status: CLI_USAGE (bad URL) or CLI_RUNTIME */
     const char *kind; /* its JSON error kind (docs/cli.md) */
+    rl_redisurl_t u;  /* the parsed URL (credentials for a redirect's node) */
 } cli_redis_t;
 
 /* Connect, authenticate, select. 0, or -1 with r->err, r->status, r->kind. */
