@@ -24,8 +24,11 @@
 #define HEALTH_LOG_EVERY_MS 1000
 /* A round's replies are awaited 9/10 of the interval: the next round's
  * jittered start (at least 90% of it) never finds them outstanding. */
-#define ROUND_DEADLINE_NUM 9
-#define ROUND_DEADLINE_DEN 10
+#define ROUND_DEADLINE_NUM (RL_SYNC_JITTER_DEN - 1)
+#define ROUND_DEADLINE_DEN RL_SYNC_JITTER_DEN
+/* rl_open waits for the first connection's outcome its connect deadline
+ * and this much more (the setup's replies), never longer. */
+#define FIRST_OUTCOME_SLACK_MS 100
 /* Rounds in a row whose replies missed the deadline before the connection
  * is started over (a frozen or blackholed server). */
 #define SILENT_ROUNDS_MAX 3
@@ -317,8 +320,8 @@ static void schedule_round(rl_sync_t *s)
 {
     /* +-10% jitter: nodes started together do not report in lockstep. */
     uint64_t base = s->rl->sync_interval_ms;
-    uint64_t span = base / 5 + 1;
-    uint64_t delay = base - base / 10 + next_random(s) % span;
+    uint64_t span = base / (RL_SYNC_JITTER_DEN / 2) + 1; /* both sides */
+    uint64_t delay = base - base / RL_SYNC_JITTER_DEN + next_random(s) % span;
     uv_timer_start(&s->round_timer, on_round, delay, 0);
 }
 
@@ -367,7 +370,8 @@ static void thread_main(void *arg)
  * little: rl_open must never block longer. */
 static int wait_first_outcome(rl_sync_t *s)
 {
-    uint64_t until = uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + 100) * 1000000u;
+    uint64_t until =
+        uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + FIRST_OUTCOME_SLACK_MS) * 1000000u;
     uv_mutex_lock(&s->step_mu);
     while (s->first_outcome == FIRST_PENDING) {
         uint64_t now = uv_hrtime();
@@ -471,7 +475,11 @@ static int init_loop(rl_sync_t *s)
         .ops = &conn_ops,
         .owner = s,
         .scripts = &s->scripts,
+        .client_name = s->client_name,
     };
+    /* CLIENT LIST then names the node and instance holding each connection. */
+    snprintf(s->client_name, sizeof s->client_name, "%s%s", RL_SYNC_CLIENT_NAME_PREFIX,
+             s->incarnation);
     if (rl__redis_route_init(&s->route, &rc) != 0) {
         uv_close((uv_handle_t *)&s->round_timer, NULL);
         uv_close((uv_handle_t *)&s->deadline_timer, NULL);

@@ -27,6 +27,15 @@ enum {
 _Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
                "one counter per rl_sync_counters_t word");
 
+/* Rounds start interval +- interval / RL_SYNC_JITTER_DEN apart (sync.c's
+ * schedule_round), so consecutive rounds are at least (DEN - 1) / DEN of the
+ * interval apart: the round deadline and entry_may_live (syncround.c) rely
+ * on it. */
+#define RL_SYNC_JITTER_DEN 10
+
+/* The sync connection's CLIENT SETNAME: this prefix, then the incarnation. */
+#define RL_SYNC_CLIENT_NAME_PREFIX "libratelimit:"
+
 /* Most keys one report script call carries: the call's slot lists
  * (syncround.c) and the reply scratch below are sized by it. */
 #define RL_SYNC_KEYS_PER_CALL 256u
@@ -88,6 +97,9 @@ struct rl_sync {
     rl_redis_route_t route;     /* the connection(s), redis/route.h */
     rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
     char incarnation[300];
+    /* Every connection's CLIENT SETNAME: the prefix and the incarnation
+     * (rl__redis_conn_set_name cuts it to RL_REDIS_CONN_NAME_MAX). */
+    char client_name[sizeof RL_SYNC_CLIENT_NAME_PREFIX + 300];
     /* The node registry (syncnodes.h; sync thread only). */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
     uint64_t split_fps;      /* other fingerprints at the last heartbeat */

@@ -122,10 +122,16 @@ static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed)
     }
 }
 
+/* Looks at the probe window an insert takes before it gives up (the no-slot
+ * path, on_failure); a look lost to another inserter's progress is not
+ * counted. */
+#define RL_TABLE_ACQUIRE_ATTEMPTS 4
+
 /* Slots an inserter that found no room sweeps for idle keys per attempt (up
- * to 4 attempts), from a cursor shared by all inserters: when the table is
- * at max_keys and its keys have gone idle, at most nslots / (4 x batch)
- * failed inserts pass before the whole table was swept and a slot freed. */
+ * to RL_TABLE_ACQUIRE_ATTEMPTS), from a cursor shared by all inserters: when
+ * the table is at max_keys and its keys have gone idle, at most
+ * nslots / (RL_TABLE_ACQUIRE_ATTEMPTS x batch) failed inserts pass before
+ * the whole table was swept and a slot freed. */
 #define RL_SWEEP_BATCH 64
 
 /* What a lookup needs, computed once per check. */

@@ -333,17 +333,12 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 else
   redis_port=
-  for _ in $(seq 20); do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue # taken
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
-      >"$tmp/redis.log" 2>&1 &
-    rpid=$!
-    pids+=("$rpid")
-    redis_up() { redis-cli -p "$p" ping 2>/dev/null | grep -q PONG || ! kill -0 "$rpid" 2>/dev/null; }
-    if wait_for redis_up && kill -0 "$rpid" 2>/dev/null; then redis_port=$p; break; fi
-    kill "$rpid" 2>/dev/null || true
-  done
+  # shellcheck source=../../scripts/redis-server.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/redis-server.sh"
+  if rl_redis_start "$tmp/redis.log"; then
+    redis_port=$RL_REDIS_PORT
+    pids+=("$RL_REDIS_PID") # stopped by cleanup, by PID
+  fi
   if [[ -z $redis_port ]]; then
     bad "could not start redis-server"
   else

@@ -57,8 +57,9 @@ static void on_connect(const redisAsyncContext *ac, int status)
         rl__redis_conn_schedule(c);
         return;
     }
-    /* Pipelined: AUTH and SELECT run before anything the owner sends, in
-     * order, on this connection. */
+    /* Pipelined: AUTH, SELECT and SETNAME run before anything the owner
+     * sends, in order, on this connection (SETNAME after AUTH: an
+     * unauthenticated client may not name itself). */
     const rl_redisurl_t *u = c->url;
     if (u->password[0] != '\0') {
         if (u->user[0] != '\0')
@@ -68,6 +69,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
     }
     if (u->db != 0)
         redisAsyncCommand(c->ac, on_setup_reply, c, "SELECT %d", u->db);
+    if (c->name[0] != '\0')
+        redisAsyncCommand(c->ac, on_setup_reply, c, "CLIENT SETNAME %s", c->name);
     c->ops->connected(c->owner);
 }
 
@@ -123,6 +126,15 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
     uv_timer_start(&c->connect_timer, on_connect_deadline, RL_REDIS_CONNECT_DEADLINE_MS, 0);
 }
 
+void rl__redis_conn_set_name(rl_redis_conn_t *c, const char *name)
+{
+    size_t n = 0;
+    if (name != NULL)
+        for (; name[n] != '\0' && n < sizeof c->name - 1; n++)
+            c->name[n] = name[n] >= '!' && name[n] <= '~' ? name[n] : '_';
+    c->name[n] = '\0';
+}
+
 void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,
                          const rl_redisurl_t *url, uint64_t *rng, uint32_t backoff_cap_ms,
                          const rl_redis_conn_ops_t *ops, void *owner)
@@ -139,6 +151,7 @@ void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator
     c->port = url->port;
     c->ops = ops;
     c->owner = owner;
+    c->name[0] = '\0';
     uv_timer_init(loop, &c->connect_timer);
     uv_timer_init(loop, &c->retry_timer);
     c->connect_timer.data = c->retry_timer.data = c;

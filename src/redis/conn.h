@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One Redis connection on a libuv loop (the loop's thread only): connect
- * with a deadline, pipeline the setup (AUTH, SELECT) before anything the
- * owner sends, and reconnect after a loss with the backoff of backoff.h.
+ * with a deadline, pipeline the setup (AUTH, SELECT, CLIENT SETNAME) before
+ * anything the owner sends, and reconnect after a loss with the backoff of backoff.h.
  * It decides nothing: what a failure means (an error counted, a health
  * state, a log line) is the owner's, told through rl_redis_conn_ops_t.
  */
@@ -17,6 +17,9 @@
 
 /* How long a connect, and a new connection's setup, may take. */
 #define RL_REDIS_CONNECT_DEADLINE_MS 1000
+/* A connection's CLIENT SETNAME name, its terminator included: a prefix and
+ * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit. */
+#define RL_REDIS_CONN_NAME_MAX 128
 
 typedef struct rl_redis_conn_ops {
     /* Connected; the setup commands are queued: the owner queues its own
@@ -52,6 +55,7 @@ typedef struct rl_redis_conn {
     uv_timer_t retry_timer;
     const rl_redis_conn_ops_t *ops;
     void *owner;
+    char name[RL_REDIS_CONN_NAME_MAX]; /* "" sends no CLIENT SETNAME */
 } rl_redis_conn_t;
 
 /* Set up (no connect yet); every pointer must outlive the connection. */
@@ -67,6 +71,14 @@ static inline void rl__redis_conn_addr(rl_redis_conn_t *c, const char *host, int
     c->port = port;
 }
 
+/*
+ * Name every connection from now on (CLIENT SETNAME, after AUTH and SELECT),
+ * so `CLIENT LIST` tells which node holds it. Redis refuses a name with a
+ * space, a newline or any byte outside '!'..'~': each such byte becomes '_',
+ * and a name longer than RL_REDIS_CONN_NAME_MAX - 1 is cut. NULL or "":
+ * none.
+ */
+void rl__redis_conn_set_name(rl_redis_conn_t *c, const char *name);
 /* Start connecting now. */
 void rl__redis_conn_open(rl_redis_conn_t *c);
 

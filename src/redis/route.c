@@ -16,6 +16,7 @@ int rl__redis_route_init(rl_redis_route_t *r, const rl_redis_route_cfg_t *cfg)
     default:
         rl__redis_conn_init(&r->conn, cfg->loop, cfg->alloc, cfg->url, cfg->rng,
                             cfg->backoff_cap_ms, cfg->ops, cfg->owner);
+        rl__redis_conn_set_name(&r->conn, cfg->client_name);
         rl__redis_route_single(r);
         return 0;
     }

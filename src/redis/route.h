@@ -82,6 +82,8 @@ typedef struct rl_redis_route_cfg {
      * an EVALSHA on it never meets NOSCRIPT for want of a load; a NOSCRIPT
      * it still meets (SCRIPT FLUSH) makes it load them and retry once. */
     const rl_redis_scripts_t *scripts;
+    /* Every connection's CLIENT SETNAME (rl__redis_conn_set_name), or NULL. */
+    const char *client_name;
 } rl_redis_route_cfg_t;
 
 /* Set up the backend url->kind names (no connect yet). 0, or RL_ENOMEM. */

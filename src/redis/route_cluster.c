@@ -90,6 +90,7 @@ static cl_node_t *node_find(cl_route_t *cl, const char *host, size_t hlen, int p
     if (!free_slot->inited) {
         rl__redis_conn_init(&free_slot->conn, cl->cfg.loop, cl->cfg.alloc, cl->cfg.url,
                             cl->cfg.rng, cl->cfg.backoff_cap_ms, &node_ops, free_slot);
+        rl__redis_conn_set_name(&free_slot->conn, cl->cfg.client_name);
         free_slot->inited = 1;
         cl->handles_open += 2;
     }

@@ -337,6 +337,7 @@ int rl__redis_route_sentinel(rl_redis_route_t *r, const rl_redis_route_cfg_t *cf
                         cfg->backoff_cap_ms, &sentinel_ops, sn);
     rl__redis_conn_init(&r->conn, cfg->loop, cfg->alloc, cfg->url, cfg->rng,
                         cfg->backoff_cap_ms, &master_ops, sn);
+    rl__redis_conn_set_name(&r->conn, cfg->client_name);
     sn->handles_open = 4;
     r->impl = sn;
     r->vt = &sentinel_vt;
