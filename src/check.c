@@ -312,9 +312,11 @@ static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s)
         return &t->p.normal;
     /* relaxed: the share word is self-contained (one word, never torn). */
     uint64_t w = atomic_load_explicit(&s->share, memory_order_relaxed);
-    t->near = (w & RL_SHAREWORD_NEAR) != 0;
-    if (w == 0)
+    if (w == 0) {
+        t->near = t->p.presync_near != 0;
         return &t->p.presync;
+    }
+    t->near = (w & RL_SHAREWORD_NEAR) != 0;
     rl__shareword_decode(w, &t->local);
     return &t->local;
 }

@@ -78,6 +78,8 @@ typedef struct rl_limit_params {
     uint64_t epoch; /* bumped by each update that changes normal.t_fp */
     /* checks of synced limits */
     rl_gcra_t presync; /* a synced key's share before its first sync */
+    uint64_t presync_near; /* tiered: a key is near before its first sync
+                              (its burst is under the confirm threshold) */
     /* checks whose caller reads the decision */
     uint64_t rate_count;
     uint64_t period_ms;
@@ -86,8 +88,9 @@ typedef struct rl_limit_params {
     rl_gcra_t degraded;
     /* a check that meets a word of the previous epoch */
     rl_gcra_t prev; /* normal of epoch - 1 (of epoch 0: normal itself) */
-    /* tiered: a key whose fleet-wide remaining is under this many tokens is
-     * near its limit (the sync thread sets its share word's NEAR bit) */
+    /* tiered: a key whose fleet-wide remaining is under this many tokens,
+     * plus one a live node, is near its limit (the sync thread sets its
+     * share word's NEAR bit) */
     uint64_t confirm_below;
 } rl_limit_params_t;
 

@@ -57,7 +57,8 @@ static void snapshot_limits(rl_sync_t *s)
         if (id == 0)
             continue;
         rl__params_read(&ls->slots[i], &l->p);
-        if (l->p.synced != 1) /* local, or exact (exact.c) */
+        /* local, or exact (exact.c) */
+        if (l->p.synced != 1 && l->p.synced != RL_SYNCED_TIERED)
             continue;
         l->live = 1;
         l->lref = rl__limit_ref((int)id);
@@ -146,6 +147,10 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     };
     rl_report_action_t act;
     rl__sync_report_policy(&v, &act);
+    if (ss->watch) { /* see rl_syncslot_t.watch */
+        act.report = act.revisit = 1;
+        act.announce = 1;
+    }
     ss->linger = (uint8_t)act.linger;
     ss->announce = (uint8_t)act.announce;
     if (act.revisit)
@@ -219,8 +224,9 @@ static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, 
     return rl__redis_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
 }
 
-static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
+static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply_t *r)
 {
+    uint64_t q = r->q, tokens = r->tokens;
     rl_slot_t *slot = &s->rl->table.slots[i];
     rl_synclimit_t *l = slot_synclimit(s, c);
     /* acquire: pairs with a claimer's publish; see below. */
@@ -249,6 +255,15 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
         t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
     }
     uint64_t w = rl__shareword_encode(t_local, tokens);
+    /* A tiered key near its limit: the fleet-wide remaining is under the
+     * threshold, plus a token for each live node (each may admit one
+     * before it hears of this round). Its checks then confirm in Redis. */
+    uint64_t near_below = l->p.confirm_below + r->nodes;
+    if (l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below)
+        w |= RL_SHAREWORD_NEAR;
+    /* Close to it: every round from now on (another node's admits may take
+     * the key under the threshold while this one is silent). */
+    s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
     rl_gcra_t before, after, tmp;
     before = *current_gcra(slot, l, &tmp);
     /* relaxed: a self-contained word. A slot cannot be retired and reused
@@ -293,6 +308,7 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
         o->tokens = (uint64_t)tokens;
         o->usage = (uint64_t)usage;
         o->nodes = (uint64_t)nodes;
+        o->remaining = v[RL_REPLY_REMAINING] > 0 ? (uint64_t)v[RL_REPLY_REMAINING] : 0;
     }
     return 0;
 }
@@ -408,7 +424,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
         for (uint32_t j = 0; j < call->n; j++) {
             if (s->shares[j].q == UINT64_MAX)
                 continue;
-            apply_share(s, call->slot[j], call->ctrl[j], s->shares[j].q, s->shares[j].tokens);
+            apply_share(s, call->slot[j], call->ctrl[j], &s->shares[j]);
             /* Only for the occupant the report was for. */
             if (windowed && s->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
@@ -494,6 +510,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
         case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
+        case RL_RA_TIERED: arg_u64(b, l->p.synced == RL_SYNCED_TIERED); break;
         }
     }
 }
