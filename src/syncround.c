@@ -254,13 +254,18 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
         unsigned __int128 t = ((unsigned __int128)l->p.normal.t_fp * RL_SHARE_ONE + q - 1) / q;
         t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
     }
-    uint64_t w = rl__shareword_encode(t_local, tokens);
     /* A tiered key near its limit: the fleet-wide remaining is under the
      * threshold, plus a token for each live node (each may admit one
-     * before it hears of this round). Its checks then confirm in Redis. */
+     * before it hears of this round). Its checks then confirm in Redis,
+     * which decides; the local pre-filter keeps at least a token at the
+     * share's rate (a share of no tokens, which a burst split over more
+     * nodes than tokens hands most nodes, would deny every check here and
+     * starve the key: tiered-low admitted 2 in 60 s of a 1/s limit). */
     uint64_t near_below = l->p.confirm_below + r->nodes;
-    if (l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below)
-        w |= RL_SHAREWORD_NEAR;
+    int near = l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below;
+    if (near && tokens == 0)
+        tokens = 1;
+    uint64_t w = rl__shareword_encode(t_local, tokens) | (near ? RL_SHAREWORD_NEAR : 0);
     /* Close to it: every round from now on (another node's admits may take
      * the key under the threshold while this one is silent). */
     s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
