@@ -124,6 +124,22 @@ static long long ledger_field(rl_t *rl, const char *limit, const char *key, cons
     return v;
 }
 
+/* The key hash's PTTL in Redis, ms. */
+static long long ledger_pttl(rl_t *rl, const char *limit, const char *key)
+{
+    char name[200];
+    rl__redis_key_name(&rl->kh, rl->key_prefix, limit, rl__keyhash(&rl->kh, key, strlen(key)),
+                       name, sizeof name);
+    redisContext *r = client();
+    redisReply *rep = redisCommand(r, "PTTL %s", name);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    rl_test_release(r);
+    return v;
+}
+
 /* What the callers were told, by path. */
 typedef struct tally {
     uint64_t local_allows;  /* decided by the local tier (not confirmed) */
@@ -256,6 +272,10 @@ START_TEST(tiered_one_ledger)
     ck_assert_int_ge(xn, 100 - (long long)admitted);
     ck_assert_int_le(xn, 100 - (long long)admitted + 1);
     ck_assert_int_lt(xn, 22);
+    /* The bucket lives until it would be full again (80 tokens at 1/m:
+     * 80 minutes; the report's TTL is two bursts' worth of time): a lost
+     * bucket would be a full one. */
+    ck_assert_int_gt(ledger_pttl(nodes[0], "t", "k"), 60LL * 60 * 1000);
 
     /* Near: every local admit goes to Redis and Redis decides; every local
      * deny stays here. The threads ask 2 x 3 x 50 times, more than the
