@@ -136,10 +136,11 @@ enum {
 /* rl_decision_t.flags */
 #define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
 #define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (exact; tiered near its limit) */
-#define RL_FLAG_HOT 0x04u      /* one of the hot keys (reserved: not built yet) */
+#define RL_FLAG_HOT 0x04u      /* a key marked hot (rl_limit_t.hot_ppm, rl_hotkeys) */
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
+#define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
 
 /* Log levels for rl_config_t.log. */
 enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 };
@@ -155,8 +156,9 @@ enum {
  * power of two, at most 64) or NULL; `free` gets back the same pointer, size
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
- * Called from the threads that call rl_open, rl_close and rl_metrics_text,
- * and from the sync and exact threads; never from rl_check. The hooks and
+ * Called from the threads that call rl_open, rl_close, rl_metrics_text and
+ * rl_quota_add, and from the sync, exact and quota threads; never from
+ * rl_check. The hooks and
  * `opaque` must outlive the instance.
  */
 typedef struct rl_allocator {
@@ -254,6 +256,13 @@ typedef struct rl_config {
                                   default 5 */
     uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
                                   default 4 (a key always uses the same one) */
+    /* --- appended fields: quotas (rl_quota_add) --- */
+    uint32_t quota_journal_max; /* charges of on_failure=open quotas kept
+                                   while Redis is out, to replay with their
+                                   request ids: 0..1000000, default 10000
+                                   (0: none kept, each is lost and counted) */
+    uint32_t quota_timeout_ms;  /* how long rl_quota_charge / rl_quota_get
+                                   wait for Redis: 1..60000, default 500 */
 } rl_config_t;
 
 /* rl_stats_t.health */
@@ -274,6 +283,7 @@ typedef struct rl_rate {
  *   a whole burst, burst * period / count, must be at most 4 years.
  * - degraded_rate: {0, 0} means rate / expected_nodes (burst likewise
  *   divided, rounded up); else as rate, with a burst of min(its count, burst).
+ * - hot_ppm: 0..RL_HOT_PPM_MAX (1000 times the rate).
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -285,6 +295,10 @@ typedef struct rl_limit {
     rl_rate_t degraded_rate;
     int32_t shadow;          /* non-zero: decide and count, never deny */
     uint32_t max_keys;       /* cap on this limit's table slots; 0: no own cap */
+    /* --- appended fields (see rl_hotkeys) --- */
+    uint32_t hot_ppm;        /* a key whose demand reaches this share of the
+                                rate, in ppm, is marked hot; 0: never */
+    uint32_t reserved0;      /* must be zero (RL_ERANGE) */
 } rl_limit_t;
 
 /* One element of an rl_check_multi batch. */
@@ -387,6 +401,17 @@ typedef struct rl_stats_s {
     uint64_t fleet_split_fingerprints; /* other fingerprints live at the last
                                     heartbeat: non-zero while split */
     uint64_t log_dropped;        /* stderr log lines the rate limit dropped */
+    /* --- appended fields: quotas (rl_quota_charge; all 0 without quotas) --- */
+    uint64_t quota_charges;      /* charges Redis answered (duplicates included) */
+    uint64_t quota_duplicates;   /* of those, request ids seen before */
+    uint64_t quota_degraded;     /* charges answered by on_failure (Redis out) */
+    uint64_t quota_journaled;    /* open charges put in the journal */
+    uint64_t quota_replayed;     /* journal entries Redis has acknowledged */
+    uint64_t quota_lost;         /* open charges never counted in Redis: the
+                                    journal was full, or their quota removed
+                                    (what the journal holds at rl_close is
+                                    lost too, uncounted) */
+    uint64_t quota_journal_len;  /* entries in the journal now */
 } rl_stats_t;
 
 /* Per-limit counters, read with rl_limit_stats. Versioned by size. */
@@ -487,9 +512,22 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
 RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
 
 /*
+ * Check a redis_url the way rl_open reads it, without connecting: every
+ * form rl_config_t.redis_url documents (redis://, redis+unix:// and
+ * unix://, redis+cluster://, redis+sentinel://). For configuration checks
+ * that must not open an instance (nginx -t, a CLI's check). Returns 0, or
+ * RL_EINVAL for a NULL url, or RL_ERANGE with a message in err (when err
+ * is not NULL and errlen > 0) naming the bad part; the message never
+ * echoes a password. Thread-safe, no allocation.
+ */
+RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
+
+/*
  * Destroy an instance and free everything it allocated. NULL is a no-op.
  * With a global tier it first reports the last usage and hands this node's
- * shares back to Redis, waiting at most max(500 ms, 3 sync intervals).
+ * shares back to Redis, waiting at most max(500 ms, 3 sync intervals); with
+ * quotas, also at most quota_timeout_ms for a journal replay in flight
+ * (what the journal still holds is lost: see rl_stats_t.quota_lost).
  * No other call on the same instance may run concurrently with or after it
  * (a check racing rl_close is undefined behaviour). In a child after fork(),
  * rl_close frees only what the parent's copy owns, safely.
@@ -535,12 +573,15 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
  * space-separated word=value pairs, each at most once:
  *   name=api rate=100/s burst=200 mode=local on_failure=local
- *   degraded_rate=20/s shadow=0 max_keys=100000
+ *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5
  * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
  * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
  * ("5/10s"); they are stored exactly as count per period. name and rate are
  * required. mode: global local exact tiered. on_failure: local open closed.
- * shadow: 0 1 true false. Numbers are decimal integers without sign.
+ * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]; rl_limit_parse
+ * (the 0.1 layout) answers RL_ESIZE to a spec with hot=: use
+ * rl_limit_parse_sized. Other numbers are decimal integers without sign.
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).
@@ -814,6 +855,13 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     also the gauges of rl_limit_stats_t's sync window: limit_sync_keys,
  *     limit_overshoot_keys, limit_usage_max_ratio,
  *     limit_share_skew_max_ratio, limit_nodes_max;
+ *   hot keys (not in an rl_open_shared instance): hot_key_demand_per_second
+ *     {limit,key} (gauge: the 3 busiest keys of each limit, as rl_hotkeys
+ *     reports them; key is the first 64 bytes, a byte other than printable
+ *     ASCII written \\xNN, "..." when cut, "#N" before the bytes are kept)
+ *     and hot_keys{limit} (gauge: keys marked hot now); a scrape whose
+ *     last one is a second old or more is one rl_hotkeys call (it also
+ *     harvests the local limits' keys), a quicker one reads the same report;
  *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
  *     (gauges), keys_reclaimed_total;
  *   with a redis_url only: health{state="healthy|degraded|recovering"}
@@ -826,8 +874,11 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     (gauge), sync_round_seconds (a summary: _sum and _count of completed
  *     rounds), sync_round_last_seconds, sync_round_max_seconds,
  *     sync_reports_last_round (gauges); the node registry's fleet_nodes
- *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge), and
- *     log_dropped_total.
+ *     (gauge), fleet_split_total, fleet_split_fingerprints (gauge),
+ *     log_dropped_total, and the quota ledger's quota_charges_total,
+ *     quota_duplicates_total, quota_degraded_total, quota_journaled_total,
+ *     quota_replayed_total, quota_lost_total and quota_journal_entries
+ *     (gauge) (rl_stats_t's quota_* fields).
  * snprintf-style: returns the length the full text needs (excluding the NUL);
  * writes at most len bytes, always NUL-terminated when len > 0; buf may be
  * NULL when len is 0. The text can grow between two calls (limits added,
@@ -861,6 +912,261 @@ RL_EXTERN const char *rl_version(void);
 /* RL_VERSION_HEX of the library actually loaded, to compare with the
  * header's. Thread-safe. */
 RL_EXTERN uint32_t rl_version_hex(void);
+
+/* ------------------------------------------------------------------ quotas */
+
+/*
+ * Quotas: durable ledgers ("1000000 requests a month", "500 SMS a day"),
+ * not pressure valves. A quota's usage lives in Redis only (an instance
+ * needs a redis_url to hold one), per (quota, key) and period, and every
+ * charge carries a request id: a charge retried with the same id within the
+ * quota's dedup window is answered with the first answer and never charged
+ * twice. The wall clock is Redis's (TIME), never the node's. What survives
+ * a Redis restart depends on its persistence settings: see the README
+ * ("Quotas: what is durable").
+ */
+
+/* rl_quota_t.period: calendar periods start at UTC boundaries; a fixed
+ * period is period_ms long, its boundaries multiples of it since the Unix
+ * epoch. */
+enum {
+    RL_PERIOD_HOUR = 0,  /* hh:00:00.000 UTC */
+    RL_PERIOD_DAY = 1,   /* 00:00:00.000 UTC */
+    RL_PERIOD_WEEK = 2,  /* ISO week: Monday 00:00 UTC */
+    RL_PERIOD_MONTH = 3, /* the 1st, 00:00 UTC */
+    RL_PERIOD_FIXED = 4  /* period_ms */
+};
+
+/* Most quotas one instance holds. */
+#define RL_QUOTA_MAX 256
+/* Longest request id, in bytes (ids are binary-safe). */
+#define RL_QUOTA_ID_MAX 256
+/* Largest amount: usage is counted exactly by Redis's Lua (2^53 - 1). */
+#define RL_QUOTA_AMOUNT_MAX UINT64_C(9007199254740991)
+
+/*
+ * A quota. Initialise with rl_quota_init (or rl_quota_parse), then set
+ * fields. Accepted values (rl_quota_add answers RL_ERANGE or RL_EMODE
+ * otherwise):
+ * - name: as a limit's name (RL_ENAME), unique among the instance's quotas.
+ * - amount: 1..RL_QUOTA_AMOUNT_MAX units per period.
+ * - period: RL_PERIOD_*; period_ms (RL_PERIOD_FIXED only, else 0): 1 s to
+ *   400 days, a whole number of seconds.
+ * - dedup_ms: how long a request id is remembered, 1 s to 31 days; default
+ *   24 h.
+ * - on_failure: RL_FAIL_CLOSED (default: deny while Redis cannot answer) or
+ *   RL_FAIL_OPEN (allow, and journal the charge to replay it later);
+ *   RL_FAIL_LOCAL has no meaning for a ledger: RL_EMODE.
+ */
+typedef struct rl_quota {
+    size_t size;            /* set by rl_quota_init */
+    char name[RL_NAME_MAX]; /* NUL-terminated, [A-Za-z0-9_.:-] */
+    uint64_t amount;
+    int32_t period;         /* RL_PERIOD_*; default RL_PERIOD_MONTH */
+    int32_t on_failure;     /* RL_FAIL_OPEN or RL_FAIL_CLOSED (default) */
+    uint64_t period_ms;     /* RL_PERIOD_FIXED: its length; else 0 */
+    uint64_t dedup_ms;      /* request id memory; default 86400000 */
+} rl_quota_t;
+
+/* The answer to a charge or a read of a quota, into caller-owned memory. */
+typedef struct rl_quota_result {
+    size_t size;            /* set by rl_quota_result_init */
+    int32_t allowed;        /* RL_ALLOW or RL_DENY */
+    uint32_t flags;         /* RL_FLAG_DUPLICATE, RL_FLAG_DEGRADED */
+    uint64_t amount;        /* the quota's amount per period */
+    uint64_t used;          /* units charged in the period (after this charge) */
+    uint64_t remaining;     /* amount - used */
+    uint64_t reset_unix_ms; /* the period's end (the next boundary), Unix ms */
+} rl_quota_result_t;
+
+/* Zero a quota, set its size and the defaults (period month, dedup 24 h,
+ * on_failure closed). Thread-safe; NULL or a size smaller than the size
+ * field is a no-op. */
+RL_EXTERN void rl_quota_init_sized(rl_quota_t *q, size_t size);
+static inline void rl_quota_init(rl_quota_t *q) { rl_quota_init_sized(q, sizeof *q); }
+
+/* Zero a result and set its size. Thread-safe. */
+RL_EXTERN void rl_quota_result_init_sized(rl_quota_result_t *r, size_t size);
+static inline void rl_quota_result_init(rl_quota_result_t *r)
+{
+    rl_quota_result_init_sized(r, sizeof *r);
+}
+
+/*
+ * Parse a quota spec into *q, which it first initialises as rl_quota_init
+ * does with the size of this first layout of rl_quota_t (q->size need not
+ * be set; a later, larger rl_quota_t will come with a _sized form). Grammar:
+ * space-separated word=value pairs, each at most once:
+ *   name=plan amount=1000000 period=month dedup=24h on_failure=open
+ * name and amount are required. period: hour, day, week, month, or a fixed
+ * duration COUNT UNIT with UNIT s m h d ("30d", "90m"). dedup: a duration
+ * ("24h", "600s"; "ms" is accepted too). on_failure: open or closed.
+ * Numbers are decimal integers without sign. On error, *q is unspecified
+ * and `err` (when err_len > 0) receives a NUL-terminated message that names
+ * the offending word. Thread-safe (no shared state).
+ * Errors: RL_EINVAL (q or spec NULL), RL_ESPEC
+ * (unknown word, duplicate, missing '=', missing name or amount, malformed
+ * number, unknown period or unit), RL_ERANGE (a value outside the ranges of
+ * rl_quota_t), RL_ENAME, RL_EMODE (on_failure not open or closed).
+ */
+RL_EXTERN int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t err_len);
+
+/*
+ * Add a quota; returns its id (>= 0, never reused for another quota while
+ * the instance lives). Charges go through the instance's exact thread and
+ * its exact_pool_size connections (one pool for exact checks and quotas);
+ * the first quota of an instance starts the journal's replay thread.
+ * Thread-safe (quota changes serialise on a mutex of the instance).
+ * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_ERANGE, RL_EMODE, RL_EEXIST (a
+ * quota of that name), RL_ELIMITS (RL_QUOTA_MAX quotas), RL_ENOTSUP (a
+ * local-only or shared instance: a quota in volatile memory is not a
+ * quota), RL_ENOMEM, RL_EFORKED.
+ */
+RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
+
+/*
+ * Remove a quota: its id answers RL_ENOTFOUND from then on. Its usage stays
+ * in Redis until it expires (a quota added again under the same name finds
+ * it). Journaled charges of the quota not yet replayed are dropped and
+ * counted in quota_lost. A charge racing the removal may still be answered.
+ * Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_quota_remove(rl_t *rl, int quota);
+
+/*
+ * Charge `cost` units of a quota to a key, once per request id: one atomic
+ * script in Redis remembers the id for the quota's dedup window (SET NX)
+ * and moves the period's counter only when the id is new. A charge that
+ * would take the usage past the amount is denied and charges nothing.
+ * The same id again within the window (a retry) gets the first answer,
+ * allowed or denied with the same figures, flagged RL_FLAG_DUPLICATE, and
+ * charges nothing. Ids are per (quota, key).
+ * Blocks for at most the instance's quota_timeout_ms. When Redis cannot
+ * answer in time (down, unreachable, or slow), the quota's on_failure
+ * answers, flagged RL_FLAG_DEGRADED: closed denies; open allows and puts the
+ * charge in the journal (quota_journal_max entries), which is replayed with
+ * its request ids once Redis answers again, so a charge that did reach
+ * Redis before its answer was lost is not counted twice. Replayed charges
+ * count in the period current when they are replayed; a replayed charge
+ * that would pass the amount is denied by Redis like any other (the
+ * request was already served: the overage is not recorded). A full journal
+ * drops the charge (counted in quota_lost). A degraded answer does not
+ * know the usage: used 0, remaining = amount, and reset_unix_ms the
+ * period's end by this node's clock.
+ * A timeout does not mean "not charged": the script may have run.
+ * Thread-safe: any number of threads may charge at once.
+ * Returns RL_ALLOW, RL_DENY, or an error (and *out, if given, has allowed
+ * = RL_DENY):
+ *   RL_EINVAL   rl NULL, key or request_id NULL with a length > 0
+ *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
+ *   RL_ERANGE   id_len 0 or > RL_QUOTA_ID_MAX, or cost 0
+ *   RL_ECOST    cost larger than the quota's amount: never admissible
+ *   RL_ENOTFOUND unknown or removed quota id
+ *   RL_ESIZE    out->size smaller than rl_quota_result_t
+ *   RL_EFORKED  called in a child process on an inherited instance
+ * `out` may be NULL.
+ */
+RL_EXTERN int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len,
+                              uint64_t cost, const void *request_id, size_t id_len,
+                              rl_quota_result_t *out);
+
+/*
+ * A key's usage of a quota in the current period, without charging:
+ * allowed is RL_ALLOW while remaining > 0. Blocks like rl_quota_charge;
+ * when Redis cannot answer, the answer is a degraded one as for a charge
+ * (used unknown: 0), allowed as the quota's on_failure says. Thread-safe.
+ * Returns RL_ALLOW, RL_DENY or an error: those of rl_quota_charge but
+ * RL_ERANGE and RL_ECOST.
+ */
+RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
+                           rl_quota_result_t *out);
+/* ---------------------------------------------------------------- hot keys */
+
+/* rl_limit_t.hot_ppm's largest value: a demand of 1000 times the rate. */
+#define RL_HOT_PPM_MAX 1000000000u
+/* Key bytes an rl_hotkey_t carries (a longer key is cut; key_len says). */
+#define RL_HOTKEY_KEY_BYTES 64
+
+/*
+ * One of the busiest keys, as rl_hotkeys reports it. Versioned by size:
+ * fields are only appended.
+ *
+ * Where the figures come from: a Space-Saving top-K sketch (8 x 32 counters
+ * per instance, and as many again for the local limits of an instance with
+ * a redis_url) fed with the per-key decision counts the library already
+ * harvests; checks do no extra work but for the keys asked about (below).
+ * - With a redis_url, synced limits' keys are fed by the sync thread each
+ *   round: demand_per_s is the key's offered rate on this node (admitted +
+ *   denied), averaged over rounds (each round half the weight of the next);
+ *   fleet_per_s and share_per_s come from the key's last sync reply.
+ * - Local limits (every limit of a local-only instance) are fed when
+ *   rl_hotkeys is called: demand_per_s is the key's offered rate since the
+ *   previous call (since rl_open for the first), and fleet_per_s is that
+ *   same local rate.
+ * Keys of exact limits (mode=exact) take no table slot and are never
+ * reported nor marked.
+ * Which keys are held is the sketch's count (decayed by half per round or
+ * call, as is the total): a held key's count overestimates its demand by at
+ * most total / 256 (count_err says by how much at most), and a key whose
+ * demand exceeds total / 256 is always held. They are reported by
+ * demand_per_s, highest first (count breaks ties).
+ *
+ * Key bytes: the table keeps only a keyed hash of each key, so a key's bytes
+ * are copied (at most RL_HOTKEY_KEY_BYTES) by the first check of that key
+ * after it entered the report and was asked for; until then key_kept is 0.
+ * Memory is fixed at rl_open (a bit per table slot and 64 copy cells):
+ * however many distinct keys callers send, the report holds at most
+ * 2 x 256 entries.
+ *
+ * hot: the key's fleet_per_s reached hot_ppm of its limit's rate in
+ * RL_HOT_ENTER (2) evaluations (sync rounds, or rl_hotkeys calls for local
+ * limits) in a row; it stays hot until it is below 3/4 of that for
+ * RL_HOT_EXIT (3) in a row, so a demand hovering at the threshold does not
+ * flap. Checks of a hot key answer RL_FLAG_HOT (local limits: when the
+ * caller passes a decision), and the instance logs one line (RL_LOG_INFO)
+ * when a key enters and one when it leaves.
+ */
+typedef struct rl_hotkey {
+    size_t size;            /* set by rl_hotkey_init */
+    int32_t limit;          /* the limit id */
+    int32_t hot;            /* 1: marked hot (above) */
+    uint64_t key_len;       /* the key's full length; 0 until its bytes are kept */
+    uint32_t key_kept;      /* bytes of key[] that are the key's: min(key_len, 64) */
+    uint32_t reserved0;
+    unsigned char key[RL_HOTKEY_KEY_BYTES]; /* the key's first bytes (binary-safe) */
+    double demand_per_s;    /* offered on this node (admitted + denied) per second */
+    double share_per_s;     /* this node's share of the key's rate (global tier; 0
+                               before its first share, and for local limits) */
+    double fleet_per_s;     /* the demand hot_ppm is compared with: the fleet's
+                               admitted rate or this node's demand, whichever is
+                               higher (local limits: this node's demand) */
+    uint64_t count;         /* the sketch's (decayed) count: the ranking */
+    uint64_t count_err;     /* how much of count may be another key's */
+} rl_hotkey_t;
+
+/* Initialise (see the initialisers above rl_open). Thread-safe. */
+RL_EXTERN void rl_hotkey_init_sized(rl_hotkey_t *hk, size_t size);
+static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, sizeof *hk); }
+
+/*
+ * The busiest keys of one limit (limit = its id) or of all (limit = -1),
+ * highest demand_per_s first, into out[0..n): returns how many were
+ * written (0..n). out is an array of n structs of out[0].size bytes each
+ * (rl_hotkey_init every one, or the first and copy it); every element's size
+ * must equal out[0].size. Local limits' keys are harvested by this call (a
+ * walk of the key table, O(max_keys): a scrape, not a per-request call),
+ * which also evaluates their hot marks; synced limits' keys are as of the
+ * last sync round. A key whose bytes are not kept yet is reported with
+ * key_len 0.
+ * Thread-safe against every call but rl_close; calls serialise on a mutex of
+ * the instance (the sync thread takes it once a round).
+ * Errors: RL_EINVAL (rl NULL, or out NULL with n > 0), RL_ESIZE (out[0].size
+ * smaller than the first rl_hotkey_t, or an element's size differs, or an
+ * unknown tail not zero), RL_ENOTFOUND (limit neither -1 nor a live id),
+ * RL_ENOTSUP (an instance of rl_open_shared: its table is shared by
+ * processes, and so would its reports be), RL_EFORKED.
+ */
+RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
 
 #ifdef __cplusplus
 }

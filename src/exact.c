@@ -42,7 +42,12 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
         return RL_ENOMEM;
     x->rl = rl;
     x->timeout_ns = (uint64_t)rl->exact_timeout_ms * 1000000u;
-    static const char *const sources[1] = {rl__lua_exact};
+    /* The instance's one per-request caller: the quota ledger's script
+     * runs on it too (quota.c), so quotas reuse this pool. */
+    static const char *const sources[RL_EXACT_SCRIPTS] = {
+        [RL_EXACT_SCRIPT_EXACT] = rl__lua_exact,
+        [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
+    };
     rl_redis_caller_cfg_t cfg = {
         .alloc = &rl->alloc,
         .url = url,
@@ -50,7 +55,7 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
         .slots = rl->exact_pool_size * RL_EXACT_SLOTS_PER_CONN,
         .backoff_cap_ms = rl->reconnect_max_ms,
         .scripts = sources,
-        .nscripts = 1,
+        .nscripts = RL_EXACT_SCRIPTS,
         .log = exact_log,
         .owner = x,
     };
@@ -104,7 +109,8 @@ static void make_args(const rl_exact_t *x, const rl_exact_req_t *r, exact_args_t
                                           (unsigned long long)v[i]);
         a->argv[1 + i] = a->num[i];
     }
-    a->call = (rl_redis_call_t){0, 1, nargs, a->argv, a->argl, uv_hrtime() + x->timeout_ns};
+    a->call = (rl_redis_call_t){RL_EXACT_SCRIPT_EXACT, 1, nargs, a->argv, a->argl,
+                                uv_hrtime() + x->timeout_ns};
 }
 
 /* exact.lua's reply: {allowed, tokens, wait_us, full_us}. */
@@ -177,3 +183,5 @@ void rl__exact_counters(rl_exact_t *x, rl_exact_counters_t *out)
     rl__redis_caller_counters(x->caller, &k);
     *out = (rl_exact_counters_t){k.sent, k.replies, k.timeouts, k.late, k.unsent, k.lost, k.full};
 }
+
+struct rl_redis_caller *rl__exact_caller(rl_exact_t *x) { return x->caller; }

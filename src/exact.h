@@ -69,6 +69,13 @@ int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_
  * on the same scale; 0 (the default) is Redis TIME. */
 void rl__exact_virtual_now(rl_exact_t *x, uint64_t us);
 
+/* The exact thread's caller (redis/caller.h) runs these scripts; the quota
+ * ledger (quota.c) sends RL_EXACT_SCRIPT_QUOTA through it: one pool of
+ * per-request connections per instance. */
+enum { RL_EXACT_SCRIPT_EXACT, RL_EXACT_SCRIPT_QUOTA, RL_EXACT_SCRIPTS };
+struct rl_redis_caller;
+struct rl_redis_caller *rl__exact_caller(rl_exact_t *x);
+
 /* Statistics of the exact thread. */
 typedef struct rl_exact_counters {
     uint64_t sent, replies, timeouts, late, unsent, lost, full;

@@ -6,6 +6,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "instance.h"
+#include "hot.h"
 #include "alloc.h"
 #include "errbuf.h"
 #include "structsize.h"
@@ -15,6 +16,7 @@
 #include "redis/url.h"
 #include "sync.h"
 #include "exact.h"
+#include "quota.h"
 
 #define PAGE 4096
 
@@ -34,7 +36,9 @@
     X(degrade_ramp_ms, 1000, 0u, 3600000)                                          \
     X(clock_coarse_tick_ns, 0, 0u, 1000000000)                                     \
     X(exact_timeout_ms, 5, 1, 60000)                                               \
-    X(exact_pool_size, 4, 1, 64)
+    X(exact_pool_size, 4, 1, 64)                                                   \
+    X(quota_journal_max, 10000, 0u, 1000000)                                       \
+    X(quota_timeout_ms, 500, 1, 60000)
 
 /* node_id and key_prefix: their longest, and the buffers holding them. */
 #define NODE_ID_MAX 64
@@ -227,6 +231,12 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
+    if (rl->quotas != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__quotas_destroy(rl->quotas);
+        else
+            rl__quotas_forget(rl->quotas);
+    }
     if (rl->exact != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__exact_stop(rl->exact);
@@ -239,6 +249,7 @@ void rl_close(rl_t *rl)
         else
             rl__sync_forget(rl->sync);
     }
+    rl__hot_destroy(rl);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
@@ -350,8 +361,8 @@ static int init_local_tier(rl_t *rl, const rl_config_t *c)
     return 0;
 }
 
-/* With a redis_url: the dirty bitmap the sync thread harvests, the sync
- * thread, and the exact thread (exact.h). */
+/* With a redis_url: the dirty bitmap the sync thread harvests, the quota
+ * ledgers, the sync thread, and the exact thread (exact.h). */
 static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
 {
     rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
@@ -359,7 +370,9 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
-    int rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);
+    int rc = rl__quotas_create(rl, c->quota_journal_max, c->quota_timeout_ms, &rl->quotas);
+    if (rc == 0)
+        rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);
     if (rc == 0)
         rc = rl__exact_start(rl, &url, &rl->exact);
     return rc;
@@ -377,6 +390,8 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     int rc = init_identity(rl, &c);
     if (rc == 0)
         rc = init_local_tier(rl, &c);
+    if (rc == 0)
+        rc = rl__hot_init(rl, c.redis_url != NULL);
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {

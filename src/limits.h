@@ -92,6 +92,8 @@ typedef struct rl_limit_params {
      * plus one a live node, is near its limit (the sync thread sets its
      * share word's NEAR bit) */
     uint64_t confirm_below;
+    /* hot-key marking (hot.c) */
+    uint64_t hot_ppm;
 } rl_limit_params_t;
 
 /* rl_limit_params_t.synced of an exact limit on an instance with Redis. */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "instance.h"
 #include "stats.h"
+#include "quota.h"
 #include "structsize.h"
 #include "sync.h"
 #include "redis/errclass.h"
@@ -182,6 +183,7 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
                                                            memory_order_relaxed);
     }
     o->log_dropped = rl__log_dropped(&rl->logger);
+    rl__quotas_stats(rl->quotas, o);
 }
 
 void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)

@@ -10,6 +10,8 @@
 #include <string.h>
 #include "syncint.h"
 #include "syncnodes.h"
+#include "hot.h"
+#include "redis/keys.h"
 
 /* 16 hex digits, as rl__nodes_fp_text writes them: anything else in the
  * fingerprint hash was not written by a node, and never reaches a log. */
@@ -62,13 +64,15 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
     /* Once when it starts or changes, then once a minute while it lasts. */
     if (others != s->split_fps || now_ms >= s->split_logged_ms + 60000) {
         char mine[17];
-        rl__nodes_fp_text(rl->kh.fingerprint, mine);
+        rl__nodes_fp_text(rl__nodes_fp(rl->kh.fingerprint, RL_REDIS_KEY_LAYOUT), mine);
         rl__sync_log(s, RL_LOG_ERROR,
                      "fleet split: %" PRIu64 " other key_secret fingerprint%s (%.16s%s) among "
                      "the live nodes of key_prefix \"%s\", this node's is %s: nodes with "
-                     "different secrets keep separate keys in Redis: until the split ends "
+                     "different secrets, or of a release that names keys differently, keep "
+                     "separate keys in Redis: until the split ends "
                      "this node takes at most rate / %" PRIu64 " (every live node) of each "
-                     "key; give every node the same key_secret (`ratelimit nodes` lists them)",
+                     "key; give every node the same key_secret, and finish a rolling upgrade "
+                     "(`ratelimit nodes` lists them with their versions)",
                      others, others == 1 ? "" : "s", first->str, others > 1 ? ", ..." : "",
                      rl->key_prefix, mine, live);
         s->split_logged_ms = now_ms;
@@ -138,7 +142,10 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
     /* relaxed: statistics, and this thread is their only writer. */
     rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
     rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
-    rl__nodes_fp_text(s->rl->kh.fingerprint, rec.fp);
+    rl__nodes_fp_text(rl__nodes_fp(s->rl->kh.fingerprint, RL_REDIS_KEY_LAYOUT), rec.fp);
+    char hot[RL_NODES_HOT_TEXT_MAX];
+    if (!s->leaving && rl__hot_publish(s->rl, hot, sizeof hot) > 0)
+        rec.hot = hot;
     char record[RL_NODES_RECORD_MAX], stale[24], prune[16], fp_max[16];
     rl__nodes_format(&rec, record, sizeof record);
     snprintf(stale, sizeof stale, "%" PRIu64,

@@ -58,6 +58,8 @@ typedef struct rl_syncslot {
     uint64_t pend_a; /* admitted since the last report */
     uint64_t pend_o; /* offered since the last report */
     uint64_t last_round; /* the round of the last report (round_id) */
+    uint64_t usage_q;  /* the fleet's admitted rate at the last reply, Q24
+                          of the limit's rate (hot-key marking, hot.c) */
     uint32_t win_seen; /* the stats window (low 31 bits of window_no) that
                           counted this key; top bit: counted as over too */
     uint8_t queued;    /* listed in this round's reports */

@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "share.h"
 #include "shareword.h"
+#include "hot.h"
 
 
 /* Beyond a burst's time and the quiet reporters' entries, how long a key's
@@ -82,7 +83,7 @@ static const rl_gcra_t *current_gcra(rl_slot_t *slot, const rl_synclimit_t *l, r
 {
     /* relaxed: a self-contained word; this thread is its only writer. */
     uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
-    if (w == 0)
+    if (RL_SHAREWORD_SHARE(w) == 0)
         return &l->p.presync;
     rl__shareword_decode(w, tmp);
     return tmp;
@@ -124,6 +125,9 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     ss->cum_o += a + d;
     ss->pend_a += a;
     ss->pend_o += a + d;
+    /* relaxed: the key id is stable while ctrl is (validated on reply). */
+    rl__hot_feed(s->rl, i, RL_CTRL_LREF(c), atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
+                 atomic_load_explicit(&slot->id_hi, memory_order_relaxed), a + d, ss->usage_q);
     /* "Could" counts the silent rounds too (the slot is not visited then):
      * judged against one round of its share, a sparse key's single request
      * looked near whenever the share rounded below one token a round, and
@@ -143,7 +147,7 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         .could = span_fp / g->t_fp + g->burst,
         .period = ss->period,
         .linger = ss->linger,
-        .has_share = w != 0,
+        .has_share = RL_SHAREWORD_SHARE(w) != 0,
     };
     rl_report_action_t act;
     rl__sync_report_policy(&v, &act);
@@ -265,7 +269,9 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
     int near = l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below;
     if (near && tokens == 0)
         tokens = 1;
-    uint64_t w = rl__shareword_encode(t_local, tokens) | (near ? RL_SHAREWORD_NEAR : 0);
+    /* relaxed: this thread writes the word (and its hot mark, hot.c). */
+    uint64_t hot = atomic_load_explicit(&slot->share, memory_order_relaxed) & RL_SHAREWORD_HOT;
+    uint64_t w = rl__shareword_encode(t_local, tokens) | (near ? RL_SHAREWORD_NEAR : 0) | hot;
     /* Close to it: every round from now on (another node's admits may take
      * the key under the threshold while this one is silent). */
     s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
@@ -431,6 +437,8 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
                 continue;
             apply_share(s, call->slot[j], call->ctrl[j], &s->shares[j]);
             /* Only for the occupant the report was for. */
+            if (s->slots[call->slot[j]].ctrl == call->ctrl[j])
+                s->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot.c */
             if (windowed && s->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
         }
@@ -692,6 +700,7 @@ void rl__sync_round(rl_sync_t *s)
         window_publish(s);
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
+    rl__hot_round_begin(s->rl);
     for (size_t wi = 0; wi < words; wi++) {
         /* acq_rel: see rl__table_count; the counter swaps below come after. */
         uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
@@ -704,6 +713,7 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
+    rl__hot_round_end(s->rl);
     if (s->leaving) {
         /* Hand back the shares Redis still counts and report the usage it
          * has not seen. Not every key ever reported: one whose entry expired

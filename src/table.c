@@ -4,6 +4,7 @@
 #include "table.h"
 #include "alloc.h"
 #include "clock.h"
+#include "hotcap.h"
 
 int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
                    rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
@@ -330,9 +331,13 @@ static int claim_slot(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim, 
     int other = claim_conflicts(t, p, d, ref);
     *live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
     if (other == 0) {
+        /* release: a hot-key marker (hot.c, mark_slot) whose RMW of the
+         * word comes after this store sees our claim when it re-reads
+         * ctrl, and takes back a mark meant for the last occupant. Free
+         * on x86. */
+        atomic_store_explicit(&s->share, 0, memory_order_release);
         /* relaxed: read only by the sync thread and retirers, after they
          * validated ctrl LIVE, which the CAS below publishes. */
-        atomic_store_explicit(&s->share, 0, memory_order_relaxed);
         atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
         atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
         atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
@@ -506,4 +511,17 @@ void rl__table_convert_limit(rl_table_t *t, uint32_t lref, uint64_t from_t, uint
             rl__bucket_convert(&s->tat, &s->aux, from_t, to_t, bit,
                                rl__clock_now_fp(clk, source));
     }
+}
+
+void rl__table_first_count(rl_table_t *t, rl_slot_t *s, const rl_probe_t *p, const void *key,
+                           size_t len)
+{
+    size_t i = (size_t)(s - t->slots);
+    if (t->dirty != NULL)
+        /* release: a sync thread whose bitmap swap (acquire) sees this bit
+         * also sees the add, so its swap of the counter includes it. */
+        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                 memory_order_release);
+    if (t->hotcap != NULL)
+        rl__hotcap_offer(t->hotcap, i, p->id.lo, p->id.hi, RL_CTRL_LREF(p->keybits), key, len);
 }

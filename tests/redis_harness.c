@@ -149,6 +149,8 @@ static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
         argv[n++] = "127.0.0.1";
         argv[n++] = peer_s;
     }
+    for (int i = 0; srv->extra != NULL && srv->extra[i] != NULL && n < 39; i++)
+        argv[n++] = srv->extra[i];
     argv[n] = NULL;
     execvp("redis-server", (char *const *)argv);
     _exit(127);
@@ -238,12 +240,28 @@ int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen)
     return rl_test_redis_start_as(srv, RL_TEST_REDIS_PLAIN, 0, err, errlen);
 }
 
+static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
+                      const char *const *extra, char *err, size_t errlen);
+
+int rl_test_redis_start_args(rl_test_redis_t *srv, const char *const *extra, char *err,
+                             size_t errlen)
+{
+    return start_with(srv, RL_TEST_REDIS_PLAIN, 0, extra, err, errlen);
+}
+
 int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *err,
                            size_t errlen)
+{
+    return start_with(srv, mode, peer_port, NULL, err, errlen);
+}
+
+static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
+                      const char *const *extra, char *err, size_t errlen)
 {
     memset(srv, 0, sizeof *srv);
     srv->mode = mode;
     srv->peer_port = peer_port;
+    srv->extra = extra;
     if (errlen > 0)
         err[0] = '\0';
     if (!rl_test_on_path("redis-server")) {

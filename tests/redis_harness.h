@@ -43,6 +43,8 @@ typedef struct rl_test_redis {
     int peer_port;  /* REPLICA, SENTINEL: the primary */
     char dir[64];   /* CLUSTER, SENTINEL, UNIX: the server's files (removed at
                        stop) */
+    const char *const *extra; /* more redis-server arguments, NULL-terminated
+                                 (rl_test_redis_start_args); NULL: none */
 } rl_test_redis_t;
 
 /*
@@ -50,6 +52,14 @@ typedef struct rl_test_redis {
  * (skipped: not installed and RL_SKIP_REDIS=1) or -1 with a message in err.
  */
 int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen);
+
+/* rl_test_redis_start with more arguments for redis-server after the
+ * defaults (which they override), e.g. {"--appendonly", "yes", "--dir",
+ * dir, NULL}; `extra` must outlive the server (restarts use it again:
+ * rl_test_redis_crash_restart then keeps the data an append-only file in
+ * that --dir holds). */
+int rl_test_redis_start_args(rl_test_redis_t *srv, const char *const *extra, char *err,
+                             size_t errlen);
 
 /* The same, as a cluster node, a replica or a Sentinel. */
 int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *err,

@@ -641,6 +641,95 @@ START_TEST(cli_verbs_on_the_cluster)
 END_TEST
 #endif
 
+
+/* ------------------------------------------------------ exact mode */
+
+/* Exact checks take the same routes as the sync round: each key's bucket
+ * lives on the master of its hash tag's slot, and the fleet admits exactly
+ * the burst of every key (rate 1/h: no refill within the test), whichever
+ * node and thread asked. */
+#define EX_KEYS 24
+#define EX_BURST 5
+#define EX_THREADS 3
+#define EX_TRIES 10
+
+typedef struct ex_worker {
+    rl_t *rl;
+    int lim;
+    int allowed[EX_KEYS];
+    int not_exact;
+} ex_worker_t;
+
+static void *ex_drive(void *arg)
+{
+    ex_worker_t *w = arg;
+    for (int t = 0; t < EX_TRIES; t++)
+        for (int k = 0; k < EX_KEYS; k++) {
+            char key[32];
+            int n = snprintf(key, sizeof key, "account-%d", k);
+            rl_decision_t d;
+            rl_decision_init(&d);
+            int rc = rl_check(w->rl, w->lim, key, (size_t)n, 1, &d);
+            w->allowed[k] += rc == RL_ALLOW;
+            w->not_exact += (d.flags & RL_FLAG_EXACT) == 0;
+        }
+    return NULL;
+}
+
+START_TEST(exact_checks_route_by_slot)
+{
+    rl_t *node[2];
+    int lim[2];
+    for (int i = 0; i < 2; i++) {
+        rl_config_t c;
+        rl_config_init(&c);
+        c.redis_url = url;
+        c.node_id = i == 0 ? "exact-a" : "exact-b";
+        c.key_secret = "fleet-secret-0123456789";
+        c.key_secret_len = 23;
+        c.key_prefix = "cx";
+        c.exact_timeout_ms = 10000; /* a loaded box, valgrind: never the deadline */
+        ck_assert_int_eq(rl_open(&node[i], &c), 0);
+        rl_test_hold(node[i], rl_test_close_fn);
+        rl_limit_t l;
+        char err[256];
+        ck_assert_int_eq(rl_limit_parse(&l, "name=ex rate=1/h burst=5 mode=exact on_failure=closed",
+                                        err, sizeof err), 0);
+        lim[i] = rl_limit_add(node[i], &l);
+        ck_assert_int_ge(lim[i], 0);
+        /* Connected when a peek (cost 0) is answered by Redis. */
+        rl_decision_t d;
+        rl_decision_init(&d);
+        WAIT_FOR(rl_check(node[i], lim[i], "warm", 4, 0, &d) >= 0 && (d.flags & RL_FLAG_EXACT));
+    }
+    ex_worker_t w[2 * EX_THREADS];
+    pthread_t th[2 * EX_THREADS];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 2 * EX_THREADS; i++) {
+        w[i].rl = node[i % 2];
+        w[i].lim = lim[i % 2];
+        ck_assert_int_eq(pthread_create(&th[i], NULL, ex_drive, &w[i]), 0);
+    }
+    for (int i = 0; i < 2 * EX_THREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int k = 0; k < EX_KEYS; k++) {
+        int sum = 0;
+        for (int i = 0; i < 2 * EX_THREADS; i++)
+            sum += w[i].allowed[k];
+        ck_assert_msg(sum == EX_BURST, "key %d: %d admitted, burst %d", k, sum, EX_BURST);
+    }
+    for (int i = 0; i < 2 * EX_THREADS; i++)
+        ck_assert_int_eq(w[i].not_exact, 0);
+    /* The buckets are spread over the masters, as the slots say. */
+    int port[8], n = masters(port, 8), holders = 0;
+    for (int i = 0; i < n; i++)
+        holders += keys_on(port[i], "cx") > 0;
+    ck_assert_int_ge(holders, 2);
+    rl_test_release(node[1]);
+    rl_test_release(node[0]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -652,6 +741,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ask_and_moved_are_followed);
 #ifdef RL_CLI_PATH
     tcase_add_test(tc, cli_verbs_on_the_cluster);
+    tcase_add_test(tc, exact_checks_route_by_slot);
 #endif
     suite_add_tcase(s, tc);
     /* Faults in real time (a kill, a background reshard of thousands of

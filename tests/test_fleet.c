@@ -28,6 +28,8 @@
 #include "structsize.h"
 #include "sync.h"
 #include "syncnodes.h"
+#include "redis/keys.h"
+#include <hiredis/hiredis.h>
 
 static rl_test_redis_t srv;
 static char url[64];
@@ -578,7 +580,7 @@ START_TEST(split_fleet_is_seen_logged_and_counted)
     /* Logged as an error that names the remedy and this node's fingerprint
      * (never the secret). */
     char mine[17];
-    rl__nodes_fp_text(a->kh.fingerprint, mine);
+    rl__nodes_fp_text(rl__nodes_fp(a->kh.fingerprint, RL_REDIS_KEY_LAYOUT), mine);
     ck_assert(captured_has(&la, "0 fleet split: 1 other key_secret fingerprint"));
     ck_assert(captured_has(&la, mine));
     ck_assert(captured_has(&la, "give every node the same key_secret"));
@@ -623,6 +625,43 @@ START_TEST(one_secret_is_no_split)
     ck_assert_uint_eq(sa.fleet_split_fingerprints + sb.fleet_split_fingerprints, 0);
     rl_close(a);
     rl_close(b);
+}
+END_TEST
+
+
+/* A node of the previous key layout (0.2: the vshard from the identity's low
+ * bits) names most keys differently under the same secret: a rolling upgrade
+ * must show as a split fleet (both groups cap their shares), not as one
+ * fleet where each group enforces the whole limit. Such a node publishes
+ * its secret's fingerprint unmixed; this writes that record as it would. */
+START_TEST(previous_key_layout_is_a_split)
+{
+    ck_assert_uint_ne(rl__nodes_fp(0x1234, 1), rl__nodes_fp(0x1234, 2));
+    ck_assert_uint_eq(rl__nodes_fp(0x1234, 1), 0x1234);
+    log_capture_t la = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+    rl_t *a = open_node("layout-new", "lay", secret_a, 0, NULL, &la);
+    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    ck_assert(rc != NULL && rc->err == 0);
+    char old_fp[17];
+    rl__nodes_fp_text(rl__nodes_fp(a->kh.fingerprint, 1), old_fp);
+    /* Its deadline an hour ahead of Redis's clock: live for the test. */
+    redisReply *t = redisCommand(rc, "TIME");
+    ck_assert(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    long long deadline = atoll(t->element[0]->str) * 1000 + 3600 * 1000;
+    freeReplyObject(t);
+    redisReply *r = redisCommand(rc, "HSET {lay:v1}:nodes:fp %s %lld", old_fp, deadline);
+    ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    rl_stats_t sa;
+    WAIT_FOR((sa = stats_of(a)).fleet_split_fingerprints == 1 && captured_has(&la, "fleet split"));
+    ck_assert(captured_has(&la, "of a release that names keys differently"));
+    /* The old node gone (its entry removed), the split is over. */
+    r = redisCommand(rc, "HDEL {lay:v1}:nodes:fp %s", old_fp);
+    ck_assert(r != NULL && r->integer == 1);
+    freeReplyObject(r);
+    WAIT_FOR((sa = stats_of(a)).fleet_split_fingerprints == 0);
+    redisFree(rc);
+    rl_close(a);
 }
 END_TEST
 
@@ -753,6 +792,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, split_fleet_is_seen_logged_and_counted);
     tcase_add_test(tc, one_secret_is_no_split);
+    tcase_add_test(tc, previous_key_layout_is_a_split);
     suite_add_tcase(s, tc);
     /* Its own server: the case stops it. */
     TCase *share = tcase_create("share");

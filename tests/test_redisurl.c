@@ -86,49 +86,50 @@ START_TEST(unix_cluster_sentinel)
 }
 END_TEST
 
+static const struct {
+    const char *url, *says;
+} bad[] = {
+    {"cache:6379", "no scheme"},
+    {"rediss://h", "TLS"},
+    {"rediss+cluster://h", "TLS"},
+    {"http://h", "must start with redis://"},
+    {"redis+clusterx://h", "(scheme \"redis+clusterx\" unknown)"},
+    {"unix://tmp/redis.sock", "socket path: must be absolute"},
+    {"redis+unix://", "socket path: must be absolute"},
+    {"unix:///tmp/s?db=x", "db must be a number"},
+    {"unix:///tmp/s?db=", "db must be a number"},
+    {"unix:///tmp/s?timeout=3", "only ?db=N"},
+    {"redis://a,b", "host list: redis:// names one server"},
+    {"redis+cluster://", "host list: empty"},
+    {"redis+cluster:///", "host list: empty"},
+    {"redis+cluster://a:1,", "host 2: missing"},
+    {"redis+cluster://a:1,,b", "host 2: missing"},
+    {"redis+cluster://a:1,:7000", "host 2: missing"},
+    {"redis+cluster://a:1,b:0", "port must be 1..65535 (host 2"},
+    {"redis+cluster://a:1,b:x", "port must be 1..65535 (host 2"},
+    {"redis+cluster://a:1,b:70000", "port must be 1..65535 (host 2"},
+    {"redis+cluster://a:1,b!:2", "host byte 1 is 0x21 (host 2"},
+    {"redis+cluster://a,b,c,d,e,f,g,h,i", "more than 8 hosts"},
+    {"redis+cluster://a:1/2", "a Redis Cluster has db 0 only"},
+    {"redis+sentinel://s1:26379", "master name: missing"},
+    {"redis+sentinel://s1:26379/", "master name: missing"},
+    {"redis+sentinel://s1:26379//3", "master name: missing"},
+    {"redis+sentinel://s1:26379/my*master", "master name: byte 2 is 0x2a"},
+    {"redis+sentinel://s1:26379/m/x", "db must be a number"},
+    {"redis+sentinel://,s1/m", "host 1: missing"},
+    {"redis://", "missing or too long host"},
+    {"redis://h:0", "port must be 1..65535"},
+    {"redis://h:65536", "port must be 1..65535"},
+    {"redis://h:12ab", "port must be 1..65535"},
+    {"redis://h/x", "db must be a number"},
+    {"redis://h/1000001", "db must be a number"},
+    {"redis://h q", "control byte or space"},
+    {"redis://h\n", "control byte or space"},
+    {"redis://h%41", "host byte 1"},
+};
+
 START_TEST(refusals_say_why)
 {
-    static const struct {
-        const char *url, *says;
-    } bad[] = {
-        {"cache:6379", "no scheme"},
-        {"rediss://h", "TLS"},
-        {"rediss+cluster://h", "TLS"},
-        {"http://h", "must start with redis://"},
-        {"redis+clusterx://h", "(scheme \"redis+clusterx\" unknown)"},
-        {"unix://tmp/redis.sock", "socket path: must be absolute"},
-        {"redis+unix://", "socket path: must be absolute"},
-        {"unix:///tmp/s?db=x", "db must be a number"},
-        {"unix:///tmp/s?db=", "db must be a number"},
-        {"unix:///tmp/s?timeout=3", "only ?db=N"},
-        {"redis://a,b", "host list: redis:// names one server"},
-        {"redis+cluster://", "host list: empty"},
-        {"redis+cluster:///", "host list: empty"},
-        {"redis+cluster://a:1,", "host 2: missing"},
-        {"redis+cluster://a:1,,b", "host 2: missing"},
-        {"redis+cluster://a:1,:7000", "host 2: missing"},
-        {"redis+cluster://a:1,b:0", "port must be 1..65535 (host 2"},
-        {"redis+cluster://a:1,b:x", "port must be 1..65535 (host 2"},
-        {"redis+cluster://a:1,b:70000", "port must be 1..65535 (host 2"},
-        {"redis+cluster://a:1,b!:2", "host byte 1 is 0x21 (host 2"},
-        {"redis+cluster://a,b,c,d,e,f,g,h,i", "more than 8 hosts"},
-        {"redis+cluster://a:1/2", "a Redis Cluster has db 0 only"},
-        {"redis+sentinel://s1:26379", "master name: missing"},
-        {"redis+sentinel://s1:26379/", "master name: missing"},
-        {"redis+sentinel://s1:26379//3", "master name: missing"},
-        {"redis+sentinel://s1:26379/my*master", "master name: byte 2 is 0x2a"},
-        {"redis+sentinel://s1:26379/m/x", "db must be a number"},
-        {"redis+sentinel://,s1/m", "host 1: missing"},
-        {"redis://", "missing or too long host"},
-        {"redis://h:0", "port must be 1..65535"},
-        {"redis://h:65536", "port must be 1..65535"},
-        {"redis://h:12ab", "port must be 1..65535"},
-        {"redis://h/x", "db must be a number"},
-        {"redis://h/1000001", "db must be a number"},
-        {"redis://h q", "control byte or space"},
-        {"redis://h\n", "control byte or space"},
-        {"redis://h%41", "host byte 1"},
-    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rl_redisurl_t u;
         char err[256] = "";
@@ -156,6 +157,40 @@ START_TEST(refusals_say_why)
 }
 END_TEST
 
+
+/* The public check is the parser rl_open uses: the same verdict and the
+ * same message for every URL, and no need for an out-buffer. */
+START_TEST(public_check_is_the_parser)
+{
+    static const char *const good[] = {
+        "redis://127.0.0.1:6379/2", "redis://:pw@h", "unix:///tmp/r.sock?db=3",
+        "redis+unix:///tmp/r.sock", "redis+cluster://a:1,b:2", "redis+sentinel://s1,s2:26380/m",
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        ck_assert_msg(rl_redis_url_check(good[i], err, sizeof err) == 0, "%s: %s", good[i], err);
+        ck_assert_int_eq(rl_redis_url_check(good[i], NULL, 0), 0);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rl_redisurl_t u;
+        char want[256] = "";
+        err[0] = '\0';
+        ck_assert_int_eq(parse(bad[i].url, &u, want), RL_ERANGE);
+        ck_assert_int_eq(rl_redis_url_check(bad[i].url, err, sizeof err), RL_ERANGE);
+        ck_assert_str_eq(err, want);
+        ck_assert_int_eq(rl_redis_url_check(bad[i].url, NULL, 0), RL_ERANGE);
+    }
+    ck_assert_int_eq(rl_redis_url_check(NULL, err, sizeof err), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "redis_url"));
+    /* A cut buffer is terminated, never overrun. */
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    ck_assert_int_eq(rl_redis_url_check("redis://h:0", tiny, 4), RL_ERANGE);
+    ck_assert_int_eq(tiny[3], '\0');
+    ck_assert_int_eq(tiny[4], 'x');
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("redisurl");
@@ -163,6 +198,7 @@ static Suite *suite(void)
     tcase_add_test(tc, parts_and_defaults);
     tcase_add_test(tc, unix_cluster_sentinel);
     tcase_add_test(tc, refusals_say_why);
+    tcase_add_test(tc, public_check_is_the_parser);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -36,7 +36,35 @@ typedef struct {
     ngx_flag_t shared;
     int *ids;             /* limit id of defs[i] in rl */
     ngx_event_t publish;  /* the metrics publishing timer */
+    ngx_msec_t exact_timeout;     /* ratelimit_exact_timeout: exact_timeout_ms */
+    /* With a Redis and a mode=exact limit: this worker's completion channel
+     * (ngx_http_ratelimit_exact.c); NULL otherwise. Worker only. */
+    struct ngx_http_ratelimit_exact_s *exact;
+    ngx_uint_t exact_pending;     /* requests waiting for Redis now */
 } ngx_http_ratelimit_main_conf_t;
+
+/* ctx->rc when the answer never came (the watchdog went on without it). */
+#define RL_NGX_NO_ANSWER (-1000)
+
+typedef struct ngx_http_ratelimit_pending_s ngx_http_ratelimit_pending_t;
+
+/* A request whose exact rule went to Redis: what it charged locally (to
+ * refund on a deny) and, once the answer is back, the answer. Lives in the
+ * request's pool; the record the library thread writes does not (see
+ * ngx_http_ratelimit_exact.c). */
+typedef struct {
+    ngx_http_ratelimit_pending_t *pending; /* non-NULL while waiting */
+    ngx_flag_t answered;
+    int rc;                       /* rl_check_async's verdict */
+    ngx_flag_t has_d;
+    rl_decision_t d;              /* the exact limit's decision, if has_d */
+    ngx_uint_t exact_rule;        /* the location's rule of the exact limit */
+    size_t nlocal;                /* the location's other rules, charged */
+    rl_request_t *local;
+    rl_decision_t *out;
+    ngx_uint_t *map;              /* local[i] is rule map[i] */
+    ngx_http_ratelimit_main_conf_t *mcf;
+} ngx_http_ratelimit_ctx_t;
 
 extern ngx_module_t ngx_http_ratelimit_module;
 
@@ -45,5 +73,13 @@ char *ngx_http_ratelimit_metrics_zone(ngx_conf_t *cf, ngx_http_ratelimit_main_co
 void ngx_http_ratelimit_metrics_start(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf);
 void ngx_http_ratelimit_metrics_publish(ngx_http_ratelimit_main_conf_t *mcf, ngx_log_t *log);
 ngx_int_t ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r);
+
+
+/* ngx_http_ratelimit_exact.c */
+ngx_int_t ngx_http_ratelimit_exact_start(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf);
+void ngx_http_ratelimit_exact_stop(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf);
+int ngx_http_ratelimit_exact_check(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                                   const rl_request_t *req);
+void ngx_http_ratelimit_refund(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx);
 
 #endif

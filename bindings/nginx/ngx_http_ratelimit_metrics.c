@@ -122,6 +122,16 @@ ngx_http_ratelimit_metrics_publish(ngx_http_ratelimit_main_conf_t *mcf, ngx_log_
         ngx_log_error(NGX_LOG_ERR, log, 0, "ratelimit: rl_metrics_text: %s", rl_strerror(len));
         return;
     }
+    /* The module's own gauge: what no instance counts (a test reads it to
+     * see a worker serve while its exact checks wait). */
+    if (mcf->exact != NULL && (size_t) len + 256 <= m->cap) {
+        len = (int) (ngx_snprintf((u_char *) m->buf + len, 256,
+                                  "# HELP ratelimit_nginx_exact_pending Requests of this worker "
+                                  "waiting for an exact limit's answer from Redis.\n"
+                                  "# TYPE ratelimit_nginx_exact_pending gauge\n"
+                                  "ratelimit_nginx_exact_pending %ui\n", mcf->exact_pending)
+                     - (u_char *) m->buf);
+    }
     slot = rl_ngx_slot(m->head, ngx_worker);
     /* relaxed: the CAS only claims the slot; the fence below orders it */
     seq = atomic_load_explicit(&slot->seq, memory_order_relaxed);

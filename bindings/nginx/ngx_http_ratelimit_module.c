@@ -80,6 +80,9 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
     { ngx_string("ratelimit_metrics_slot"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_size_slot, NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_ratelimit_main_conf_t, metrics_slot), NULL },
+    { ngx_string("ratelimit_exact_timeout"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_ratelimit_main_conf_t, exact_timeout), NULL },
     { ngx_string("ratelimit_limit"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
       ngx_http_ratelimit_limit, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
     { ngx_string("ratelimit"),
@@ -238,6 +241,22 @@ ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
     rule->def = i;
+    if (defs[i].lim.mode == RL_MODE_EXACT) {
+        ngx_http_ratelimit_rule_t *r = lcf->rules->elts;
+        ngx_uint_t k;
+
+        /* All or nothing needs refunds, and Redis's bucket takes none: one
+         * exact rule per location, checked last, keeps the promise. */
+        for (k = 0; k + 1 < lcf->rules->nelts; k++) {
+            if (defs[r[k].def].lim.mode == RL_MODE_EXACT) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: a second mode=exact rule (\"%V\") in one location: "
+                                   "all or nothing cannot refund an exact limit",
+                                   &cmd->name, &value[1]);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
 
     ngx_memzero(&ccv, sizeof(ccv));
     ccv.cf = cf;
@@ -396,6 +415,7 @@ ngx_http_ratelimit_create_main_conf(ngx_conf_t *cf)
     mcf->expected_nodes = NGX_CONF_UNSET_UINT;
     mcf->max_keys = NGX_CONF_UNSET_UINT;
     mcf->metrics_slot = NGX_CONF_UNSET_SIZE;
+    mcf->exact_timeout = NGX_CONF_UNSET_MSEC;
     return mcf;
 }
 
@@ -408,6 +428,7 @@ ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_uint_value(mcf->expected_nodes, 0);
     ngx_conf_init_uint_value(mcf->max_keys, 65536);
     ngx_conf_init_size_value(mcf->metrics_slot, 256 * 1024);
+    ngx_conf_init_msec_value(mcf->exact_timeout, 100);
     return NGX_CONF_OK;
 }
 
@@ -471,6 +492,32 @@ ngx_http_ratelimit_add_variables(ngx_conf_t *cf)
 }
 
 /*
+ * The library's own URL parser (rl_redis_url_check), without a connection:
+ * the message names the bad part and never echoes a password.
+ */
+static char *
+ngx_http_ratelimit_check_url(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    char url[2048], err[512];
+    int rc;
+
+    if (mcf->redis_url.len >= sizeof(url)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratelimit_redis: URL longer than %uz bytes",
+                           sizeof(url) - 1);
+        return NGX_CONF_ERROR;
+    }
+    ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
+    err[0] = '\0';
+    rc = rl_redis_url_check(url, err, sizeof(err));
+    if (rc == 0) {
+        return NGX_CONF_OK;
+    }
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratelimit_redis: %s (%s)",
+                       err[0] ? err : rl_strerror(rc), rl_err_name(rc));
+    return NGX_CONF_ERROR;
+}
+
+/*
  * Validate the whole configuration the way each worker will use it: a
  * local-only instance (no thread, no socket) takes every limit, so `nginx -t`
  * reports what rl_limit_add would refuse in a worker.
@@ -484,10 +531,19 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
     rl_t *rl;
     int rc;
 
+    if (mcf->redis_url.len > 0 && ngx_http_ratelimit_check_url(cf, mcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
     if (mcf->redis_url.len > 0 && mcf->secret.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "ratelimit_redis: a fleet needs ratelimit_secret_file (the key "
                            "secret every node shares)");
+        return NGX_CONF_ERROR;
+    }
+    if (mcf->exact_timeout < 1 || mcf->exact_timeout > 60000) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_exact_timeout: %M ms is outside 1ms..60s",
+                           mcf->exact_timeout);
         return NGX_CONF_ERROR;
     }
     rl_config_init(&cfg);
@@ -723,6 +779,7 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
         *p = '\0';
         cfg.node_id = node;
         cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
+        cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
     } else if (mcf->expected_nodes > 0) {
         cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
     }
@@ -747,6 +804,11 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
             return NGX_ERROR;
         }
         mcf->ids[i] = rc;
+        if (defs[i].lim.mode == RL_MODE_EXACT && mcf->redis_url.len > 0 && mcf->exact == NULL
+            && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
     }
     if (mcf->metrics_zone != NULL) {
         ngx_http_ratelimit_metrics_start(cycle, mcf);
@@ -767,6 +829,8 @@ ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
      * a reload loses no count (bounded wait, see rl_close). */
     rl_close(mcf->rl);
     mcf->rl = NULL;
+    /* rl_close answered every exact check in flight: free their records. */
+    ngx_http_ratelimit_exact_stop(cycle, mcf);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -828,6 +892,106 @@ ngx_http_ratelimit_add_headers(ngx_http_request_t *r, const rl_decision_t *d)
     return NGX_OK;
 }
 
+/* Give back what a request's local rules charged (its exact rule denied,
+ * or it ended while it waited for Redis). */
+void
+ngx_http_ratelimit_refund(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < ctx->nlocal; i++) {
+        rc = rl_refund(ctx->mcf->rl, ctx->local[i].limit, ctx->local[i].key,
+                       ctx->local[i].key_len, ctx->local[i].cost);
+        if (rc < 0 && r != NULL) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "ratelimit: rl_refund failed: %s (%s)",
+                          rl_strerror(rc), rl_err_name(rc));
+        }
+    }
+    ctx->nlocal = 0;
+}
+
+static ngx_int_t
+ngx_http_ratelimit_error(ngx_http_request_t *r, const char *what, int rc)
+{
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "ratelimit: %s failed: %s (%s): request allowed", what, rl_strerror(rc),
+                  rl_err_name(rc));
+    ngx_http_ratelimit_set_status(r, RL_NGX_ERROR);
+    return NGX_DECLINED;
+}
+
+/* A verdict for the whole location: allowed (out: every rule's decision,
+ * the one closest to denying is shown) or denied by rule `rule` (d its
+ * decision, NULL when the library gave none). */
+static ngx_int_t
+ngx_http_ratelimit_verdict(ngx_http_request_t *r, ngx_http_ratelimit_main_conf_t *mcf,
+                           ngx_http_ratelimit_loc_conf_t *lcf, int allowed,
+                           const rl_decision_t *out, size_t n, ngx_uint_t rule,
+                           const rl_decision_t *d, const char *how)
+{
+    ngx_http_ratelimit_rule_t *rules = lcf->rules->elts;
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    const rl_decision_t *shown = NULL;
+    size_t i;
+
+    if (allowed) {
+        /* Show the limit closest to denying. */
+        for (i = 0; i < n; i++) {
+            if (shown == NULL || out[i].remaining < shown->remaining) {
+                shown = &out[i];
+            }
+        }
+        ngx_http_ratelimit_set_status(r, RL_NGX_PASSED);
+        if (lcf->headers && shown != NULL && ngx_http_ratelimit_add_headers(r, shown) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        return NGX_DECLINED;
+    }
+    ngx_log_error(lcf->log_level, r->connection->log, 0,
+                  "ratelimit: %s by limit \"%s\"%s, retry after %uL ms",
+                  lcf->dry_run ? "would deny (dry run)" : "denied", defs[rules[rule].def].lim.name,
+                  how, d != NULL ? d->retry_after_ms : 0);
+    if (lcf->dry_run) {
+        ngx_http_ratelimit_set_status(r, RL_NGX_DRY);
+        return NGX_DECLINED;
+    }
+    ngx_http_ratelimit_set_status(r, RL_NGX_REJECTED);
+    if (lcf->headers && d != NULL && ngx_http_ratelimit_add_headers(r, d) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return (ngx_int_t) lcf->status;
+}
+
+/* The exact rule's answer is in: finish the location's check. */
+static ngx_int_t
+ngx_http_ratelimit_exact_finish(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                                ngx_http_ratelimit_ctx_t *ctx)
+{
+    const rl_decision_t *d = ctx->has_d ? &ctx->d : NULL;
+
+    if (ctx->rc == RL_NGX_NO_ANSWER) {
+        ngx_http_ratelimit_set_status(r, RL_NGX_ERROR); /* logged by the watchdog */
+        return NGX_DECLINED;
+    }
+    if (ctx->rc < 0) {
+        /* Like any library error: allowed, and what the local rules charged
+         * stays charged, as it would for an error of rl_check_multi. */
+        return ngx_http_ratelimit_error(r, "rl_check_async", ctx->rc);
+    }
+    if (ctx->rc == RL_ALLOW) {
+        if (d != NULL) {
+            ctx->out[ctx->nlocal] = *d; /* shown with the local ones */
+        }
+        return ngx_http_ratelimit_verdict(r, ctx->mcf, lcf, 1, ctx->out,
+                                          ctx->nlocal + (d != NULL), 0, NULL, "");
+    }
+    /* Denied by Redis: none of the local rules keeps its charge. */
+    ngx_http_ratelimit_refund(r, ctx);
+    return ngx_http_ratelimit_verdict(r, ctx->mcf, lcf, 0, NULL, 0, ctx->exact_rule, d,
+                                      " (exact)");
+}
+
 static ngx_int_t
 ngx_http_ratelimit_handler(ngx_http_request_t *r)
 {
@@ -835,15 +999,26 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
     ngx_http_ratelimit_loc_conf_t *lcf;
     ngx_http_ratelimit_rule_t *rules;
     ngx_http_ratelimit_def_t *defs;
-    rl_request_t reqs[RL_MULTI_MAX];
+    ngx_http_ratelimit_ctx_t *ctx;
+    rl_request_t reqs[RL_MULTI_MAX], exact;
     rl_decision_t out[RL_MULTI_MAX];
-    ngx_uint_t map[RL_MULTI_MAX];
-    const rl_decision_t *shown;
+    ngx_uint_t map[RL_MULTI_MAX], exact_rule = 0;
+    ngx_flag_t has_exact = 0;
     ngx_str_t key;
     size_t n = 0, denied = 0, i;
     int rc;
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    ctx = ngx_http_get_module_ctx(r, ngx_http_ratelimit_module);
+    if (ctx != NULL) {
+        if (ctx->pending != NULL) {
+            return NGX_AGAIN; /* still waiting for Redis */
+        }
+        if (ctx->answered) {
+            ctx->answered = 0;
+            return ngx_http_ratelimit_exact_finish(r, lcf, ctx);
+        }
+    }
     if (lcf->rules == NULL || r->main->variables[ngx_http_ratelimit_status_index].valid) {
         return NGX_DECLINED;
     }
@@ -869,6 +1044,17 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
             ngx_http_ratelimit_set_status(r, lcf->dry_run ? RL_NGX_DRY : RL_NGX_REJECTED);
             return lcf->dry_run ? NGX_DECLINED : (ngx_int_t) lcf->status;
         }
+        if (mcf->exact != NULL && defs[rules[i].def].lim.mode == RL_MODE_EXACT) {
+            /* Redis's bucket: asked last, without blocking (below). */
+            rl_request_init(&exact);
+            exact.limit = mcf->ids[rules[i].def];
+            exact.key = key.data;
+            exact.key_len = key.len;
+            exact.cost = rules[i].cost;
+            exact_rule = i;
+            has_exact = 1;
+            continue;
+        }
         rl_request_init(&reqs[n]);
         reqs[n].limit = mcf->ids[rules[i].def];
         reqs[n].key = key.data;
@@ -878,46 +1064,52 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
         map[n] = i;
         n++;
     }
-    if (n == 0) {
+    if (n == 0 && !has_exact) {
         return NGX_DECLINED;
     }
-    /* All-or-nothing: a request denied by one limit charges none. Every
-     * mode the library builds today decides locally without waiting, so the
-     * worker never blocks here; exact and quota limits, once built, go
-     * through the library's non-blocking check from this same place. */
-    rc = rl_check_multi(mcf->rl, reqs, n, sizeof(rl_request_t), out, &denied);
-    if (rc < 0) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "ratelimit: rl_check_multi failed: %s (%s): request allowed",
-                      rl_strerror(rc), rl_err_name(rc));
-        ngx_http_ratelimit_set_status(r, RL_NGX_ERROR);
-        return NGX_DECLINED;
-    }
-    if (rc == RL_ALLOW) {
-        /* Show the limit closest to denying. */
-        shown = &out[0];
-        for (i = 1; i < n; i++) {
-            if (out[i].remaining < shown->remaining) {
-                shown = &out[i];
-            }
+    /* All-or-nothing: a request denied by one limit charges none. Local and
+     * global limits decide here without waiting. */
+    if (n > 0) {
+        rc = rl_check_multi(mcf->rl, reqs, n, sizeof(rl_request_t), out, &denied);
+        if (rc < 0) {
+            return ngx_http_ratelimit_error(r, "rl_check_multi", rc);
         }
-        ngx_http_ratelimit_set_status(r, RL_NGX_PASSED);
-        if (lcf->headers && ngx_http_ratelimit_add_headers(r, shown) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        if (rc != RL_ALLOW) {
+            return ngx_http_ratelimit_verdict(r, mcf, lcf, 0, NULL, 0, map[denied], &out[denied],
+                                              "");
         }
-        return NGX_DECLINED;
+        if (!has_exact) {
+            return ngx_http_ratelimit_verdict(r, mcf, lcf, 1, out, n, 0, NULL, "");
+        }
     }
-    ngx_log_error(lcf->log_level, r->connection->log, 0,
-                  "ratelimit: %s by limit \"%s\", retry after %uL ms",
-                  lcf->dry_run ? "would deny (dry run)" : "denied",
-                  defs[rules[map[denied]].def].lim.name, out[denied].retry_after_ms);
-    if (lcf->dry_run) {
-        ngx_http_ratelimit_set_status(r, RL_NGX_DRY);
-        return NGX_DECLINED;
-    }
-    ngx_http_ratelimit_set_status(r, RL_NGX_REJECTED);
-    if (lcf->headers && ngx_http_ratelimit_add_headers(r, &out[denied]) != NGX_OK) {
+    /* An exact limit: the others passed and hold their charges while Redis
+     * decides (they are refunded if it denies). The worker goes on serving
+     * other requests meanwhile. */
+    ctx = ngx_pcalloc(r->pool, sizeof(*ctx));
+    if (ctx == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    return (ngx_int_t) lcf->status;
+    ctx->mcf = mcf;
+    ctx->exact_rule = exact_rule;
+    ctx->nlocal = n;
+    ctx->local = ngx_palloc(r->pool, sizeof(rl_request_t) * (n + 1));
+    ctx->out = ngx_palloc(r->pool, sizeof(rl_decision_t) * (n + 1));
+    ctx->map = ngx_palloc(r->pool, sizeof(ngx_uint_t) * (n + 1));
+    if (ctx->local == NULL || ctx->out == NULL || ctx->map == NULL) {
+        ngx_http_ratelimit_refund(r, ctx);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_memcpy(ctx->local, reqs, sizeof(rl_request_t) * n);
+    ngx_memcpy(ctx->out, out, sizeof(rl_decision_t) * n);
+    ngx_memcpy(ctx->map, map, sizeof(ngx_uint_t) * n);
+    ngx_http_set_ctx(r, ctx, ngx_http_ratelimit_module);
+    rc = ngx_http_ratelimit_exact_check(r, ctx, &exact);
+    if (rc == RL_PENDING) {
+        return NGX_AGAIN;
+    }
+    /* Decided inline (no room for another check in flight: the limit's
+     * on_failure answered) or refused. */
+    ctx->rc = rc;
+    ctx->has_d = 0;
+    return ngx_http_ratelimit_exact_finish(r, lcf, ctx);
 }

@@ -364,6 +364,13 @@ BAD_CONFIGS = [
     ("ratelimit_limit name=api rate=5/s;\nratelimit_limit name=api rate=6/s;", "",
      "ratelimit_limit", "api"),
     ("ratelimit_node_id bad/id;", "", "ratelimit_node_id", "bad/id"),
+    # The library's URL parser names the part at fault (no connection made).
+    ("ratelimit_redis http://127.0.0.1:6379;", "", "ratelimit_redis", 'scheme "http"'),
+    ("ratelimit_redis redis://127.0.0.1:99999;", "", "ratelimit_redis", "port"),
+    ("ratelimit_redis redis://127.0.0.1:6379/abc;", "", "ratelimit_redis", "db"),
+    ("ratelimit_limit name=a rate=5/s mode=exact;\nratelimit_limit name=b rate=5/s mode=exact;",
+     "location / { ratelimit a $uri; ratelimit b $uri; }", "ratelimit", '"b"'),
+    ("ratelimit_exact_timeout 61s;", "", "ratelimit_exact_timeout", "60s"),
 ]
 
 
@@ -548,6 +555,158 @@ class TestFleet(unittest.TestCase):
         per_a, per_b = wa.result(), wb.result()
         self.check_windows(per_a, per_b)
         self.assertNotIn("[emerg]", a.error_log())
+
+
+def metric_value(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestExact(unittest.TestCase):
+    """mode=exact limits through rl_check_async: Redis decides, no worker waits."""
+
+    def setUp(self):
+        self.redis = Redis()
+        self.addCleanup(self.redis.stop)
+        d = tempfile.mkdtemp(prefix="rl-secret-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.secret = os.path.join(d, "secret")
+        with open(self.secret, "w") as f:
+            f.write("fleet-secret-0123456789\n")
+
+    def exact_nginx(self, name, limits, server_conf, workers=2):
+        n = Nginx(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
+                  f"ratelimit_secret_file {self.secret};\n"
+                  f"ratelimit_node_id {name};\n"
+                  "ratelimit_exact_timeout 5s;\n" + limits,
+                  workers=workers, server_conf=server_conf)
+        self.addCleanup(n.stop)
+        n.start()
+        return n
+
+    def test_local_rules_are_refunded_when_the_exact_one_denies(self):
+        n = self.exact_nginx(
+            "a",
+            "ratelimit_limit name=loc rate=1/h burst=3 mode=local;\n"
+            "ratelimit_limit name=ex rate=1/h burst=1 mode=exact on_failure=open;",
+            "location = /both { ratelimit loc k; ratelimit ex k; alias html/index.html; }\n"
+            "location = /local { ratelimit loc k; alias html/index.html; }",
+            workers=1)  # mode=local holds per worker: one worker, one bucket
+        st, h, _ = get(n.port, "/both")
+        self.assertEqual(st, 200)
+        for _ in range(2):
+            st, h, _ = get(n.port, "/both")
+            self.assertEqual(st, 429)  # Redis's bucket is empty; on_failure=open never answers
+            self.assertIn("retry-after", h)
+            self.assertEqual(h.get("x-ratelimit-limit"), "1")
+        # Both denials gave loc's token back: 2 of its 3 are left.
+        self.assertEqual([get(n.port, "/local")[0] for _ in range(3)], [200, 200, 429])
+        self.assertIn('denied by limit "ex" (exact)', n.error_log())
+
+    def test_two_servers_of_two_workers_never_exceed_an_exact_limit(self):
+        rate, burst = 50, 20
+        conf = (f"ratelimit_limit name=ex rate={rate}/s burst={burst} mode=exact "
+                "on_failure=closed;")
+        loc = "location / { ratelimit ex all; }"
+        a = self.exact_nginx("a", conf, loc)
+        b = self.exact_nginx("b", conf, loc)
+        t0 = time.monotonic()
+        wa, wb = WrkRun(a.port, 4, conns=4), WrkRun(b.port, 4, conns=4)
+        per_a, per_b = wa.result(), wb.result()
+        elapsed = time.monotonic() - t0
+        counts = {}
+        for per in (per_a, per_b):
+            for sec in per.values():
+                for status, k in sec.items():
+                    counts[status] = counts.get(status, 0) + k
+        admitted = counts.get(200, 0)
+        bound = burst + rate * elapsed
+        print(f"\n  exact: admitted {admitted} of {sum(counts.values())} in {elapsed:.2f} s "
+              f"(bound {bound:.0f})", file=sys.stderr)
+        self.assertEqual(set(counts) - {200, 429}, set(), counts)
+        # Redis's one bucket, Redis's clock: never more than burst + rate x t.
+        self.assertLessEqual(admitted, bound, counts)
+        self.assertGreater(counts.get(429, 0), 0, counts)
+        self.assertGreaterEqual(admitted, burst, counts)
+        # Every worker of both servers took part.
+        for n in (a, b):
+            text = get(n.port, "/metrics")[2].decode()
+            self.assertIn('worker="0"', text)
+            self.assertIn('worker="1"', text)
+
+    def test_a_frozen_redis_blocks_no_worker(self):
+        n = self.exact_nginx(
+            "a",
+            "ratelimit_limit name=ex rate=1000/s burst=1000 mode=exact on_failure=open;\n"
+            "ratelimit_limit name=pl rate=1000/s burst=1000;",
+            "location = /exact { ratelimit ex $arg_k; alias html/index.html; }\n"
+            "location = /plain { ratelimit pl k; alias html/index.html; }",
+            workers=1)  # one worker: if it waited on Redis, nothing else would be served
+        self.assertEqual(get(n.port, "/exact?k=warm")[0], 200)  # connected
+        pid = n.worker_pids()
+
+        def pending():
+            return metric_value(get(n.port, "/metrics")[2].decode(),
+                                "ratelimit_nginx_exact_pending")
+
+        self.assertEqual(pending(), 0)
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, self.redis.proc.pid, signal.SIGCONT)
+
+        # A client that gives up while its check waits: the request ends,
+        # its record is detached, and the late answer resumes nothing.
+        gone = "client prematurely closed connection"
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", n.port), timeout=10)
+            s.sendall(b"GET /exact?k=gone HTTP/1.1\r\nHost: x\r\n\r\n")
+
+            def waiting_or_answered():
+                if pending() >= 1:
+                    return "waiting"
+                try:
+                    if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                        return "answered"  # the stall detector answered first: again
+                except BlockingIOError:
+                    pass
+                return None
+
+            state = wait_until(waiting_or_answered, "the check to wait")
+            s.close()
+            # Either the close ends the waiting request (logged) or the
+            # answer came first; both leave nothing pending.
+            wait_until(lambda: pending() == 0, "the request to end")
+            if state == "waiting" and gone in n.error_log():
+                break
+        self.assertIn(gone, n.error_log())
+
+        stop = False
+        answers = []
+
+        def load():
+            while not stop:
+                answers.append(get(n.port, "/exact?k=load")[0])
+
+        with ThreadPoolExecutor(4) as ex:
+            futs = [ex.submit(load) for _ in range(4)]
+            try:
+                # The only worker answers /metrics and /plain while its exact
+                # checks wait on the frozen Redis.
+                wait_until(lambda: pending() >= 1, "a /metrics answer while checks wait")
+                self.assertEqual(get(n.port, "/plain")[0], 200)
+            finally:
+                os.kill(self.redis.proc.pid, signal.SIGCONT)
+                stop = True
+                for f in futs:
+                    f.result(timeout=60)
+        self.assertTrue(answers)
+        self.assertEqual(set(answers), {200}, answers)  # Redis or on_failure=open
+        wait_until(lambda: pending() == 0, "every check to be answered")
+        self.assertEqual(n.worker_pids(), pid)  # no crash, no respawn
+        self.assertNotIn("exited on signal", n.error_log())
 
 
 if __name__ == "__main__":

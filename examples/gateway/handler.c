@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -142,18 +143,24 @@ static void on_exact(void *ud, int rc, const rl_decision_t *d)
  */
 static int check_limits(gateway_t *g, const char *path, size_t path_len, const keys_t *k,
                         rl_decision_t *shown, size_t *nrules, const limit_rule_t **exact,
-                        size_t *nexact, rl_request_t *reqs, size_t *nlocal)
+                        size_t *nexact, rl_request_t *reqs, size_t *nlocal,
+                        const limit_rule_t **quotas, size_t *nquotas)
 {
     const limit_rule_t *rules[RL_MULTI_MAX];
     size_t n = limits_match(g->limits, path, path_len, rules);
     *nrules = n;
     *nexact = 0;
     *nlocal = 0;
+    *nquotas = 0;
     if (n == 0)
         return RL_ALLOW;
     rl_decision_t out[RL_MULTI_MAX];
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
+        if (rules[i]->is_quota) { /* charged once the rate limits allowed */
+            quotas[(*nquotas)++] = rules[i];
+            continue;
+        }
         if (g->exact_async && rules[i]->limit.mode == RL_MODE_EXACT) {
             exact[(*nexact)++] = rules[i];
             continue;
@@ -200,6 +207,58 @@ static void metrics_reply(gateway_t *g, reply_t *out)
     out->resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
     out->resp.body = text;
     out->resp.body_len = len;
+}
+
+/*
+ * The quotas of a request its local rate limits allowed, before its exact
+ * rules are sent (so a burst the per-second limit turns away never spends
+ * the month). A quota that denies gets a 429 with Retry-After up to the
+ * quota's reset, and the local rate charges are refunded: the request was
+ * not served. Each request gets its own id here; a gateway that takes an
+ * idempotency key from its clients passes that instead, so a client's
+ * retry is charged once. rl_quota_charge blocks the loop for one Redis
+ * round trip (at most quota_timeout_ms): a busy gateway would charge on a
+ * worker thread. Returns true when the reply is made (a deny or an error).
+ */
+static bool charge_quotas(gateway_t *g, const keys_t *k, const limit_rule_t **quotas,
+                          size_t nquotas, const rl_request_t *local, size_t nlocal,
+                          reply_t *out)
+{
+    char rid[96];
+    int rid_len = snprintf(rid, sizeof rid, "%s:%llu", g->node_id ? g->node_id : "gw",
+                           (unsigned long long)++g->request_seq);
+    for (size_t i = 0; i < nquotas; i++) {
+        rl_quota_result_t q;
+        rl_quota_result_init(&q);
+        const char *key = rule_key(quotas[i], k);
+        int rc = rl_quota_charge(g->rl, quotas[i]->id, key, strlen(key), 1, rid,
+                                 (size_t)rid_len, &q);
+        if (rc == RL_ALLOW)
+            continue;
+        for (size_t j = 0; j < nlocal; j++)
+            rl_refund(g->rl, local[j].limit, local[j].key, local[j].key_len, 1);
+        if (rc < 0) {
+            g->metrics.check_errors++;
+            gw_log("quota charge failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+            out->resp.status = 500;
+            json_body(out, "{\"error\":\"quota check failed\"}\n");
+            return true;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        uint64_t wait_s = q.reset_unix_ms > now ? (q.reset_unix_ms - now + 999) / 1000 : 1;
+        out->resp.status = 429;
+        snprintf(out->headers, sizeof out->headers, "Retry-After: %llu\r\n",
+                 (unsigned long long)(wait_s > 0 ? wait_s : 1));
+        out->resp.headers = out->headers;
+        json_body(out, "{\"error\":\"quota exhausted\",\"quota\":\"%s\",\"used\":%llu,"
+                       "\"amount\":%llu,\"reset_unix_ms\":%llu}\n",
+                  quotas[i]->quota.name, (unsigned long long)q.used,
+                  (unsigned long long)q.amount, (unsigned long long)q.reset_unix_ms);
+        return true;
+    }
+    return false;
 }
 
 /* The reply for a decided request (rc RL_ALLOW, RL_DENY or an error). */
@@ -358,13 +417,19 @@ int handler_request(gateway_t *g, const http_request_t *req, const char *client_
     keys_t k;
     keys_make(&k, req, client_ip);
     rl_decision_t d;
-    size_t nrules = 0, nexact = 0, nlocal = 0;
-    const limit_rule_t *exact[RL_MULTI_MAX];
+    size_t nrules = 0, nexact = 0, nlocal = 0, nquotas = 0;
+    const limit_rule_t *exact[RL_MULTI_MAX], *quotas[RL_MULTI_MAX];
     rl_request_t local[RL_MULTI_MAX];
     int rc = check_limits(g, req->target, path_len, &k, &d, &nrules, exact, &nexact, local,
-                          &nlocal);
+                          &nlocal, quotas, &nquotas);
     char path[2 * HTTP_TARGET_CAP + 1];
     json_string(path, req->target, path_len);
+    if (rc == RL_ALLOW && nquotas > 0 && !metrics) {
+        if (nlocal > 0 && rl_headers(&d, out->headers, sizeof out->headers) >= 0)
+            out->resp.headers = out->headers;
+        if (charge_quotas(g, &k, quotas, nquotas, local, nlocal, out))
+            return 0;
+    }
     if (rc == RL_ALLOW && nexact > 0 && !metrics) {
         rc = start_exact(g, req, &k, &d, nrules, exact, nexact, local, nlocal, conn, path);
         if (rc == HANDLER_PENDING)

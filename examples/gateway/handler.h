@@ -29,6 +29,8 @@ typedef struct gateway {
     rl_t *rl;
     limit_set_t *limits; /* the rules in force; a reload swaps them */
     gw_metrics_t metrics;
+    uint64_t request_seq; /* quota request ids: node id + this (loop thread only) */
+    const char *node_id;  /* in quota request ids; NULL: "gw" */
     /* Exact rules (mode=exact with --redis): checked with rl_check_async;
      * their answers come on the library's exact thread and are handed back
      * to the loop through `wake` (uv_async_send). */

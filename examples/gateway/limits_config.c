@@ -37,6 +37,8 @@ static void take_rules(limit_set_t *out, const limitsfile_t *lf)
                    : src->scope == LIMITSFILE_SCOPE_SHARED ? SCOPE_SHARED
                                                            : SCOPE_CLIENT;
         r->limit = src->limit;
+        r->is_quota = src->is_quota;
+        r->quota = src->quota;
         r->line = (int)src->line;
         r->id = -1;
     }
@@ -88,9 +90,64 @@ static bool has_name(const limit_set_t *set, const char *name)
     return false;
 }
 
+static bool same_quota(const rl_quota_t *a, const rl_quota_t *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->amount == b->amount && a->period == b->period &&
+           a->period_ms == b->period_ms && a->dedup_ms == b->dedup_ms &&
+           a->on_failure == b->on_failure;
+}
+
+/* Quota rules: added on the first apply; a reload must keep them as they
+ * are (ids carried over). Returns 0 or the RL_E* code with err set; on an
+ * error nothing stays added. */
+static int apply_quotas(rl_t *rl, const limit_set_t *prev, limit_set_t *next, char *err,
+                        size_t errlen)
+{
+    size_t nprev = 0, nnext = 0;
+    for (size_t j = 0; prev != NULL && j < prev->count; j++)
+        nprev += prev->rules[j].is_quota;
+    for (size_t i = 0; i < next->count; i++) {
+        limit_rule_t *r = &next->rules[i];
+        if (!r->is_quota)
+            continue;
+        nnext++;
+        if (prev != NULL) {
+            const limit_rule_t *old = NULL;
+            for (size_t j = 0; j < prev->count && old == NULL; j++)
+                if (prev->rules[j].is_quota && same_quota(&prev->rules[j].quota, &r->quota))
+                    old = &prev->rules[j];
+            if (old == NULL) {
+                snprintf(err, errlen, "line %d: quota \"%s\": quotas change only with a "
+                         "restart", r->line, r->quota.name);
+                return RL_ENOTSUP;
+            }
+            r->id = old->id;
+            continue;
+        }
+        int id = rl_quota_add(rl, &r->quota);
+        if (id < 0) {
+            snprintf(err, errlen, "line %d: quota \"%s\": %s%s", r->line, r->quota.name,
+                     rl_strerror(id), id == RL_ENOTSUP ? " (quotas need --redis)" : "");
+            while (i-- > 0)
+                if (next->rules[i].is_quota)
+                    rl_quota_remove(rl, next->rules[i].id);
+            return id;
+        }
+        r->id = id;
+    }
+    if (prev != NULL && nprev != nnext) {
+        snprintf(err, errlen, "a quota rule was dropped: quotas change only with a restart");
+        return RL_ENOTSUP;
+    }
+    return 0;
+}
+
 int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_change_t *change,
                  char *err, size_t errlen)
 {
+    int qrc = apply_quotas(rl, prev, next, err, errlen);
+    if (qrc < 0)
+        return qrc;
     /* what to put back if a later rule fails */
     struct undo {
         int id;
@@ -106,6 +163,8 @@ int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_ch
     size_t i;
     for (i = 0; i < next->count; i++) {
         limit_rule_t *r = &next->rules[i];
+        if (r->is_quota)
+            continue;
         int id = rl_limit_find(rl, r->limit.name);
         if (id >= 0) {
             rl_limit_init(&undo[i].old);
@@ -130,7 +189,12 @@ int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_ch
             done.updated++;
     }
     if (rc < 0) {
+        for (size_t k = 0; prev == NULL && k < next->count; k++)
+            if (next->rules[k].is_quota)
+                rl_quota_remove(rl, next->rules[k].id);
         while (i-- > 0) {
+            if (next->rules[i].is_quota)
+                continue;
             if (undo[i].added)
                 rl_limit_remove(rl, undo[i].id);
             else
@@ -142,7 +206,7 @@ int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_ch
     free(undo);
     for (size_t j = 0; prev != NULL && j < prev->count; j++) {
         const limit_rule_t *r = &prev->rules[j];
-        if (!has_name(next, r->limit.name) && rl_limit_remove(rl, r->id) == 0)
+        if (!r->is_quota && !has_name(next, r->limit.name) && rl_limit_remove(rl, r->id) == 0)
             done.removed++;
     }
     if (change != NULL)

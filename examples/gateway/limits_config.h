@@ -26,7 +26,10 @@
  * all are charged or none is. With --redis, mode=exact rules are the
  * exception: Redis decides them (rl_check_async) once the others admitted;
  * when one denies, the others' charges are refunded (an exact charge made
- * by another exact rule of the same request stays: Redis takes no refunds). Parsing is pure (no instance involved);
+ * by another exact rule of the same request stays: Redis takes no refunds).
+ * A rule whose SPEC is a quota's ("/api* client name=plan amount=1000000
+ * period=month", rl_quota_parse) is charged after the limits allowed the
+ * request (handler.c); quotas need --redis. Parsing is pure (no instance involved);
  * limits_apply turns a parsed set into the instance's limits.
  */
 #ifndef GATEWAY_LIMITS_CONFIG_H
@@ -51,9 +54,11 @@ typedef struct limit_rule {
     size_t pattern_len;
     bool prefix;                      /* the pattern ended in '*' */
     limit_scope_t scope;
-    rl_limit_t limit;
+    rl_limit_t limit;                 /* a quota rule: only its name */
     int line;                         /* in the file, from 1 */
     int id;                           /* the instance's id, after limits_apply */
+    bool is_quota;                    /* a quota rule (SPEC with amount=) */
+    rl_quota_t quota;
 } limit_rule_t;
 
 typedef struct limit_set {
@@ -86,6 +91,9 @@ typedef struct limits_change {
  * on an error, what was already changed is put back and `err` says what
  * failed. Returns 0 or the RL_E* code. The instance needs room for both
  * sets at once (max_limits >= 2 x LIMITS_MAX_RULES).
+ * Quota rules are added by the first apply (prev NULL); a reload keeps them
+ * (their ids carried over) and refuses to add, drop or change one
+ * (RL_ENOTSUP: restart the gateway for that; the usage stays in Redis).
  */
 int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_change_t *change,
                  char *err, size_t errlen);

@@ -389,6 +389,7 @@ int main(int argc, char **argv)
         return 2;
     }
     app->gw.rl = rl;
+    app->gw.node_id = o.node_id;
     app->gw.exact_async = o.redis_url != NULL; /* mode=exact rules: rl_check_async */
     app->gw.limits = limits;
     app->gw.metrics.limit_rules = limits->count;

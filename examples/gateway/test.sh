@@ -254,6 +254,8 @@ check "parse errors by reason" has "$m" 'gateway_parse_errors_total{reason="BAD_
 check "100 Continue sent once" has "$m" 'gateway_responses_total{status="100"} 1'
 check "smuggling attempts counted" has "$m" 'gateway_parse_errors_total{reason="LENGTH_AND_CHUNKED"} 1'
 check "rules gauge" has "$m" 'gateway_limit_rules 4'
+check "hot keys per limit (rl_metrics_text)" has "$m" 'ratelimit_hot_keys{limit="search_total"} 0'
+check "busiest keys family" has "$m" '# TYPE ratelimit_hot_key_demand_per_second gauge'
 check "/metrics limited by its exact rule only, not by *" \
   eq "$(header "$(curl -si "$(url /metrics)")" RateLimit-Policy)" '"scrapes";q=1000;w=1'
 check "POST /metrics: 405" eq "$(code -X POST "$(url /metrics)")" 405
@@ -416,6 +418,35 @@ EOF
       wait_for synced
       check "node$((n + 1)): synced through Redis" has "$metrics" 'ratelimit_sync_connected 1'
     done
+    echo "== a monthly quota beside a rate limit (README: Quotas)"
+    # 5 a month per client; the rate limit's burst of 6 would let a sixth
+    # and a seventh through: each is turned away by the quota, and its rate
+    # charge is refunded, so the seventh still meets the quota, not the rate.
+    # The rate limit is local: a synced one would start at a share of the
+    # fleet already running here (rate / live nodes), not its burst.
+    cat >"$tmp/quota.conf" <<'EOF'
+/q client name=q_rate rate=1/h burst=6 mode=local
+/q client name=q_month amount=5 period=month dedup=1h on_failure=closed
+EOF
+    start_gateway quota --limits "$tmp/quota.conf" --redis "redis://127.0.0.1:$redis_port" \
+      --key-secret-file "$tmp/secret" --node-id quota1
+    codes=""
+    for _ in 1 2 3 4 5; do codes+="$(code -H 'X-API-Key: plan-user' "$(url /q)") "; done
+    check "five requests within the month's quota" eq "$codes" "200 200 200 200 200 "
+    r=$(curl -si -H 'X-API-Key: plan-user' "$(url /q)")
+    check "the sixth is 429" eq "$(status_of "$r")" 429
+    check "... for the quota" has "$r" '"error":"quota exhausted","quota":"q_month","used":5,"amount":5'
+    check "... with Retry-After up to the month's reset" hasre "$r" $'Retry-After: [0-9]+\r'
+    retry_s=$(grep -i '^Retry-After:' <<<"$r" | tr -dc '0-9')
+    check "... at most 31 days" test "$retry_s" -le 2678400
+    r=$(curl -si -H 'X-API-Key: plan-user' "$(url /q)")
+    check "the seventh meets the quota too: the rate charges were refunded" \
+      has "$r" '"error":"quota exhausted"'
+    check "another client has its own quota" eq "$(code -H 'X-API-Key: other' "$(url /q)")" 200
+    kill -TERM "${gw_pid[quota]}"
+    rc=0
+    wait "${gw_pid[quota]}" || rc=$?
+    check "quota gateway: clean exit after SIGTERM" eq "$rc" 0
     for n in 1 2 3; do
       kill -TERM "${gw_pid[node$n]}"
     done

@@ -14,6 +14,16 @@
 #define RL_VSHARDS 16 /* virtual shards per limit: one hash tag each */
 
 /*
+ * The key layout: which name a key gets in Redis under the data-model
+ * version v1. Bumped whenever that changes while v1 stays (2: the vshard
+ * mixed from both halves of the identity). Nodes of two layouts name most
+ * keys differently, so they share nothing in Redis: the node registry must
+ * see them as a split fleet (syncnodes.h, rl__nodes_fp), not let each group
+ * enforce the whole limit through a rolling upgrade.
+ */
+#define RL_REDIS_KEY_LAYOUT 2
+
+/*
  * A key's virtual shard, mixed from both halves of its identity. The
  * identity's low bits alone do not do: it is an NH sum, whose low bits
  * depend only on the key bytes' low bits, so similar keys ("key-0" ..
@@ -33,5 +43,20 @@ unsigned rl__redis_vshard(rl_keyid_t id);
  */
 int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *limit,
                        rl_keyid_t id, char *buf, size_t cap);
+
+/*
+ * A quota's Redis names for one key. The hash tag {prefix:q1:quota:<32 hex>}
+ * (the hex a PRF of the key's identity, as above) holds every name of the
+ * (quota, key): its counters, "<tag>:p:<period start ms>", and its request
+ * ids, "<tag>:r:<32 hex>" (a PRF of the id's bytes), so one script call
+ * touches one Cluster slot. snprintf-style returns.
+ */
+int rl__redis_quota_tag(const rl_keyhash_t *kh, const char *prefix, const char *quota,
+                        rl_keyid_t id, char *buf, size_t cap);
+
+/* The 128-bit PRF of a request id's bytes (SipHash-2-4 under the secret's
+ * name key, twice): ids of any length name keys of one length, and the
+ * bytes never reach Redis. */
+void rl__redis_quota_rid(const rl_keyhash_t *kh, const void *rid, size_t len, uint64_t out[2]);
 
 #endif

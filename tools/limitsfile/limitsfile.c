@@ -94,6 +94,22 @@ static bool is_spec_word(const char *s)
     return s[0] != '/' && s[0] != '*' && memchr(s, '=', n) != NULL;
 }
 
+/* Whether a SPEC has a word starting with w ("amount="): a quota's. */
+static bool has_word(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    for (;;) {
+        while (is_space(*s))
+            s++;
+        if (*s == '\0')
+            return false;
+        if (strncmp(s, w, n) == 0)
+            return true;
+        while (*s != '\0' && !is_space(*s))
+            s++;
+    }
+}
+
 static limitsfile_rule_t *next_rule(limitsfile_t *lf)
 {
     if (lf->count == lf->cap) {
@@ -148,7 +164,14 @@ static int parse_line(parser_t *p, char *s, unsigned line)
     }
     char err[256] = "";
     rl_limit_init(&r->limit);
-    int rc = rl_limit_parse(&r->limit, s, err, sizeof err);
+    int rc;
+    if (has_word(s, "amount=")) {
+        r->is_quota = true;
+        rc = rl_quota_parse(&r->quota, s, err, sizeof err);
+        memcpy(r->limit.name, r->quota.name, sizeof r->limit.name);
+    } else {
+        rc = rl_limit_parse(&r->limit, s, err, sizeof err);
+    }
     if (rc < 0) {
         bad(p, line, rc, "%s", err[0] != '\0' ? err : rl_strerror(rc));
         return 0;

@@ -9,7 +9,10 @@
  *   SPEC                     name=api rate=100/s burst=200
  *   PATTERN SCOPE SPEC       /search client name=search rate=5/s
  *
- * SPEC     an rl_limit_parse spec; names are unique within a file.
+ * SPEC     an rl_limit_parse spec, or an rl_quota_parse spec (a quota rule:
+ *          its SPEC has an amount= word, e.g. "name=plan amount=1000000
+ *          period=month"); names are unique within a file, limits and
+ *          quotas together.
  * PATTERN  which requests a routing consumer applies the rule to: an exact
  *          path ("/search"), a prefix ending in '*' ("/admin*"), or "*".
  *          A query string is never part of a path.
@@ -55,7 +58,9 @@ typedef struct limitsfile_rule {
     char pattern[LIMITSFILE_PATTERN_MAX];   /* without a trailing '*' */
     size_t pattern_len;
     bool prefix;                            /* the pattern ended in '*' ("*": "" prefix) */
-    rl_limit_t limit;
+    rl_limit_t limit;                       /* a quota rule: only its name is set */
+    bool is_quota;                          /* a quota rule: SPEC has amount= */
+    rl_quota_t quota;                       /* is_quota: rl_quota_parse's result */
 } limitsfile_rule_t;
 
 /* The good rules of a file, in file order. */

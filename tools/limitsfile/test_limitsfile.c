@@ -111,6 +111,35 @@ START_TEST(errors_carry_line_and_code)
 }
 END_TEST
 
+START_TEST(quota_rules)
+{
+    /* A SPEC with amount= is a quota's (rl_quota_parse); names are shared
+     * with the limits; its errors are rl_quota_parse's. */
+    limitsfile_t lf;
+    errs_t e;
+    int rc = parse(&lf,
+                   "/api* client name=plan amount=1000000 period=month on_failure=open\n"
+                   "/api* client name=api rate=10/s\n"
+                   "/x client name=plan rate=1/s\n"                  /* 3: duplicate */
+                   "/y client name=q amount=5 period=fortnight\n"    /* 4: quota spec */
+                   "/z client name=q2 amount=5 on_failure=local\n",  /* 5: no local */
+                   NULL, &e);
+    ck_assert_int_eq(rc, 3);
+    ck_assert_int_eq(e.code[0], RL_EEXIST);
+    ck_assert_int_eq(e.code[1], RL_ESPEC);
+    ck_assert_ptr_nonnull(strstr(e.msg[1], "period: unknown value \"fortnight\""));
+    ck_assert_int_eq(e.code[2], RL_EMODE);
+    ck_assert_uint_eq(lf.count, 2);
+    ck_assert(lf.rules[0].is_quota);
+    ck_assert_str_eq(lf.rules[0].limit.name, "plan");
+    ck_assert_uint_eq(lf.rules[0].quota.amount, 1000000);
+    ck_assert_int_eq(lf.rules[0].quota.period, RL_PERIOD_MONTH);
+    ck_assert_int_eq(lf.rules[0].quota.on_failure, RL_FAIL_OPEN);
+    ck_assert(!lf.rules[1].is_quota);
+    limitsfile_free(&lf);
+}
+END_TEST
+
 START_TEST(options)
 {
     limitsfile_t lf;
@@ -244,6 +273,7 @@ int main(void)
     tcase_add_test(tc, both_forms);
     tcase_add_test(tc, errors_carry_line_and_code);
     tcase_add_test(tc, options);
+    tcase_add_test(tc, quota_rules);
     tcase_add_test(tc, line_bounds);
     tcase_add_test(tc, match_bound);
     tcase_add_test(tc, matching);

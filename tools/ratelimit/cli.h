@@ -23,7 +23,9 @@ typedef struct cli {
 int cli_check(cli_t *cli, int argc, char **argv);
 int cli_inspect(cli_t *cli, int argc, char **argv);
 int cli_nodes(cli_t *cli, int argc, char **argv);
+int cli_hot(cli_t *cli, int argc, char **argv);
 int cli_bench(cli_t *cli, int argc, char **argv);
+int cli_quota(cli_t *cli, int argc, char **argv);
 
 /* help.c: the manual page of a subcommand (NULL: the tool's own). Returns 0
  * if it knows the name. */

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "limitfile.h"
 #include "output.h"
+#include "quotadef.h"
 
 static void json_rate(json_t *j, const char *key, rl_rate_t r)
 {
@@ -41,6 +42,18 @@ static void print_json(const char *path, const limitfile_t *lf)
         json_object(&j, NULL);
         json_u64(&j, "line", e->line);
         json_str(&j, "name", e->lim.name);
+        if (e->is_quota) {
+            /* a quota rule: its own fields, no rate */
+            json_object(&j, "quota");
+            json_u64(&j, "amount", e->quota.amount);
+            json_str(&j, "period", rl__quota_period_name(e->quota.period));
+            json_u64(&j, "period_ms", e->quota.period_ms);
+            json_u64(&j, "dedup_ms", e->quota.dedup_ms);
+            json_str(&j, "on_failure", failure_name(e->quota.on_failure));
+            json_end(&j);
+        } else {
+            json_null(&j, "quota");
+        }
         json_rate(&j, "rate", e->lim.rate);
         json_u64(&j, "burst", e->lim.burst ? e->lim.burst : e->lim.rate.count);
         json_str(&j, "mode", mode_name(e->lim.mode));

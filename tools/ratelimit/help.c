@@ -18,7 +18,10 @@ static const char tool_page[] =
     "    ratelimit [--json] inspect --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
     "                               [--limits FILE] [--key-hex] LIMIT KEY\n"
     "    ratelimit [--json] nodes --redis URL [--prefix P]\n"
+    "    ratelimit [--json] hot --redis URL [--prefix P] [--limit NAME]\n"
     "    ratelimit [--json] bench [--seconds N] [--keys N] [--threads N]\n"
+    "    ratelimit [--json] quota --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
+    "                             [--key-hex] QUOTA KEY\n"
     "    ratelimit help [COMMAND] | --help | --version\n"
     "\n"
     "DESCRIPTION\n"
@@ -26,7 +29,9 @@ static const char tool_page[] =
     "    inspect  what Redis holds for one key of one limit: each node's demand,\n"
     "             counters and share, and the key's global usage\n"
     "    nodes    the live nodes of a fleet, from the node registry\n"
+    "    hot      the fleet's busiest and hot keys, from the node registry\n"
     "    bench    ns per rl_check on this machine, against a floor\n"
+    "    quota    a key's usage of a quota: used, remaining, reset\n"
     "\n"
     "GLOBAL OPTIONS (anywhere on the line)\n"
     "    --json     one JSON document on stdout instead of text (field names are\n"
@@ -186,6 +191,41 @@ static const char nodes_page[] =
     "    0 listed (also when there are none), 2 usage, 3 Redis unreachable or\n"
     "    refused\n";
 
+static const char hot_page[] =
+    "NAME\n"
+    "    ratelimit hot - the busiest and hot keys of a fleet\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ratelimit [--json] hot --redis URL [--prefix P] [--limit NAME]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Each node's heartbeat in the node registry (see nodes) carries its\n"
+    "    busiest keys of synced limits, at most 8, as rl_hotkeys reports them:\n"
+    "    the limit, the key's first 64 bytes and full length, the node's demand\n"
+    "    and the fleet rate its hot mark compares with hot=, and the mark.\n"
+    "    This lists their union over the live nodes: one row per (limit, key),\n"
+    "    the keys marked hot first, then by demand summed over the nodes that\n"
+    "    publish it (a node publishes a key once its bytes are kept, from the\n"
+    "    round after the key entered its report; nodes that do not see the key\n"
+    "    among their busiest do not add to the sum). FLEET/S is the highest\n"
+    "    fleet rate a node saw. Keys are shown as printable ASCII, other bytes\n"
+    "    as \\xNN.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --redis URL    redis://[[user]:password@]host[:port][/db] (also\n"
+    "                   redis+unix://, redis+cluster://, redis+sentinel://)\n"
+    "    --prefix P     the fleet's key_prefix (default rl)\n"
+    "    --limit NAME   only that limit's keys\n"
+    "\n"
+    "OUTPUT (--json)\n"
+    "    {ok, redis, prefix, live_nodes,\n"
+    "     keys: [{limit, key, key_hex, key_len, truncated, hot, hot_nodes,\n"
+    "             nodes, demand_per_s, fleet_per_s}]}\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 listed (also when there are none), 2 usage, 3 Redis unreachable or\n"
+    "    refused\n";
+
 static const char bench_page[] =
     "NAME\n"
     "    ratelimit bench - a quick figure for rl_check on this machine\n"
@@ -216,6 +256,46 @@ static const char bench_page[] =
     "     ratios: {hot_key_vs_floor, keys_vs_floor}}\n"
     "    figure names: floor_hot_key, rl_check_hot_key, floor_keys, rl_check_keys\n";
 
+static const char quota_page[] =
+    "NAME\n"
+    "    ratelimit quota - a key's usage of a quota in the current period\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ratelimit [--json] quota --redis URL [--prefix P]\n"
+    "              (--secret-file F | --secret HEX) [--key-hex] QUOTA KEY\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Reads Redis's clock (TIME), finds the quota's period holding it, and\n"
+    "    reads the key's counter for that period under the name every node\n"
+    "    gives it, {P:q1:NAME:<128-bit PRF>}:p:<period start ms>, computed from\n"
+    "    the fleet's key_secret by the library's own code. Shows the period,\n"
+    "    used of amount, remaining, and the reset (the period's end, UTC).\n"
+    "    A key with no counter has used nothing in this period.\n"
+    "\n"
+    "    QUOTA is the quota's spec, as rl_quota_parse takes it (\"name=plan\n"
+    "    amount=1000000 period=month\"): its name, amount and period are what\n"
+    "    the reading needs. KEY is the key's bytes (--key-hex: in hex).\n"
+    "\n"
+    "OPTIONS\n"
+    "    --redis URL        redis://[[user]:password@]host[:port][/db]\n"
+    "    --prefix P         the fleet's key_prefix (default rl)\n"
+    "    --secret-file F    the fleet's key_secret: every byte of F\n"
+    "    --secret HEX       the key_secret in hex\n"
+    "    --key-hex          KEY is hex (binary keys)\n"
+    "\n"
+    "OUTPUT (--json)\n"
+    "    {ok, redis, prefix, quota, key, key_hex, period, amount, used,\n"
+    "     remaining, now_ms, period_start_ms, reset_unix_ms, reset_in_ms,\n"
+    "     redis_key, ttl_ms}\n"
+    "    Times are Redis time, Unix ms; ttl_ms is -2 when no counter exists.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 read (used may be 0), 2 usage, 3 Redis unreachable or refused\n"
+    "\n"
+    "EXAMPLE\n"
+    "    ratelimit quota --redis redis://10.0.0.5:6379 --secret-file /etc/rl.key \\\n"
+    "        'name=plan amount=1000000 period=month' customer-42\n";
+
 static const struct {
     const char *name;
     const char *page;
@@ -223,7 +303,9 @@ static const struct {
     {"check", check_page},
     {"inspect", inspect_page},
     {"nodes", nodes_page},
+    {"hot", hot_page},
     {"bench", bench_page},
+    {"quota", quota_page},
 };
 
 int cli_help(FILE *f, const char *cmd)

@@ -65,6 +65,8 @@ static int merge(limitfile_t *lf, const limitsfile_t *rules, const limitfile_t *
         if ((e = next_entry(lf, r->line)) == NULL)
             return RL_ENOMEM;
         e->lim = r->limit;
+        e->is_quota = r->is_quota;
+        e->quota = r->quota;
         e->scope = r->scope;
         if (r->scope != LIMITSFILE_SCOPE_NONE)
             snprintf(e->pattern, sizeof e->pattern, "%s%s", r->pattern, r->prefix ? "*" : "");
@@ -102,7 +104,7 @@ int limitfile_check(const char *text, size_t len, limitfile_t *lf)
     }
     for (size_t i = 0; i < lf->n && rc == 0; i++) {
         limitfile_entry_t *e = &lf->e[i];
-        if (e->rc != 0)
+        if (e->rc != 0 || e->is_quota) /* a quota: rl_quota_parse validated it all */
             continue;
         int arc = rl_limit_add(rl, &e->lim);
         if (arc == RL_ENOMEM) {

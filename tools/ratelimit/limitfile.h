@@ -8,6 +8,7 @@
 #ifndef RL_CLI_LIMITFILE_H
 #define RL_CLI_LIMITFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "limitsfile.h"
@@ -23,6 +24,8 @@ typedef struct limitfile_entry {
     rl_limit_t lim;    /* when rc == 0 */
     limitsfile_scope_t scope;               /* when rc == 0; NONE: a SPEC line */
     char pattern[LIMITSFILE_PATTERN_MAX + 1]; /* with its '*', when routed */
+    bool is_quota;     /* a quota rule: `quota` holds it (lim only its name) */
+    rl_quota_t quota;
 } limitfile_entry_t;
 
 typedef struct limitfile {

@@ -447,6 +447,29 @@ py bench_json "four figures, positive and finite, machine line" \
    d["ratios"]["hot_key_vs_floor"] > 0 and d["ratios"]["keys_vs_floor"] > 0'
 run bench_bad 2 -- bench --seconds 0
 
+# ------------------------------------------------------ quota
+# The counter the library's charges move (test_quota checks the library and
+# this name agree): its name from the tool itself, set here, read back.
+qspec='name=plan amount=1000 period=month'
+run quota_empty_json 0 -- --json quota --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+py quota_empty_json "nothing charged: used 0, no counter, a month ahead at most" \
+  'd["ok"] and d["quota"] == "plan" and d["used"] == 0 and d["remaining"] == 1000 and
+   d["ttl_ms"] == -2 and d["period"] == "month" and
+   d["period_start_ms"] <= d["now_ms"] < d["reset_unix_ms"] <= d["now_ms"] + 31 * 86400000 and
+   d["redis_key"].startswith("{cli:q1:plan:") and
+   d["redis_key"].endswith("}:p:" + str(d["period_start_ms"]))'
+qkey=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["redis_key"])' "$work/quota_empty_json.out")
+redis-cli -p "$port" set "$qkey" 42 px 600000 >/dev/null
+run quota_used 0 -- quota --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+has quota_used out "used       42 of 1000"
+has quota_used out "remaining  958"
+has quota_used out "period     month"
+run quota_used_json 0 -- quota --json --redis "$url" --prefix cli --secret "$secret_hex" "$qspec" customer-42
+py quota_used_json "the counter read" 'd["used"] == 42 and d["remaining"] == 958 and 0 < d["ttl_ms"] <= 600000'
+run quota_bad_spec 2 -- quota --redis "$url" --secret-file "$work/secret" 'name=plan period=month' k
+has quota_bad_spec err "missing amount"
+run quota_no_key 2 -- quota --redis "$url" --secret-file "$work/secret" "$qspec"
+
 # ------------------------------------------------------ help and version
 run version 0 -- --version
 has version out "libratelimit"
@@ -454,7 +477,7 @@ run version_json 0 -- --version --json
 py version_json "versions" 'd["ok"] and d["library_version"].count(".") == 2'
 run help 0 -- --help
 has help out "EXIT STATUS"
-for sub in check inspect nodes bench; do
+for sub in check inspect nodes bench quota; do
   run "help_$sub" 0 -- "$sub" --help
   has "help_$sub" out "SYNOPSIS"
   run "help_cmd_$sub" 0 -- help "$sub"

@@ -144,6 +144,9 @@ class Config(ctypes.Structure):
         # appended fields: exact mode
         ("exact_timeout_ms", _u32),
         ("exact_pool_size", _u32),
+        # appended fields: quotas
+        ("quota_journal_max", _u32),
+        ("quota_timeout_ms", _u32),
     ]
 
 
@@ -164,6 +167,8 @@ class Limit(ctypes.Structure):
         ("degraded_rate", Rate),
         ("shadow", _i32),
         ("max_keys", _u32),
+        ("hot_ppm", _u32),  # appended (rl_hotkeys); 0: never hot
+        ("reserved0", _u32),
     ]
 
 
@@ -248,6 +253,14 @@ class Stats(ctypes.Structure):
         ("fleet_split_rounds", _u64),
         ("fleet_split_fingerprints", _u64),
         ("log_dropped", _u64),
+        # appended fields: quotas
+        ("quota_charges", _u64),
+        ("quota_duplicates", _u64),
+        ("quota_degraded", _u64),
+        ("quota_journaled", _u64),
+        ("quota_replayed", _u64),
+        ("quota_lost", _u64),
+        ("quota_journal_len", _u64),
     ]
 
 
