@@ -6,10 +6,15 @@
 --          the same name the global tier uses, so one key has one ledger.
 -- ARGV     cost (0: peek, nothing charged), rate count, period in
 --          microseconds, burst, TTL in ms (the C side makes it at least
---          the time to refill a whole burst).
+--          the time to refill a whole burst; a longer TTL the key has is
+--          kept), now in us (0: Redis TIME; simulations only).
 -- Fields   xn tokens, xl last refill (us, Redis TIME), xr the refill
 --          remainder (token-us: rate x elapsed not yet a whole token),
 --          xf first check (us), xc tokens charged since the key was made.
+--          A tiered key (mode=tiered) shares them with report.lua, which
+--          charges the bucket what the nodes admitted locally: one ledger.
+--          xn may then be below zero (admitted before Redis heard of it),
+--          and xf, xc may be missing.
 -- Returns  {allowed 0/1, tokens left, us until cost tokens are there (0
 --          when allowed), us until the bucket is full}.
 --
@@ -25,16 +30,19 @@ local per = tonumber(ARGV[3])
 local burst = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[6] or 0)
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local v = redis.call('HMGET', KEYS[1], 'xn', 'xl', 'xr', 'xf', 'xc')
 local tokens, last, rem, first, charged = burst, now, 0, now, 0
 if v[1] then
   tokens = tonumber(v[1])
   last = tonumber(v[2])
   rem = tonumber(v[3])
-  first = tonumber(v[4])
-  charged = tonumber(v[5])
+  first = tonumber(v[4]) or now
+  charged = tonumber(v[5]) or 0
 end
 if now < last then now = last end -- a wall clock: never back
 
@@ -81,6 +89,6 @@ if tokens < burst then full = idiv((burst - tokens) * per - rem + rate - 1, rate
 
 if cost > 0 then
   redis.call('HSET', KEYS[1], 'xn', tokens, 'xl', now, 'xr', rem, 'xf', first, 'xc', charged)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
-return {allowed, tokens, wait, full}
+return {allowed, math.max(tokens, 0), wait, full}
