@@ -284,6 +284,9 @@ typedef struct rl_rate {
  * - degraded_rate: {0, 0} means rate / expected_nodes (burst likewise
  *   divided, rounded up); else as rate, with a burst of min(its count, burst).
  * - hot_ppm: 0..RL_HOT_PPM_MAX (1000 times the rate).
+ * - near_ppm: 0..RL_NEAR_PPM_MAX (the whole burst); only with
+ *   mode = RL_MODE_TIERED, any other mode refuses a non-zero value (it would
+ *   have no effect there; clear it when an update leaves tiered).
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -298,8 +301,20 @@ typedef struct rl_limit {
     /* --- appended fields (see rl_hotkeys) --- */
     uint32_t hot_ppm;        /* a key whose demand reaches this share of the
                                 rate, in ppm, is marked hot; 0: never */
-    uint32_t reserved0;      /* must be zero (RL_ERANGE) */
+    /* --- appended fields (tiered mode) --- */
+    uint32_t near_ppm;       /* tiered: a key is near its limit, and every
+                                check the local tier admits is confirmed in
+                                Redis, while the fleet-wide remaining is
+                                under this share of the burst, in ppm
+                                (rounded up, at least one token), plus one
+                                token per live node; 0: the default,
+                                RL_NEAR_PPM_DEFAULT (20%) */
 } rl_limit_t;
+
+/* rl_limit_t.near_ppm: its largest value (the whole burst: every admitted
+ * check confirms) and what 0 stands for (20% of the burst). */
+#define RL_NEAR_PPM_MAX 1000000u
+#define RL_NEAR_PPM_DEFAULT 200000u
 
 /* One element of an rl_check_multi batch. */
 typedef struct rl_request {
@@ -573,19 +588,21 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
  * space-separated word=value pairs, each at most once:
  *   name=api rate=100/s burst=200 mode=local on_failure=local
- *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5
+ *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5 near=0.3
  * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
  * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
  * ("5/10s"); they are stored exactly as count per period. name and rate are
  * required. mode: global local exact tiered. on_failure: local open closed.
  * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
- * digits with an optional point and 1 to 6 decimals, in (0, 1000]. Other
- * numbers are decimal integers without sign.
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]. near:
+ * tiered mode's confirm threshold, a fraction of the burst
+ * (rl_limit_t.near_ppm) in the same form, in (0, 1]; only with mode=tiered
+ * (RL_ERANGE otherwise). Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
  * field of the caller's header is parsed. The exported function of the same
  * name, which binaries built against 0.1 call, writes the 0.1 layout and
- * answers RL_ESIZE to a word whose field it lacks (hot=).
+ * answers RL_ESIZE to a word whose field it lacks (hot=, near=).
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).

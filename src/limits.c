@@ -88,8 +88,11 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
                 : lim->mode == RL_MODE_EXACT              ? RL_SYNCED_EXACT
                 : lim->mode == RL_MODE_TIERED             ? RL_SYNCED_TIERED
                                                           : 1;
-    uint64_t cb = (d.normal.burst / 100u) * RL_TIERED_CONFIRM_PCT +
-                  ((d.normal.burst % 100u) * RL_TIERED_CONFIRM_PCT + 99u) / 100u;
+    /* 128 bits: a burst defaulted from a large count times 10^6 may not
+     * fit 64; the quotient is at most the burst. */
+    uint64_t ppm = lim->near_ppm != 0 ? lim->near_ppm : RL_NEAR_PPM_DEFAULT;
+    uint64_t cb = (uint64_t)(((unsigned __int128)d.normal.burst * ppm + RL_NEAR_PPM_MAX - 1) /
+                             RL_NEAR_PPM_MAX);
     p->confirm_below = cb != 0 ? cb : 1;
     /* A new key's fleet-wide remaining is its burst: near from the start
      * when that is under the threshold, with the nodes expected. */

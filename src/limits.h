@@ -100,9 +100,6 @@ typedef struct rl_limit_params {
 #define RL_SYNCED_EXACT 2
 /* ... of a tiered limit there: synced, and confirmed in Redis near the limit. */
 #define RL_SYNCED_TIERED 3
-/* A tiered limit's default confirm threshold: this percentage of its burst
- * (rounded up, at least one token). */
-#define RL_TIERED_CONFIRM_PCT 20
 
 #define RL_PARAM_HOT_WORDS (offsetof(rl_limit_params_t, presync) / 8)
 #define RL_PARAM_SYNCED_WORDS (offsetof(rl_limit_params_t, rate_count) / 8)

@@ -13,9 +13,10 @@
  *   2^32-1 for max_keys).
  * - RL_ESPEC: anything else that is not only decimal digits: "1.5", "1e3",
  *   "+5", "0x10", "abc", "". Leading zeros are plain decimal ("007" is 7).
- * hot is the one fraction: digits with an optional point and up to six
- * decimals ("0.5", "2", ".25" is RL_ESPEC, so is a seventh decimal), in
- * (0, 1000], under the same rule otherwise ("0" and "-1" are RL_ERANGE).
+ * hot and near are the fractions: digits with an optional point and up to
+ * six decimals ("0.5", "2", ".25" is RL_ESPEC, so is a seventh decimal), hot
+ * in (0, 1000] (of the rate), near in (0, 1] (of the burst), under the same
+ * rule otherwise ("0" and "-1" are RL_ERANGE).
  * shadow follows the same rule ("2" is RL_ERANGE, "yes" is RL_ESPEC); an
  * unknown mode or on_failure value is always RL_EMODE. Words and keyword
  * values are matched case-sensitively, as the header spells them.
@@ -43,12 +44,13 @@ enum {
     W_SHADOW,
     W_MAX_KEYS,
     W_HOT,
+    W_NEAR,
     W_COUNT
 };
 
 static const char *const word_names[W_COUNT] = {
     "name", "rate", "burst", "mode", "on_failure", "degraded_rate", "shadow", "max_keys",
-    "hot",
+    "hot", "near",
 };
 
 typedef struct keyword {
@@ -291,8 +293,10 @@ static int parse_max_keys(rl_limit_t *out, span_t v, char *err, size_t errlen)
     return rc;
 }
 
-/* A fraction of the rate, as ppm of it (see the rule at the top). */
-static int parse_hot(rl_limit_t *out, span_t v, char *err, size_t errlen)
+/* A fraction in (0, max_ppm / 10^6], as ppm (see the rule at the top):
+ * hot's of the rate, near's of the burst. */
+static int parse_fraction(uint32_t *out, const char *word, const char *of, uint32_t max_ppm,
+                          span_t v, char *err, size_t errlen)
 {
     quote_t q;
     size_t whole = digit_run(v);
@@ -301,32 +305,32 @@ static int parse_hot(rl_limit_t *out, span_t v, char *err, size_t errlen)
         frac.n = v.n - whole - 1;
         if (frac.n == 0 || frac.n > 6 || digit_run(frac) != frac.n)
             return rl__errf(err, errlen, RL_ESPEC,
-                            "hot: \"%s\" is not a fraction of the rate (digits, then "
+                            "%s: \"%s\" is not a fraction of the %s (digits, then "
                             "optionally a point and 1 to 6 decimals: 0.5, 2)",
-                            quote(&q, v));
+                            word, quote(&q, v), of);
     } else if (whole != v.n || whole == 0) {
         if (looks_numeric(v))
-            return bad_number(v, "hot", "", err, errlen);
+            return bad_number(v, word, "", err, errlen);
         return rl__errf(err, errlen, RL_ESPEC,
-                        "hot: \"%s\" is not a fraction of the rate (digits, then "
+                        "%s: \"%s\" is not a fraction of the %s (digits, then "
                         "optionally a point and 1 to 6 decimals: 0.5, 2)",
-                        quote(&q, v));
+                        word, quote(&q, v), of);
     }
     uint64_t ppm = 0;
     for (size_t i = 0; i < whole; i++) {
         ppm = ppm * 10 + (uint64_t)(v.p[i] - '0');
-        if (ppm > RL_HOT_PPM_MAX / 1000000u)
-            return rl__errf(err, errlen, RL_ERANGE, "hot: \"%s\" is above %u (times the rate)",
-                            quote(&q, v), (unsigned)(RL_HOT_PPM_MAX / 1000000u));
+        if (ppm > max_ppm / 1000000u)
+            return rl__errf(err, errlen, RL_ERANGE, "%s: \"%s\" is above %u (times the %s)",
+                            word, quote(&q, v), (unsigned)(max_ppm / 1000000u), of);
     }
     ppm *= 1000000u;
     uint64_t scale = 100000;
     for (size_t i = 0; i < frac.n; i++, scale /= 10)
         ppm += (uint64_t)(frac.p[i] - '0') * scale;
-    if (ppm == 0 || ppm > RL_HOT_PPM_MAX)
-        return rl__errf(err, errlen, RL_ERANGE, "hot: \"%s\" must be in (0, %u]",
-                        quote(&q, v), (unsigned)(RL_HOT_PPM_MAX / 1000000u));
-    out->hot_ppm = (uint32_t)ppm;
+    if (ppm == 0 || ppm > max_ppm)
+        return rl__errf(err, errlen, RL_ERANGE, "%s: \"%s\" must be in (0, %u]", word,
+                        quote(&q, v), (unsigned)(max_ppm / 1000000u));
+    *out = (uint32_t)ppm;
     return 0;
 }
 
@@ -350,7 +354,10 @@ static int parse_value(rl_limit_t *out, int word, span_t v, char *err, size_t er
     case W_SHADOW:
         return parse_shadow(out, v, err, errlen);
     case W_HOT:
-        return parse_hot(out, v, err, errlen);
+        return parse_fraction(&out->hot_ppm, "hot", "rate", RL_HOT_PPM_MAX, v, err, errlen);
+    case W_NEAR:
+        return parse_fraction(&out->near_ppm, "near", "burst", RL_NEAR_PPM_MAX, v, err,
+                              errlen);
     default:
         return parse_max_keys(out, v, err, errlen);
     }
@@ -378,7 +385,7 @@ static int parse_pair(rl_limit_t *out, span_t tok, unsigned *seen, char *err, si
     if (word < 0)
         return rl__errf(err, errlen, RL_ESPEC,
                         "unknown word \"%s\" (use name, rate, burst, mode, on_failure, "
-                        "degraded_rate, shadow, max_keys or hot)",
+                        "degraded_rate, shadow, max_keys, hot or near)",
                         quote(&q, w));
     if (*seen & (1u << word))
         return rl__errf(err, errlen, RL_ESPEC, "duplicate word \"%s\"", word_names[word]);
@@ -425,6 +432,12 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
                       "hot: the caller's rl_limit_t (%zu bytes) has no hot_ppm field: use "
                       "rl_limit_parse_sized(&lim, sizeof lim, ...)",
                       size);
+    if (rc == 0 && lim.near_ppm != 0 &&
+        size < offsetof(rl_limit_t, near_ppm) + sizeof lim.near_ppm)
+        rc = rl__errf(err, errlen, RL_ESIZE,
+                      "near: the caller's rl_limit_t (%zu bytes) has no near_ppm field: use "
+                      "rl_limit_parse_sized(&lim, sizeof lim, ...)",
+                      size);
     memset(out, 0, size);
     memcpy(out, &lim, size < sizeof lim ? size : sizeof lim);
     out->size = size;
@@ -454,5 +467,10 @@ static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errle
         return rl__errf(err, errlen, RL_ESPEC, "missing name (e.g. name=api)");
     if (!(seen & (1u << W_RATE)))
         return rl__errf(err, errlen, RL_ESPEC, "missing rate (e.g. rate=100/s)");
+    /* Named by its word here; rl__limit_validate's message names the field. */
+    if ((seen & (1u << W_NEAR)) && out->mode != RL_MODE_TIERED)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "near: only mode=tiered confirms near its limit (add mode=tiered or "
+                        "drop near=)");
     return rl__limit_validate(out, err, errlen);
 }

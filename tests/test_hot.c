@@ -322,9 +322,9 @@ START_TEST(hot_spec_grammar)
     lim.hot_ppm = RL_HOT_PPM_MAX + 1;
     ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
     lim.hot_ppm = RL_HOT_PPM_MAX;
-    lim.reserved0 = 1;
+    lim.near_ppm = 1; /* the field after hot_ppm: a tiered limit's only */
     ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
-    lim.reserved0 = 0;
+    lim.near_ppm = 0;
     ck_assert_int_ge(rl_limit_add(rl, &lim), 0);
 }
 END_TEST

@@ -435,6 +435,82 @@ START_TEST(test_bad_shadow)
 }
 END_TEST
 
+/* near=: tiered mode's confirm threshold, a fraction of the burst in
+ * (0, 1], hot='s number form; refused on any other mode. */
+START_TEST(test_near)
+{
+    static const struct {
+        const char *v;
+        int rc;
+        uint32_t ppm;
+    } cases[] = {
+        {"0.2", 0, 200000},        {"1", 0, 1000000},        {"1.000000", 0, 1000000},
+        {"0.000001", 0, 1},        {"0.35", 0, 350000},      {"00.5", 0, 500000},
+        {"0", RL_ERANGE, 0},       {"0.000000", RL_ERANGE, 0}, {"-1", RL_ERANGE, 0},
+        {"1.000001", RL_ERANGE, 0}, {"2", RL_ERANGE, 0},     {"99999999999", RL_ERANGE, 0},
+        {"inf", RL_ERANGE, 0},     {".5", RL_ESPEC, 0},      {"0.", RL_ESPEC, 0},
+        {"0.1234567", RL_ESPEC, 0}, {"20%", RL_ESPEC, 0},    {"1e-1", RL_ESPEC, 0},
+        {"+0.5", RL_ESPEC, 0},     {"-0.5", RL_ESPEC, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char spec[128], err[256];
+        snprintf(spec, sizeof spec, "name=a rate=10/s mode=tiered near=%s", cases[i].v);
+        rl_limit_t lim;
+        int rc = rl_limit_parse(&lim, spec, err, sizeof err);
+        ck_assert_msg(rc == cases[i].rc, "near=%s: %s (%s)", cases[i].v, rl_err_name(rc), err);
+        if (rc == 0)
+            ck_assert_uint_eq(lim.near_ppm, cases[i].ppm);
+        else
+            ck_assert_msg(strstr(err, "near") != NULL, "near=%s: %s", cases[i].v, err);
+    }
+    /* Absent: 0, the default threshold. */
+    ck_assert_uint_eq(parse_ok("name=a rate=10/s mode=tiered").near_ppm, 0);
+    /* Order does not matter; only tiered takes it. */
+    ck_assert_uint_eq(parse_ok("near=0.5 name=a rate=10/s mode=tiered").near_ppm, 500000);
+    expect_err("name=a rate=10/s near=0.5", RL_ERANGE, "near: only mode=tiered");
+    expect_err("name=a rate=10/s mode=exact near=0.5", RL_ERANGE, "near");
+    expect_err("name=a rate=10/s mode=local near=0.5", RL_ERANGE, "near");
+    expect_err("name=a rate=10/s mode=tiered near=0.5 near=0.5", RL_ESPEC, "duplicate word \"near\"");
+    /* The exported 0.1-layout function has no field for it. */
+    rl_limit_t lim;
+    char err[256];
+    ck_assert_int_eq((rl_limit_parse)(&lim, "name=a rate=10/s mode=tiered near=0.5", err,
+                                      sizeof err),
+                     RL_ESIZE);
+    ck_assert_ptr_nonnull(strstr(err, "near"));
+}
+END_TEST
+
+/* Set directly: the same range, and the same refusal outside tiered. */
+START_TEST(test_near_field)
+{
+    rl_limit_t lim = parse_ok("name=a rate=10/s mode=tiered");
+    rl_t *rl = NULL;
+    rl_config_t c;
+    rl_config_init(&c);
+    c.log_quiet = 1;
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    lim.near_ppm = RL_NEAR_PPM_MAX + 1;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.near_ppm = RL_NEAR_PPM_MAX;
+    lim.mode = RL_MODE_GLOBAL;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.mode = RL_MODE_TIERED;
+    int id = rl_limit_add(rl, &lim);
+    ck_assert_int_ge(id, 0);
+    rl_limit_t got;
+    rl_limit_init(&got);
+    ck_assert_int_eq(rl_limit_get(rl, id, &got), 0);
+    ck_assert_uint_eq(got.near_ppm, RL_NEAR_PPM_MAX);
+    /* An update leaving tiered must clear it. */
+    got.mode = RL_MODE_GLOBAL;
+    ck_assert_int_eq(rl_limit_update(rl, id, &got), RL_ERANGE);
+    got.near_ppm = 0;
+    ck_assert_int_eq(rl_limit_update(rl, id, &got), 0);
+    rl_close(rl);
+}
+END_TEST
+
 START_TEST(test_max_keys_zero)
 {
     expect_err("name=a rate=1/s max_keys=0", RL_ERANGE, "max_keys");
@@ -552,6 +628,8 @@ static Suite *spec_suite(void)
     tcase_add_test(range, test_bad_mode);
     tcase_add_test(range, test_bad_shadow);
     tcase_add_test(range, test_max_keys_zero);
+    tcase_add_test(range, test_near);
+    tcase_add_test(range, test_near_field);
     suite_add_tcase(s, range);
 
     TCase *args = tcase_create("arguments");

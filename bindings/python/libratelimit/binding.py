@@ -168,7 +168,7 @@ class Limit(ctypes.Structure):
         ("shadow", _i32),
         ("max_keys", _u32),
         ("hot_ppm", _u32),  # appended (rl_hotkeys); 0: never hot
-        ("reserved0", _u32),
+        ("near_ppm", _u32),  # appended (tiered); 0: 20% of the burst
     ]
 
 
