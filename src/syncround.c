@@ -275,6 +275,12 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
     /* Close to it: every round from now on (another node's admits may take
      * the key under the threshold while this one is silent). */
     s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
+    /* Marked here, not only when harvested: the report that first finds
+     * the key close (a new key's, say) did not ask to come back, and a
+     * node that then admits nothing would keep this round's view (not
+     * near) while the others' admits take the key under the threshold. */
+    if (s->slots[i].watch)
+        mark_again(&s->rl->table, i);
     rl_gcra_t before, after, tmp;
     before = *current_gcra(slot, l, &tmp);
     /* relaxed: a self-contained word. A slot cannot be retired and reused

@@ -260,12 +260,18 @@ START_TEST(tiered_one_ledger)
         }
     ck_assert_uint_eq(redis_sent(nodes[0]) + redis_sent(nodes[1]), sent0);
     ledger_settles(nodes, admitted);
-    /* Local tokens to the threshold, then under it. */
-    for (int i = 0; i < NODES; i++)
-        for (int k = 0; k < 10; k++)
-            admitted += rl_check(nodes[i], ids[i], "k", 1, 1, NULL) == RL_ALLOW;
-    ck_assert_uint_eq(redis_sent(nodes[0]) + redis_sent(nodes[1]), sent0);
-    ledger_settles(nodes, admitted);
+    /* Local tokens to the threshold, then under it: a batch at a time, a
+     * round between (each round's shares split what is left, so a node's
+     * local tokens shrink as the key nears its limit). */
+    for (int batch = 0; ledger_field(nodes[0], "t", "k", "xn") >= 22; batch++) {
+        ck_assert_msg(batch < 20, "the key never went under its threshold: %lld left",
+                      ledger_field(nodes[0], "t", "k", "xn"));
+        for (int i = 0; i < NODES; i++)
+            for (int k = 0; k < 5; k++)
+                admitted += rl_check(nodes[i], ids[i], "k", 1, 1, NULL) == RL_ALLOW;
+        ck_assert_uint_eq(redis_sent(nodes[0]) + redis_sent(nodes[1]), sent0);
+        ledger_settles(nodes, admitted);
+    }
     /* The sync reports charged Redis's bucket each admit once (1/m: a token
      * may have been minted). */
     long long xn = ledger_field(nodes[0], "t", "k", "xn");
@@ -308,6 +314,96 @@ START_TEST(tiered_one_ledger)
         admitted += s.exact_allows + s.local_allows;
         ledger_settles(nodes, admitted);
     }
+    for (int i = 0; i < NODES; i++)
+        rl_test_release(nodes[NODES - 1 - i]);
+}
+END_TEST
+
+/* near=: the confirm threshold is that share of the burst (rounded up) plus
+ * a token per live node, the default 20%. Four limits of one shape, driven
+ * alike to the same fleet-wide remaining (80 of 100), differ only in near=:
+ * a check confirms in Redis exactly when the model says the key is near;
+ * at 80 left the default (20 + 2) and near=0.78 (78 + 2, not under 80)
+ * stay local, near=0.79 and near=0.9 confirm. (Not 1: 100 is under
+ * 100 + 2, near from the first check.) */
+START_TEST(tiered_near_threshold)
+{
+    flushall();
+    rl_test_clock_t clk;
+    atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
+    clk.coarse_tick_ns = 0;
+    rl_t *nodes[NODES] = {open_node("na", NODES, &clk), open_node("nb", NODES, &clk)};
+    static const struct {
+        const char *name, *near;
+        uint64_t ppm;
+    } lims[] = {
+        {"n_default", "", 200000},
+        {"n78", " near=0.78", 780000},
+        {"n79", " near=0.79", 790000},
+        {"n90", " near=0.9", 900000},
+    };
+    enum { NLIM = sizeof lims / sizeof lims[0] };
+    int ids[NLIM][NODES];
+    for (int i = 0; i < NODES; i++) {
+        wait_ready(nodes[i]);
+        for (int l = 0; l < NLIM; l++) {
+            char spec[128];
+            /* 1/h: Redis's bucket refills no whole token while the test
+             * runs; the frozen clock refills no local one. */
+            snprintf(spec, sizeof spec, "name=%s rate=1/h burst=100 mode=tiered%s",
+                     lims[l].name, lims[l].near);
+            ids[l][i] = rl_test_add(nodes[i], spec);
+        }
+    }
+    uint64_t confirmed[NLIM];
+    for (int l = 0; l < NLIM; l++) {
+        /* 10 a node from the pre-sync share of 50: all local, none near
+         * (100 is not under any threshold here). */
+        uint64_t sent0 = redis_sent(nodes[0]) + redis_sent(nodes[1]);
+        for (int i = 0; i < NODES; i++)
+            for (int k = 0; k < 10; k++) {
+                rl_decision_t d;
+                rl_decision_init(&d);
+                ck_assert_int_eq(rl_check(nodes[i], ids[l][i], "k", 1, 1, &d), RL_ALLOW);
+                ck_assert_uint_eq(d.flags & (RL_FLAG_EXACT | RL_FLAG_DEGRADED), 0);
+            }
+        ck_assert_uint_eq(redis_sent(nodes[0]) + redis_sent(nodes[1]), sent0);
+        /* Both nodes' admits reported, then a round that hands out shares
+         * (and NEAR) from that ledger. */
+        long long got = -1;
+        for (int round = 0; round < 40 && got != 20; round++) {
+            sync_all(nodes);
+            got = ledger_field(nodes[0], lims[l].name, "k", "a") +
+                  ledger_field(nodes[0], lims[l].name, "k", "xc");
+        }
+        ck_assert_int_eq(got, 20);
+        sync_all(nodes);
+        long long left = ledger_field(nodes[0], lims[l].name, "k", "xn");
+        ck_assert_int_eq(left, 80);
+        /* The model: near while remaining < ceil(burst x near) + nodes. */
+        uint64_t below = (100 * lims[l].ppm + 999999) / 1000000 + NODES;
+        int near = (uint64_t)left < below;
+        sent0 = redis_sent(nodes[0]) + redis_sent(nodes[1]);
+        for (int i = 0; i < NODES; i++) {
+            rl_decision_t d;
+            rl_decision_init(&d);
+            int rc = rl_check(nodes[i], ids[l][i], "k", 1, 1, &d);
+            ck_assert_uint_eq(d.flags & RL_FLAG_DEGRADED, 0);
+            ck_assert_msg(!!(d.flags & RL_FLAG_EXACT) == near,
+                          "%s node %d: %lld left, threshold %llu: confirmed %d", lims[l].name, i, left,
+                          (unsigned long long)below, !!(d.flags & RL_FLAG_EXACT));
+            /* 80 left, 30 of a node's share: whoever decides, it admits. */
+            ck_assert_int_eq(rc, RL_ALLOW);
+        }
+        confirmed[l] = redis_sent(nodes[0]) + redis_sent(nodes[1]) - sent0;
+        ck_assert_uint_eq(confirmed[l], near ? NODES : 0);
+    }
+    /* A larger near= confirms earlier than the default: at the same
+     * remaining, more of its checks reached Redis. */
+    ck_assert_uint_eq(confirmed[0], 0);
+    ck_assert_uint_eq(confirmed[1], 0);
+    ck_assert_uint_eq(confirmed[2], NODES);
+    ck_assert_uint_eq(confirmed[3], NODES);
     for (int i = 0; i < NODES; i++)
         rl_test_release(nodes[NODES - 1 - i]);
 }
@@ -391,6 +487,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tiered_one_ledger);
     tcase_add_test(tc, tiered_async_pending_near_limit);
+    tcase_add_test(tc, tiered_near_threshold);
     suite_add_tcase(s, tc);
     TCase *uc = tcase_create("unit");
     tcase_add_test(uc, tiered_limit_range);
