@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- A quota's charge (or read): one atomic step of a durable ledger, with the
--- request id remembered so a retried charge is never counted twice. The
--- build prepends share.lua; nothing here uses it.
+-- request id remembered so a retried charge is never counted twice. It
+-- uses nothing of share.lua, so the build does not prepend it.
 --
 -- KEYS[1]  {prefix:q1:quota:<key>}:p:   the counters' name before the period
 --                                       start (ms): one counter per period
