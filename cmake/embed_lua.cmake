@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Embed Redis scripts into the library: each script's own file, as a C
 # string, after share.lua (the share rule's Lua mirror) if the script uses it
-# (names a share_ or SHARE_ word). Only those: share.lua defines some 25
+# (names a share_ or SHARE_ word). Only those: share.lua defines 18
 # local functions, and Redis runs a script's whole text on every EVALSHA, so
 # a script that carried it unused would make every one of its calls build
 # them all (bench/README.md, exact mode: a few us a call).

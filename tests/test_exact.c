@@ -543,7 +543,7 @@ START_TEST(exact_redis_killed_recovers)
 }
 END_TEST
 
-/* Redis runs a script's whole text on every EVALSHA: share.lua's ~25
+/* Redis runs a script's whole text on every EVALSHA: share.lua's 18
  * functions would be rebuilt on each exact check (and quota charge) that
  * has no use for them. Only report.lua, which uses them, carries them. */
 START_TEST(scripts_carry_share_lua_only_if_used)
