@@ -358,7 +358,7 @@ static int init_local_tier(rl_t *rl, const rl_config_t *c)
     if (rc != 0)
         return rc;
     fork_guard_init(rl);
-    return rl__hot_init(rl, c->redis_url != NULL);
+    return 0;
 }
 
 /* With a redis_url: the dirty bitmap the sync thread harvests, the quota
