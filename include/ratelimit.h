@@ -128,7 +128,7 @@ enum {
 /* rl_decision_t.flags */
 #define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
 #define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (mode=exact) */
-#define RL_FLAG_HOT 0x04u      /* one of the hot keys (reserved: not built yet) */
+#define RL_FLAG_HOT 0x04u      /* a key marked hot (rl_limit_t.hot_ppm, rl_hotkeys) */
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
@@ -275,6 +275,7 @@ typedef struct rl_rate {
  *   a whole burst, burst * period / count, must be at most 4 years.
  * - degraded_rate: {0, 0} means rate / expected_nodes (burst likewise
  *   divided, rounded up); else as rate, with a burst of min(its count, burst).
+ * - hot_ppm: 0..RL_HOT_PPM_MAX (1000 times the rate).
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -286,6 +287,10 @@ typedef struct rl_limit {
     rl_rate_t degraded_rate;
     int32_t shadow;          /* non-zero: decide and count, never deny */
     uint32_t max_keys;       /* cap on this limit's table slots; 0: no own cap */
+    /* --- appended fields (see rl_hotkeys) --- */
+    uint32_t hot_ppm;        /* a key whose demand reaches this share of the
+                                rate, in ppm, is marked hot; 0: never */
+    uint32_t reserved0;      /* must be zero (RL_ERANGE) */
 } rl_limit_t;
 
 /* One element of an rl_check_multi batch. */
@@ -560,12 +565,15 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
  * space-separated word=value pairs, each at most once:
  *   name=api rate=100/s burst=200 mode=local on_failure=local
- *   degraded_rate=20/s shadow=0 max_keys=100000
+ *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5
  * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
  * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
  * ("5/10s"); they are stored exactly as count per period. name and rate are
  * required. mode: global local exact tiered. on_failure: local open closed.
- * shadow: 0 1 true false. Numbers are decimal integers without sign.
+ * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]; rl_limit_parse
+ * (the 0.1 layout) answers RL_ESIZE to a spec with hot=: use
+ * rl_limit_parse_sized. Other numbers are decimal integers without sign.
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).
@@ -837,6 +845,13 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     also the gauges of rl_limit_stats_t's sync window: limit_sync_keys,
  *     limit_overshoot_keys, limit_usage_max_ratio,
  *     limit_share_skew_max_ratio, limit_nodes_max;
+ *   hot keys (not in an rl_open_shared instance): hot_key_demand_per_second
+ *     {limit,key} (gauge: the 3 busiest keys of each limit, as rl_hotkeys
+ *     reports them; key is the first 64 bytes, a byte other than printable
+ *     ASCII written \\xNN, "..." when cut, "#N" before the bytes are kept)
+ *     and hot_keys{limit} (gauge: keys marked hot now); a scrape whose
+ *     last one is a second old or more is one rl_hotkeys call (it also
+ *     harvests the local limits' keys), a quicker one reads the same report;
  *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
  *     (gauges), keys_reclaimed_total;
  *   with a redis_url only: health{state="healthy|degraded|recovering"}
@@ -1055,6 +1070,93 @@ RL_EXTERN int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_l
  */
 RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
                            rl_quota_result_t *out);
+/* ---------------------------------------------------------------- hot keys */
+
+/* rl_limit_t.hot_ppm's largest value: a demand of 1000 times the rate. */
+#define RL_HOT_PPM_MAX 1000000000u
+/* Key bytes an rl_hotkey_t carries (a longer key is cut; key_len says). */
+#define RL_HOTKEY_KEY_BYTES 64
+
+/*
+ * One of the busiest keys, as rl_hotkeys reports it. Versioned by size:
+ * fields are only appended.
+ *
+ * Where the figures come from: a Space-Saving top-K sketch (8 x 32 counters
+ * per instance, and as many again for the local limits of an instance with
+ * a redis_url) fed with the per-key decision counts the library already
+ * harvests; checks do no extra work but for the keys asked about (below).
+ * - With a redis_url, synced limits' keys are fed by the sync thread each
+ *   round: demand_per_s is the key's offered rate on this node (admitted +
+ *   denied), averaged over rounds (each round half the weight of the next);
+ *   fleet_per_s and share_per_s come from the key's last sync reply.
+ * - Local limits (every limit of a local-only instance) are fed when
+ *   rl_hotkeys is called: demand_per_s is the key's offered rate since the
+ *   previous call (since rl_open for the first), and fleet_per_s is that
+ *   same local rate.
+ * Keys of exact limits (mode=exact) take no table slot and are never
+ * reported nor marked.
+ * Which keys are held is the sketch's count (decayed by half per round or
+ * call, as is the total): a held key's count overestimates its demand by at
+ * most total / 256 (count_err says by how much at most), and a key whose
+ * demand exceeds total / 256 is always held. They are reported by
+ * demand_per_s, highest first (count breaks ties).
+ *
+ * Key bytes: the table keeps only a keyed hash of each key, so a key's bytes
+ * are copied (at most RL_HOTKEY_KEY_BYTES) by the first check of that key
+ * after it entered the report and was asked for; until then key_kept is 0.
+ * Memory is fixed at rl_open (a bit per table slot and 64 copy cells):
+ * however many distinct keys callers send, the report holds at most
+ * 2 x 256 entries.
+ *
+ * hot: the key's fleet_per_s reached hot_ppm of its limit's rate in
+ * RL_HOT_ENTER (2) evaluations (sync rounds, or rl_hotkeys calls for local
+ * limits) in a row; it stays hot until it is below 3/4 of that for
+ * RL_HOT_EXIT (3) in a row, so a demand hovering at the threshold does not
+ * flap. Checks of a hot key answer RL_FLAG_HOT (local limits: when the
+ * caller passes a decision), and the instance logs one line (RL_LOG_INFO)
+ * when a key enters and one when it leaves.
+ */
+typedef struct rl_hotkey {
+    size_t size;            /* set by rl_hotkey_init */
+    int32_t limit;          /* the limit id */
+    int32_t hot;            /* 1: marked hot (above) */
+    uint64_t key_len;       /* the key's full length; 0 until its bytes are kept */
+    uint32_t key_kept;      /* bytes of key[] that are the key's: min(key_len, 64) */
+    uint32_t reserved0;
+    unsigned char key[RL_HOTKEY_KEY_BYTES]; /* the key's first bytes (binary-safe) */
+    double demand_per_s;    /* offered on this node (admitted + denied) per second */
+    double share_per_s;     /* this node's share of the key's rate (global tier; 0
+                               before its first share, and for local limits) */
+    double fleet_per_s;     /* the demand hot_ppm is compared with: the fleet's
+                               admitted rate or this node's demand, whichever is
+                               higher (local limits: this node's demand) */
+    uint64_t count;         /* the sketch's (decayed) count: the ranking */
+    uint64_t count_err;     /* how much of count may be another key's */
+} rl_hotkey_t;
+
+/* Initialise (see the initialisers above rl_open). Thread-safe. */
+RL_EXTERN void rl_hotkey_init_sized(rl_hotkey_t *hk, size_t size);
+static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, sizeof *hk); }
+
+/*
+ * The busiest keys of one limit (limit = its id) or of all (limit = -1),
+ * highest demand_per_s first, into out[0..n): returns how many were
+ * written (0..n). out is an array of n structs of out[0].size bytes each
+ * (rl_hotkey_init every one, or the first and copy it); every element's size
+ * must equal out[0].size. Local limits' keys are harvested by this call (a
+ * walk of the key table, O(max_keys): a scrape, not a per-request call),
+ * which also evaluates their hot marks; synced limits' keys are as of the
+ * last sync round. A key whose bytes are not kept yet is reported with
+ * key_len 0.
+ * Thread-safe against every call but rl_close; calls serialise on a mutex of
+ * the instance (the sync thread takes it once a round).
+ * Errors: RL_EINVAL (rl NULL, or out NULL with n > 0), RL_ESIZE (out[0].size
+ * smaller than the first rl_hotkey_t, or an element's size differs, or an
+ * unknown tail not zero), RL_ENOTFOUND (limit neither -1 nor a live id),
+ * RL_ENOTSUP (an instance of rl_open_shared: its table is shared by
+ * processes, and so would its reports be), RL_EFORKED.
+ */
+RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
 
 /*
  * The answer of an rl_quota_charge_async that returned RL_PENDING: rc is

@@ -79,23 +79,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --------------------------------------------------------------- redis
-redis_port=
-for _ in $(seq 20); do
-  p=$((20000 + RANDOM % 40000))
-  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue # in use
-  redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
-  rpid=$!
-  for _ in $(seq 50); do
-    if redis-cli -p "$p" ping 2>/dev/null | grep -q PONG; then redis_port=$p; break; fi
-    kill -0 "$rpid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ -n $redis_port ]]; then pids+=("$rpid"); break; fi
-  kill "$rpid" 2>/dev/null || true
-  wait "$rpid" 2>/dev/null || true
-done
-[[ -n $redis_port ]] || { echo "gateway-demo.sh: could not start redis-server" >&2; exit 1; }
-log "redis-server on 127.0.0.1:$redis_port (pid ${pids[0]})"
+# shellcheck source=redis-server.sh
+source "$here/redis-server.sh"
+rl_redis_start "$tmp/redis.log" || { echo "gateway-demo.sh: could not start redis-server" >&2; exit 1; }
+redis_port=$RL_REDIS_PORT
+pids+=("$RL_REDIS_PID") # stopped by cleanup, by PID
+log "redis-server on 127.0.0.1:$redis_port (pid $RL_REDIS_PID)"
 
 # ------------------------------------------------------------- gateways
 rate=1000

@@ -300,6 +300,7 @@ threaded_cases=(
   # 13 min for the case even at 1/16 size (RL_VALGRIND shrinks its loops)
   "test_exactness core helgrind"
   "test_batch core"
+  "test_hot threads"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

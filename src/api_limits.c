@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The limit-management entry points: validation, then the registry. */
+#include <string.h>
 #include "instance.h"
 #include "structsize.h"
 
@@ -10,13 +11,31 @@ static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
+    /* Layouts end between fields only at the 0.1 size: any other size
+     * short of ours would cut a field in two. */
+    if (lim->size != RL_LIMIT_SIZE_MIN && lim->size < sizeof *lim)
+        return RL_ESIZE;
     return rl__struct_ok(lim, lim->size, RL_LIMIT_SIZE_MIN, sizeof *lim);
+}
+
+/* The caller's limit in this library's layout: a struct of an older (smaller)
+ * size gets the appended fields' defaults (all zero), never bytes read past
+ * its end. */
+static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
+{
+    if (lim->size >= sizeof *lim)
+        return lim;
+    memset(tmp, 0, sizeof *tmp);
+    memcpy(tmp, lim, lim->size);
+    tmp->size = sizeof *tmp;
+    return tmp;
 }
 
 int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
-    return rc != 0 ? rc : rl__limits_add(&rl->limits, lim, &rl->clock);
+    rl_limit_t tmp;
+    return rc != 0 ? rc : rl__limits_add(&rl->limits, full_limit(lim, &tmp), &rl->clock);
 }
 
 /* Under the writers' lock, the new epoch published: bring every bucket word
@@ -35,7 +54,10 @@ static void convert_keys(void *ctx, int id, rl_limit_slot_t *ls, const rl_limit_
 int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
-    return rc != 0 ? rc : rl__limits_update(&rl->limits, id, lim, &rl->clock, convert_keys, rl);
+    rl_limit_t tmp;
+    return rc != 0 ? rc
+                   : rl__limits_update(&rl->limits, id, full_limit(lim, &tmp), &rl->clock,
+                                       convert_keys, rl);
 }
 
 int rl_limit_remove(rl_t *rl, int id)

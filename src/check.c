@@ -278,10 +278,11 @@ static void charge_noslot(target_t *t, uint32_t cost, outcome_t *o)
  * rare flags. Called once a decision is final and, in rl_check_multi, before
  * the batch's refunds: a bucket just charged (or in debt, having denied) is
  * not idle, so its slot is not retired and reused before the count lands. */
-static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, const outcome_t *o)
+static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, const outcome_t *o,
+                                                        const void *key, size_t len)
 {
     if (o->slot != NULL)
-        rl__table_count(&rl->table, o->slot, o->allowed);
+        rl__table_count(&rl->table, o->slot, o->allowed, &t->probe, key, len);
     if (o->slot != NULL && !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED)))
         return;
     unsigned stripe = o->stripe;
@@ -304,13 +305,23 @@ static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, c
 
 /* The bucket parameters a key's slot runs at: the limit's own, or for a
  * synced limit this node's share of it (pre-sync default until the first). */
-static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s)
+/* Its hot mark (RL_FLAG_HOT into *flags) comes with the share word: a
+ * synced key reads it anyway, a local key only when the caller reads the
+ * decision (the word is on the slot's line, which the check owns). */
+static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s, uint32_t *flags)
 {
-    if (!t->p.synced)
+    if (!t->p.synced) {
+        /* relaxed: a self-contained flag. */
+        if (t->detail && (atomic_load_explicit(&s->share, memory_order_relaxed) &
+                          RL_SHAREWORD_HOT))
+            *flags |= RL_FLAG_HOT;
         return &t->p.normal;
+    }
     /* relaxed: the share word is self-contained (one word, never torn). */
     uint64_t w = atomic_load_explicit(&s->share, memory_order_relaxed);
-    if (w == 0)
+    if (w & RL_SHAREWORD_HOT)
+        *flags |= RL_FLAG_HOT;
+    if (RL_SHAREWORD_SHARE(w) == 0)
         return &t->p.presync;
     rl__shareword_decode(w, &t->local);
     return &t->local;
@@ -372,7 +383,9 @@ static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, 
             charge_noslot(t, cost, o);
             break;
         }
-        o->g = slot_gcra(t, ref.slot);
+        /* (a look-up again finds the same key's new slot: a mark of the old
+         * one is still this key's) */
+        o->g = slot_gcra(t, ref.slot, &o->flags);
         if (t->p.synced && RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED) {
             charge_degraded(rl, t, &ref, cost, o);
             if (o->slot != NULL)
@@ -400,15 +413,16 @@ static void peek(rl_t *rl, target_t *t, outcome_t *o)
     rl_slotref_t ref;
     int found = rl__table_find(&rl->table, &t->probe, &ref);
     uint64_t tat = found ? ref.tat : 0;
-    const rl_gcra_t *g = found ? slot_gcra(t, ref.slot) : t->p.synced ? &t->p.presync
-                                                                      : &t->p.normal;
+    uint32_t hot = 0;
+    const rl_gcra_t *g = found ? slot_gcra(t, ref.slot, &hot) : t->p.synced ? &t->p.presync
+                                                                            : &t->p.normal;
     int behind;
     /* A word of the other epoch: read at the parameters it is in (a newer
      * snapshot, if ours was behind, then the word as read). */
     while (found && !t->p.synced && epoch_gcra(t, tat, &g, &behind) != 0)
         g = &t->p.normal;
     tat &= RL_TAT_MASK;
-    o->flags = RL_FLAG_PEEK;
+    o->flags = RL_FLAG_PEEK | hot;
     o->remaining = rl__gcra_remaining(g, tat, t->now);
     o->allowed = o->remaining >= 1;
     o->reset_ms = rl__gcra_reset_ms(tat, t->now);
@@ -576,7 +590,7 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
         peek(rl, &t, &o);
     } else {
         charge(rl, &t, cost, &o);
-        count(rl, &t, &o);
+        count(rl, &t, &o, key, key_len);
     }
     if (out != NULL)
         write_decision(out, &t, &o);
@@ -631,8 +645,9 @@ int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
     if (t.p.synced == RL_SYNCED_EXACT)
         return RL_ENOTSUP; /* Redis's bucket takes no refunds */
     rl_slotref_t ref;
+    uint32_t flags = 0; /* unused: a refund has no decision */
     if (cost > 0 && rl__table_find(&rl->table, &t.probe, &ref))
-        refund_word(&t, &ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot), cost);
+        refund_word(&t, &ref.slot->tat, &ref.slot->aux, slot_gcra(&t, ref.slot, &flags), cost);
     return 0;
 }
 
@@ -716,7 +731,7 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
     for (size_t i = 0; i < n && i <= denier; i++) {
         const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
         if (r->cost != 0 && (i < denier || rc == 0))
-            count(rl, &t[i], &o[i]);
+            count(rl, &t[i], &o[i], r->key, r->key_len);
     }
     if (denier < n) {
         /* Give back what the earlier requests took. */
@@ -829,7 +844,7 @@ int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
                     peek(rl, &t[i], &o);
                 } else {
                     charge(rl, &t[i], r->cost, &o);
-                    count(rl, &t[i], &o);
+                    count(rl, &t[i], &o, r->key, r->key_len);
                 }
                 if (d != NULL)
                     write_decision(d, &t[i], &o);
@@ -900,7 +915,7 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
             peek(rl, &t, &o);
         } else {
             charge(rl, &t, cost, &o);
-            count(rl, &t, &o);
+            count(rl, &t, &o, key, key_len);
         }
         return o.allowed ? RL_ALLOW : RL_DENY;
     }

@@ -26,11 +26,13 @@ rl_hk_entry_t *rl__hotkeys_add(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, u
                                uint64_t w)
 {
     h->total += w;
+    h->gone_valid = 0;
     size_t min = 0;
     for (size_t i = 0; i < h->n; i++) {
         rl_hk_entry_t *e = &h->e[i];
         if (e->id_lo == id_lo && e->id_hi == id_hi && e->lref == lref) {
             e->count += w;
+            e->fed += w;
             return e;
         }
         if (e->count < h->e[min].count)
@@ -46,6 +48,8 @@ rl_hk_entry_t *rl__hotkeys_add(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, u
          * count as its possible overestimate. */
         e = &h->e[min];
         floor = e->count;
+        h->gone = *e;
+        h->gone_valid = 1;
     }
     memset(e, 0, sizeof *e);
     e->id_lo = id_lo;
@@ -53,7 +57,47 @@ rl_hk_entry_t *rl__hotkeys_add(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, u
     e->lref = lref;
     e->err = floor;
     e->count = floor + w;
+    e->fed = w;
     return e;
+}
+
+rl_hk_entry_t *rl__hotkeys_find(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, uint64_t id_hi)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        rl_hk_entry_t *e = &h->e[i];
+        if (e->id_lo == id_lo && e->id_hi == id_hi && e->lref == lref)
+            return e;
+    }
+    return NULL;
+}
+
+void rl__hotkeys_tick(rl_hotkeys_t *h, double dt_s, int smooth)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        rl_hk_entry_t *e = &h->e[i];
+        double now = dt_s > 0 ? (double)e->fed / dt_s : 0;
+        /* A new entry's first interval stands alone: it was not held
+         * before, so it has no earlier rate to average with. */
+        e->rate = smooth && e->count != e->fed + e->err ? (e->rate + now) / 2 : now;
+        e->fed = 0;
+    }
+}
+
+int rl__hot_mark(uint8_t *hot, uint8_t *streak, double demand, double thr)
+{
+    int other_side = thr <= 0 ? *hot
+                     : *hot   ? demand < thr * RL_HOT_EXIT_FRAC
+                              : demand >= thr;
+    if (!other_side) {
+        *streak = 0;
+        return 0;
+    }
+    if (thr <= 0 || ++*streak >= (*hot ? RL_HOT_EXIT : RL_HOT_ENTER)) {
+        *streak = 0;
+        *hot = !*hot;
+        return *hot ? 1 : -1;
+    }
+    return 0;
 }
 
 void rl__hotkeys_set_key(rl_hk_entry_t *e, const void *key, size_t len)

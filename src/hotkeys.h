@@ -42,6 +42,19 @@ typedef struct rl_hk_entry {
     uint64_t count;    /* demand counted while held, plus err */
     uint64_t err;      /* overestimate inherited from the entry it replaced */
     unsigned char key[RL_HOTKEY_BYTES]; /* the first min(key_len, 64) bytes */
+    /* The owner's figures of the key (hot.c), kept with the entry so they
+     * follow it through Space-Saving's replacements. */
+    uint32_t slot;     /* table slot + 1 where it was last seen; 0: none */
+    uint8_t hot;       /* marked hot (rl__hot_mark) */
+    uint8_t streak;    /* evaluations in a row on the other side of the band */
+    uint8_t want;      /* its key bytes were asked for */
+    uint8_t visited;   /* fed (or seen without demand) since the last tick */
+    uint64_t fed;      /* demand added since the last rl__hotkeys_tick */
+    double rate;       /* demand per second, as of the last tick */
+    uint64_t usage_q;  /* the fleet's admitted rate at the last sync reply,
+                          Q24 of the limit's rate (global tier) */
+    double fleet;      /* the demand the hot threshold is compared with */
+    double share;      /* this node's share per second (global tier) */
 } rl_hk_entry_t;
 
 typedef struct rl_hotkeys {
@@ -49,6 +62,10 @@ typedef struct rl_hotkeys {
     size_t k;     /* counters: RL_HOTKEYS_SLACK x the keys reported */
     size_t n;     /* entries in use */
     uint64_t total; /* all demand fed (decayed alike) */
+    /* The entry the last rl__hotkeys_add replaced, if it did (gone_valid):
+     * its owner may have to undo what it published for that key. */
+    int gone_valid;
+    rl_hk_entry_t gone;
 } rl_hotkeys_t;
 
 /* For reports of up to k keys, k in 1..RL_HOTKEYS_K_MAX. Returns 0,
@@ -66,6 +83,30 @@ void rl__hotkeys_set_key(rl_hk_entry_t *e, const void *key, size_t len);
 
 /* Halve (shift 1), quarter (2), ... every count: older demand weighs less. */
 void rl__hotkeys_decay(rl_hotkeys_t *h, unsigned shift);
+
+/*
+ * Close an interval of dt_s seconds: each entry's rate becomes what was fed
+ * in it per second, averaged with the rate before when `smooth` (a sync
+ * round's; an on-request interval, of the caller's choosing, replaces it).
+ * The owner halves the counts (rl__hotkeys_decay) before it feeds the next
+ * interval, so the ranking weighs older demand less.
+ */
+void rl__hotkeys_tick(rl_hotkeys_t *h, double dt_s, int smooth);
+
+/* The entry of a key, or NULL. */
+rl_hk_entry_t *rl__hotkeys_find(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, uint64_t id_hi);
+
+/*
+ * Hot marking with hysteresis: a key enters after RL_HOT_ENTER evaluations
+ * in a row with demand >= thr, and leaves after RL_HOT_EXIT in a row with
+ * demand < thr x RL_HOT_EXIT_FRAC; between the two it stays as it is. So a
+ * demand that hovers around the threshold (noise up to a quarter of it)
+ * never flaps. thr <= 0: never hot. Returns +1 entered, -1 left, 0 neither.
+ */
+#define RL_HOT_ENTER 2
+#define RL_HOT_EXIT 3
+#define RL_HOT_EXIT_FRAC 0.75
+int rl__hot_mark(uint8_t *hot, uint8_t *streak, double demand, double thr);
 
 /*
  * Up to n entries, highest count first, of one limit (lref) or of all

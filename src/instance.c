@@ -6,11 +6,13 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "instance.h"
+#include "hot.h"
 #include "alloc.h"
 #include "errbuf.h"
 #include "structsize.h"
 #include "shared.h"
 #include "limitdef.h"
+#include "share.h"
 #include "redis/url.h"
 #include "sync.h"
 #include "exact.h"
@@ -18,26 +20,47 @@
 
 #define PAGE 4096
 
+/* The numeric fields of rl_config_t: default, lowest and highest value, as
+ * include/ratelimit.h documents them. One row each: rl_config_init and
+ * validate_config both read this table. */
+#define RL_CONFIG_RANGES(X)                                                        \
+    X(sync_interval_ms, 100, 50, 200)                                              \
+    X(max_keys, 65536, 16, UINT32_C(1) << 28)                                      \
+    X(expected_nodes, 1, 1, 100000)                                                \
+    X(key_ttl_ms, 60000, 1000, UINT64_C(86400000) * 30)                            \
+    X(max_limits, 256, 1, RL_MAX_LIMITS)                                           \
+    X(demand_alpha_pct, 75, 1, 100)                                                \
+    X(degrade_after_failures, 1, 1, 100)                                           \
+    X(recover_after_rounds, 2, 1, 100)                                             \
+    X(reconnect_max_ms, 950, 10, 60000)                                            \
+    X(degrade_ramp_ms, 1000, 0u, 3600000)                                          \
+    X(clock_coarse_tick_ns, 0, 0u, 1000000000)                                     \
+    X(exact_timeout_ms, 5, 1, 60000)                                               \
+    X(exact_pool_size, 4, 1, 64)                                                   \
+    X(quota_journal_max, 10000, 0u, 1000000)                                       \
+    X(quota_timeout_ms, 500, 1, 60000)
+
+/* node_id and key_prefix: their longest, and the buffers holding them. */
+#define NODE_ID_MAX 64
+#define KEY_PREFIX_MAX 32
+/* key_secret's length, in bytes; without one, a random secret of SECRET_RANDOM. */
+#define SECRET_MIN 16
+#define SECRET_MAX 4096
+#define SECRET_RANDOM 32
+/* rl_close waits for the sync thread's last round this many rounds, and at
+ * least CLOSE_MIN_MS. */
+#define CLOSE_ROUNDS 3
+#define CLOSE_MIN_MS 500
+
 void rl_config_init_sized(rl_config_t *cfg, size_t size)
 {
     if (cfg == NULL || size < sizeof cfg->size)
         return;
     rl_config_t d;
     memset(&d, 0, sizeof d);
-    d.sync_interval_ms = 100;
-    d.max_keys = 65536;
-    d.expected_nodes = 1;
-    d.key_ttl_ms = 60000;
-    d.max_limits = 256;
-    d.demand_alpha_pct = 75;
-    d.degrade_after_failures = 1;
-    d.recover_after_rounds = 2;
-    d.reconnect_max_ms = 950;
-    d.degrade_ramp_ms = 1000;
-    d.exact_timeout_ms = 5;
-    d.exact_pool_size = 4;
-    d.quota_journal_max = 10000;
-    d.quota_timeout_ms = 500;
+#define RL_X_(field, def, lo, hi) d.field = (def);
+    RL_CONFIG_RANGES(RL_X_)
+#undef RL_X_
     memset(cfg, 0, size);
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
     cfg->size = size;
@@ -89,21 +112,9 @@ static int bad_name(const char *field, const char *s, size_t cap, char *err, siz
 
 static int validate_config(const rl_config_t *c, char *err, size_t errlen)
 {
-    RANGE(sync_interval_ms, 50, 200);
-    RANGE(max_keys, 16, UINT32_C(1) << 28);
-    RANGE(expected_nodes, 1, 100000);
-    RANGE(key_ttl_ms, 1000, UINT64_C(86400000) * 30);
-    RANGE(max_limits, 1, RL_MAX_LIMITS);
-    RANGE(demand_alpha_pct, 1, 100);
-    RANGE(degrade_after_failures, 1, 100);
-    RANGE(recover_after_rounds, 1, 100);
-    RANGE(reconnect_max_ms, 10, 60000);
-    RANGE(degrade_ramp_ms, 0u, 3600000);
-    RANGE(clock_coarse_tick_ns, 0u, 1000000000);
-    RANGE(exact_timeout_ms, 1, 60000);
-    RANGE(exact_pool_size, 1, 64);
-    RANGE(quota_journal_max, 0u, 1000000);
-    RANGE(quota_timeout_ms, 1, 60000);
+#define RL_X_(field, def, lo, hi) RANGE(field, lo, hi);
+    RL_CONFIG_RANGES(RL_X_)
+#undef RL_X_
     if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
         return rl__errf(err, errlen, RL_ERANGE, "reserved%d: must be zero",
                         c->reserved0 != 0 ? 0 : c->reserved1 != 0 ? 1 : 2);
@@ -113,15 +124,16 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
     if (c->key_secret == NULL && c->key_secret_len != 0)
         return rl__errf(err, errlen, RL_ERANGE, "key_secret: NULL, but key_secret_len is %zu",
                         c->key_secret_len);
-    if (c->key_secret != NULL && (c->key_secret_len < 16 || c->key_secret_len > 4096))
+    if (c->key_secret != NULL &&
+        (c->key_secret_len < SECRET_MIN || c->key_secret_len > SECRET_MAX))
         return rl__errf(err, errlen, RL_ERANGE,
-                        "key_secret: %zu bytes (key_secret_len); a fleet's secret is 16..4096 "
+                        "key_secret: %zu bytes (key_secret_len); a fleet's secret is %d..%d "
                         "bytes of high-entropy data",
-                        c->key_secret_len);
-    if (c->node_id != NULL && !rl__name_valid(c->node_id, 65))
-        return bad_name("node_id", c->node_id, 65, err, errlen);
-    if (c->key_prefix != NULL && !rl__name_valid(c->key_prefix, 33))
-        return bad_name("key_prefix", c->key_prefix, 33, err, errlen);
+                        c->key_secret_len, SECRET_MIN, SECRET_MAX);
+    if (c->node_id != NULL && !rl__name_valid(c->node_id, NODE_ID_MAX + 1))
+        return bad_name("node_id", c->node_id, NODE_ID_MAX + 1, err, errlen);
+    if (c->key_prefix != NULL && !rl__name_valid(c->key_prefix, KEY_PREFIX_MAX + 1))
+        return bad_name("key_prefix", c->key_prefix, KEY_PREFIX_MAX + 1, err, errlen);
     if (c->redis_url != NULL) {
         rl_redisurl_t u;
         int rc = rl__redisurl_parse(c->redis_url, &u, err, errlen);
@@ -242,6 +254,7 @@ void rl_close(rl_t *rl)
         else
             rl__sync_forget(rl->sync);
     }
+    rl__hot_destroy(rl);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
@@ -277,103 +290,116 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
     return rc;
 }
 
-/* rl_open of a validated config. */
-static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
+/* The configuration's tunables, in the units the instance keeps. */
+static void copy_settings(rl_t *rl, const rl_config_t *c)
 {
-    rl_config_t c = *cfg;
-    int rc;
-    rl__alloc_defaults(&c.allocator);
-
-    rl_t *rl = rl__calloc(&c.allocator, sizeof *rl, 64);
-    if (rl == NULL)
-        return RL_ENOMEM;
-    rl->alloc = c.allocator;
-    rl->sync_interval_ms = c.sync_interval_ms;
-    rl->expected_nodes = c.expected_nodes;
-    rl->max_limits = c.max_limits;
-    rl->max_keys = c.max_keys;
-    rl->key_ttl_ms = c.key_ttl_ms;
-    rl->demand_alpha_q16 = c.demand_alpha_pct * 65536u / 100u;
-    rl->degrade_after_failures = c.degrade_after_failures;
-    rl->recover_after_rounds = c.recover_after_rounds;
-    rl->reconnect_max_ms = c.reconnect_max_ms;
-    rl->degrade_ramp_fp = (uint64_t)c.degrade_ramp_ms * RL_FP_PER_MS;
-    rl->exact_timeout_ms = c.exact_timeout_ms;
-    rl->exact_pool_size = c.exact_pool_size;
-    rl__log_init(&rl->logger, c.log, c.log_ud, c.log_quiet != 0, &rl->clock);
+    rl->alloc = c->allocator;
+    rl->sync_interval_ms = c->sync_interval_ms;
+    rl->expected_nodes = c->expected_nodes;
+    rl->max_limits = c->max_limits;
+    rl->max_keys = c->max_keys;
+    rl->key_ttl_ms = c->key_ttl_ms;
+    rl->demand_alpha_q16 = c->demand_alpha_pct * RL_SHARE_Q16_ONE / 100u;
+    rl->degrade_after_failures = c->degrade_after_failures;
+    rl->recover_after_rounds = c->recover_after_rounds;
+    rl->reconnect_max_ms = c->reconnect_max_ms;
+    rl->degrade_ramp_fp = (uint64_t)c->degrade_ramp_ms * RL_FP_PER_MS;
+    rl->exact_timeout_ms = c->exact_timeout_ms;
+    rl->exact_pool_size = c->exact_pool_size;
+    uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
+    rl->sync_close_ms = close_ms > CLOSE_MIN_MS ? close_ms : CLOSE_MIN_MS;
+    rl__log_init(&rl->logger, c->log, c->log_ud, c->log_quiet != 0, &rl->clock);
     atomic_init(&rl->fleet_nodes, 0);
     atomic_init(&rl->fleet_split_rounds, 0);
     atomic_init(&rl->fleet_split_fps, 0);
+}
 
-    unsigned char rnd[32];
-    const void *secret = c.key_secret;
-    size_t secret_len = c.key_secret_len;
+/* Who the instance is: its key hashing secret (a random one without a
+ * fleet), clock, node_id (the host name by default) and key prefix. 0 or
+ * RL_ENOMEM. */
+static int init_identity(rl_t *rl, const rl_config_t *c)
+{
+    unsigned char rnd[SECRET_RANDOM];
+    const void *secret = c->key_secret;
+    size_t secret_len = c->key_secret_len;
     if (secret == NULL) {
-        if (random_secret(rnd, sizeof rnd) != 0) {
-            rl__free(&rl->alloc, rl, sizeof *rl, 64);
+        if (random_secret(rnd, sizeof rnd) != 0)
             return RL_ENOMEM;
-        }
         secret = rnd;
         secret_len = sizeof rnd;
     }
     rl__keyhash_init(&rl->kh, secret, secret_len);
-    rl__clock_init(&rl->clock, c.clock, c.clock_ud, c.clock_coarse_tick_ns);
-
-    int ok = 1;
-    char host[65];
-    if (c.node_id == NULL) {
+    rl__clock_init(&rl->clock, c->clock, c->clock_ud, c->clock_coarse_tick_ns);
+    char host[NODE_ID_MAX + 1];
+    const char *node_id = c->node_id;
+    if (node_id == NULL) {
         if (gethostname(host, sizeof host) != 0 || !rl__name_valid(host, sizeof host))
             strcpy(host, "node");
-        host[64] = '\0';
-        c.node_id = host;
+        host[NODE_ID_MAX] = '\0';
+        node_id = host;
     }
-    rl->node_id = rl__strdup(&rl->alloc, c.node_id, &ok);
-    rl->key_prefix = rl__strdup(&rl->alloc, c.key_prefix ? c.key_prefix : "rl", &ok);
-    rl->sync_close_ms = 3 * c.sync_interval_ms > 500 ? 3 * c.sync_interval_ms : 500;
-    if (!ok) {
-        rl_close(rl);
+    int ok = 1;
+    rl->node_id = rl__strdup(&rl->alloc, node_id, &ok);
+    rl->key_prefix = rl__strdup(&rl->alloc, c->key_prefix ? c->key_prefix : "rl", &ok);
+    if (!ok)
         return RL_ENOMEM;
-    }
     rl->logger.node_id = rl->node_id;
-    int synced = c.redis_url != NULL;
-    rc = rl__limits_init(&rl->limits, &rl->alloc, c.max_limits, c.expected_nodes, synced,
-                         rl->kh.mix[0]);
-    if (rc != 0) {
-        rl_close(rl);
+    return 0;
+}
+
+/* The limit registry, the key table and the fork guard. */
+static int init_local_tier(rl_t *rl, const rl_config_t *c)
+{
+    int rc = rl__limits_init(&rl->limits, &rl->alloc, c->max_limits, c->expected_nodes,
+                             c->redis_url != NULL, rl->kh.mix[0]);
+    if (rc != 0)
         return rc;
-    }
     /* A reused slot must start past every value its last occupant held,
      * whichever clock source either used: two coarse ticks plus the user
      * clock's backward grain cover the sources' disagreement. */
     uint64_t guard_ns = 2 * rl->clock.coarse_tick_ns + 2 * RL_CLOCK_LAST_GRAIN_NS;
-    rc = rl__table_init(&rl->table, &rl->alloc, c.max_keys, &rl->limits,
-                        guard_ns << RL_FP_SHIFT, c.key_ttl_ms * RL_FP_PER_MS);
+    rc = rl__table_init(&rl->table, &rl->alloc, c->max_keys, &rl->limits,
+                        guard_ns << RL_FP_SHIFT, c->key_ttl_ms * RL_FP_PER_MS);
+    if (rc != 0)
+        return rc;
+    fork_guard_init(rl);
+    return rl__hot_init(rl, c->redis_url != NULL);
+}
+
+/* With a redis_url: the dirty bitmap the sync thread harvests, the quota
+ * ledger, the sync thread, and the exact thread. */
+static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
+{
+    rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
+    if (rl->table.dirty == NULL)
+        return RL_ENOMEM;
+    rl_redisurl_t url;
+    rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
+    int rc = rl__quotas_create(rl, c->quota_journal_max, c->quota_timeout_ms, &rl->quotas);
+    if (rc == 0)
+        rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);
+    if (rc == 0)
+        rc = rl__exact_start(rl, &url, &rl->exact);
+    return rc;
+}
+
+/* rl_open of a validated config. */
+static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
+{
+    rl_config_t c = *cfg;
+    rl__alloc_defaults(&c.allocator);
+    rl_t *rl = rl__calloc(&c.allocator, sizeof *rl, 64);
+    if (rl == NULL)
+        return RL_ENOMEM;
+    copy_settings(rl, &c);
+    int rc = init_identity(rl, &c);
+    if (rc == 0)
+        rc = init_local_tier(rl, &c);
+    if (rc == 0 && c.redis_url != NULL)
+        rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {
         rl_close(rl);
         return rc;
-    }
-    fork_guard_init(rl);
-    if (synced) {
-        rl_redisurl_t url;
-        rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
-        if (rl->table.dirty == NULL) {
-            rl_close(rl);
-            return RL_ENOMEM;
-        }
-        rl__redisurl_parse(c.redis_url, &url, NULL, 0); /* validated above */
-        if ((rc = rl__quotas_create(rl, c.quota_journal_max, c.quota_timeout_ms,
-                                    &rl->quotas)) != 0) {
-            rl_close(rl);
-            return rc;
-        }
-        if ((rc = rl__sync_start(rl, &url, manual_sync, &rl->sync)) != 0) {
-            rl_close(rl);
-            return rc;
-        }
-        if ((rc = rl__exact_start(rl, &url, &rl->exact)) != 0) {
-            rl_close(rl);
-            return rc;
-        }
     }
     *out = rl;
     return 0;

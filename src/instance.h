@@ -24,6 +24,7 @@ struct rl {
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
     struct rl_sync *sync; /* the global tier; NULL when local-only */
+    struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
     struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */

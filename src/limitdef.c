@@ -62,6 +62,15 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
     if (lim->shadow != 0 && lim->shadow != 1)
         return rl__errf(err, errlen, RL_ERANGE, "shadow: must be 0 or 1, not %d",
                         (int)lim->shadow);
+    /* A later field may take its place: a caller setting it must hear
+     * that this library does not know it. */
+    if (lim->reserved0 != 0)
+        return rl__errf(err, errlen, RL_ERANGE, "reserved0: must be zero, not %u",
+                        (unsigned)lim->reserved0);
+    if (lim->hot_ppm > RL_HOT_PPM_MAX)
+        return rl__errf(err, errlen, RL_ERANGE, "hot_ppm: %u is above %u (%u times the rate)",
+                        (unsigned)lim->hot_ppm, (unsigned)RL_HOT_PPM_MAX,
+                        (unsigned)(RL_HOT_PPM_MAX / 1000000u));
     rl_limit_derived_t d;
     int rc = derive(&d, lim, 1, err, errlen);
     if (rc == 0 && lim->mode == RL_MODE_EXACT) {

@@ -78,6 +78,7 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->on_failure = lim->on_failure;
     p->shadow = lim->shadow;
     p->max_keys = lim->max_keys;
+    p->hot_ppm = lim->hot_ppm;
     p->epoch = 0;
     p->prev = d.normal;
     /* exact: decided in Redis per check (exact.c), never synced; tiered is
@@ -242,8 +243,10 @@ int rl__limits_def(rl_limits_t *ls, int id, rl_limit_t *out)
     rl_limit_slot_t *s = rl__limit_get(ls, id);
     int rc = RL_ENOTFOUND;
     if (s != NULL) {
+        /* Only the caller's size: an older, smaller struct gets the
+         * fields it has (the appended ones are never written past it). */
         size_t keep = out->size;
-        *out = s->def;
+        memcpy(out, &s->def, keep < sizeof s->def ? keep : sizeof s->def);
         out->size = keep;
         rc = 0;
     }

@@ -84,6 +84,8 @@ typedef struct rl_limit_params {
     rl_gcra_t degraded;
     /* a check that meets a word of the previous epoch */
     rl_gcra_t prev; /* normal of epoch - 1 (of epoch 0: normal itself) */
+    /* hot-key marking (hot.c) */
+    uint64_t hot_ppm;
 } rl_limit_params_t;
 
 /* rl_limit_params_t.synced of an exact limit on an instance with Redis. */

@@ -33,6 +33,7 @@
 #include "alloc.h"
 #include "health.h"
 #include "instance.h"
+#include "hot.h"
 #include "metrics.h"
 #include "stats.h"
 #include "textsink.h"
@@ -366,6 +367,82 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
            "Quota charges in the journal now, waiting for Redis.", st->quota_journal_len);
 }
 
+/* Hot keys shown per limit: the busiest few, so the families' cardinality
+ * stays bounded (RL_METRICS_HOT_PER_LIMIT x limits) whatever keys callers
+ * send. */
+#define RL_METRICS_HOT_PER_LIMIT 3
+#define RL_METRICS_HOT_MAX 512 /* rl_hotkeys' most entries: 2 sketches x 256 */
+/* A scrape closes the local limits' interval at most once a second, so two
+ * scrapes in quick succession (sizing the buffer, then filling it) read the
+ * same text. */
+#define RL_METRICS_HOT_HARVEST_MS 1000
+
+/* A key as a label value: its kept bytes, printable ASCII as is (\\ and \"
+ * escaped as the format wants), any other byte as the four characters \xNN
+ * (a backslash escaped, then xNN), "..." when the key was longer; a key
+ * whose bytes are not kept yet as "#" and its limit-local rank. Keys are
+ * untrusted: the label never carries a raw byte the format could misread. */
+static void put_key_label(rl_sink_t *s, const rl_hotkey_t *k, unsigned rank)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (k->key_kept == 0) {
+        rl__put_bytes(s, "#", 1);
+        rl__put_u64(s, rank);
+        return;
+    }
+    for (uint32_t i = 0; i < k->key_kept; i++) {
+        unsigned char c = k->key[i];
+        if (c == '\\' || c == '"') {
+            char e[2] = {'\\', (char)c};
+            rl__put_bytes(s, e, 2);
+        } else if (c >= 0x20 && c < 0x7f) {
+            rl__put_bytes(s, (const char *)&c, 1);
+        } else {
+            char e[5] = {'\\', '\\', 'x', hex[c >> 4], hex[c & 15]};
+            rl__put_bytes(s, e, 5);
+        }
+    }
+    if (k->key_len > k->key_kept)
+        rl__put_str(s, "...");
+}
+
+/* The busiest keys of each limit (rl_hotkeys, which also harvests the local
+ * limits' counts: a scrape is one of its calls). */
+static void render_hot(rl_sink_t *s, const entry_t *e, uint32_t n, const rl_hotkey_t *hk,
+                       int got)
+{
+    family(s, "ratelimit_hot_key_demand_per_second", "gauge",
+           "The busiest keys of each limit (at most 3 per limit): requests offered per second "
+           "on this node, label key the key's first 64 bytes (other than printable ASCII as "
+           "\\\\xNN).");
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned rank = 0;
+        for (int j = 0; j < got && rank < RL_METRICS_HOT_PER_LIMIT; j++) {
+            if (e[i].id == 0 || hk[j].limit != e[i].id)
+                continue;
+            rl__put_str(s, "ratelimit_hot_key_demand_per_second{limit=\"");
+            put_escaped(s, e[i].name);
+            rl__put_str(s, "\",key=\"");
+            put_key_label(s, &hk[j], ++rank);
+            rl__put_str(s, "\"} ");
+            /* milli-requests per second, as an exact decimal */
+            put_fixed(s, (uint64_t)(hk[j].demand_per_s * 1000.0 + 0.5), 3);
+            rl__put_bytes(s, "\n", 1);
+        }
+    }
+    family(s, "ratelimit_hot_keys", "gauge",
+           "Keys of the limit marked hot now (their demand passed the limit's hot= share of "
+           "its rate).");
+    for (uint32_t i = 0; i < n; i++) {
+        if (e[i].id == 0)
+            continue;
+        uint64_t marked = 0;
+        for (int j = 0; j < got; j++)
+            marked += hk[j].limit == e[i].id && hk[j].hot;
+        sample(s, "ratelimit_hot_keys", "limit", e[i].name, marked);
+    }
+}
+
 int rl_metrics_text(rl_t *rl, char *buf, size_t len)
 {
     if (rl == NULL || (buf == NULL && len > 0))
@@ -379,6 +456,19 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
     if (e == NULL)
         return RL_ENOMEM;
     uint32_t n = snapshot(rl, e);
+    size_t hk_bytes = RL_METRICS_HOT_MAX * sizeof(rl_hotkey_t);
+    rl_hotkey_t *hk = NULL;
+    int got = 0;
+    if (rl->hot != NULL) {
+        hk = rl__calloc(&rl->alloc, hk_bytes, _Alignof(rl_hotkey_t));
+        if (hk == NULL) {
+            rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
+            return RL_ENOMEM;
+        }
+        for (size_t i = 0; i < RL_METRICS_HOT_MAX; i++)
+            rl_hotkey_init(&hk[i]);
+        got = rl__hot_report(rl, -1, hk, RL_METRICS_HOT_MAX, RL_METRICS_HOT_HARVEST_MS);
+    }
     /* The instance families read no decision counts (the per-limit ones
      * above have them): no second table walk. */
     rl_stats_t st;
@@ -388,10 +478,13 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
     render_limits(&s, e, n);
     if (rl->sync != NULL)
         render_limits_global(&s, e, n);
+    if (got >= 0 && hk != NULL)
+        render_hot(&s, e, n, hk, got);
     render_instance(&s, &st);
     if (rl->sync != NULL)
         render_global(&s, &st);
     rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
+    rl__free(&rl->alloc, hk, hk_bytes, _Alignof(rl_hotkey_t));
     rl__sink_finish(&s);
     /* At most RL_MAX_LIMITS limits of about 1 KB each plus a fixed 5 KB:
      * far below INT_MAX. */

@@ -24,7 +24,8 @@
     X(LEAVING, leaving)   /* 1: drop this node */                                  \
     X(NOW, now)           /* virtual now, ms (0: TIME, simulations only) */        \
     X(EXPECTED, expected) /* expected nodes */                                     \
-    X(YOUNG, young)       /* young window, ms */
+    X(YOUNG, young)       /* young window, ms */                                   \
+    X(FRESH, fresh)       /* ms a key's computed shares serve reports: a round */
 
 #define RL_REPORT_KEY_ARGS(X)                                                      \
     X(EPOCH, epoch)       /* occupancy number */                                   \
@@ -34,6 +35,9 @@
     X(NEW_A, new_a)       /* admitted since the node's last report */              \
     X(NEW_O, new_o)       /* offered since then */                                 \
     X(SPAN, span)         /* the ms they span */
+
+/* What the script returns per key, in this order (report.lua's header). */
+enum { RL_REPLY_Q, RL_REPLY_TOKENS, RL_REPLY_USAGE, RL_REPLY_NODES, RL_REPORT_REPLY_N };
 
 /* Positions, from 1 as in Lua's ARGV (fixed), offsets from 1 (per key). */
 enum {

@@ -4,13 +4,16 @@
  * key's slot: ONE 64-bit word, so a checker never sees a torn (rate, burst)
  * pair. 0 means "no share yet": the key runs at the pre-sync default.
  *
- *   bits 63..35  mantissa of the local emission interval T (29 bits)
+ *   bits 63..36  mantissa of the local emission interval T (28 bits)
+ *   bit  35      RL_SHAREWORD_HOT: the key is marked hot (hot.c); the only
+ *                bit a local limit's key uses, and no part of a share
  *   bits 34..30  its exponent: T = mantissa << exponent (1/16 ns units)
  *   bits 29..0   local burst in whole tokens (0: this node may not admit)
  *
- * T is rounded UP to the 29-bit mantissa (relative error < 2^-28), so a
+ * T is rounded UP to the 28-bit mantissa (relative error < 2^-27), so a
  * node never runs faster than its share. A share of zero rate is encoded as
- * the largest T. Pure: tested directly.
+ * the largest T. Pure: tested directly. The hot bit is set and cleared by
+ * its own RMWs; whoever publishes a share keeps it.
  */
 #ifndef RL_SHAREWORD_H
 #define RL_SHAREWORD_H
@@ -19,7 +22,10 @@
 #include "bucket.h"
 
 #define RL_SHAREWORD_BURST_MAX ((UINT64_C(1) << 30) - 1)
-#define RL_SHAREWORD_MANT_BITS 29
+#define RL_SHAREWORD_MANT_BITS 28
+#define RL_SHAREWORD_HOT (UINT64_C(1) << 35)
+/* The share part: 0 means no share yet, whatever the hot bit says. */
+#define RL_SHAREWORD_SHARE(w) ((w) & ~RL_SHAREWORD_HOT)
 #define RL_SHAREWORD_T_MAX (((UINT64_C(1) << RL_SHAREWORD_MANT_BITS) - 1) << 31)
 
 /* Encode a local interval t_fp (0: no rate) and burst (tokens). */
@@ -40,13 +46,13 @@ static inline uint64_t rl__shareword_encode(uint64_t t_fp, uint64_t burst)
     }
     if (burst > RL_SHAREWORD_BURST_MAX)
         burst = RL_SHAREWORD_BURST_MAX;
-    return (mant << 35) | ((uint64_t)exp << 30) | burst;
+    return (mant << 36) | ((uint64_t)exp << 30) | burst;
 }
 
 /* Decode into bucket parameters; tau is capped to the accepted range. */
 static inline void rl__shareword_decode(uint64_t w, rl_gcra_t *g)
 {
-    uint64_t t = (w >> 35) << ((w >> 30) & 31);
+    uint64_t t = (w >> 36) << ((w >> 30) & 31);
     uint64_t burst = w & RL_SHAREWORD_BURST_MAX;
     g->t_fp = t;
     g->burst = burst;

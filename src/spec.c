@@ -13,6 +13,9 @@
  *   2^32-1 for max_keys).
  * - RL_ESPEC: anything else that is not only decimal digits: "1.5", "1e3",
  *   "+5", "0x10", "abc", "". Leading zeros are plain decimal ("007" is 7).
+ * hot is the one fraction: digits with an optional point and up to six
+ * decimals ("0.5", "2", ".25" is RL_ESPEC, so is a seventh decimal), in
+ * (0, 1000], under the same rule otherwise ("0" and "-1" are RL_ERANGE).
  * shadow follows the same rule ("2" is RL_ERANGE, "yes" is RL_ESPEC); an
  * unknown mode or on_failure value is always RL_EMODE. Words and keyword
  * values are matched case-sensitively, as the header spells them.
@@ -39,11 +42,13 @@ enum {
     W_DEGRADED_RATE,
     W_SHADOW,
     W_MAX_KEYS,
+    W_HOT,
     W_COUNT
 };
 
 static const char *const word_names[W_COUNT] = {
     "name", "rate", "burst", "mode", "on_failure", "degraded_rate", "shadow", "max_keys",
+    "hot",
 };
 
 typedef struct keyword {
@@ -286,6 +291,45 @@ static int parse_max_keys(rl_limit_t *out, span_t v, char *err, size_t errlen)
     return rc;
 }
 
+/* A fraction of the rate, as ppm of it (see the rule at the top). */
+static int parse_hot(rl_limit_t *out, span_t v, char *err, size_t errlen)
+{
+    quote_t q;
+    size_t whole = digit_run(v);
+    span_t frac = {v.p + whole + 1, 0};
+    if (whole < v.n && v.p[whole] == '.' && whole > 0) {
+        frac.n = v.n - whole - 1;
+        if (frac.n == 0 || frac.n > 6 || digit_run(frac) != frac.n)
+            return rl__errf(err, errlen, RL_ESPEC,
+                            "hot: \"%s\" is not a fraction of the rate (digits, then "
+                            "optionally a point and 1 to 6 decimals: 0.5, 2)",
+                            quote(&q, v));
+    } else if (whole != v.n || whole == 0) {
+        if (looks_numeric(v))
+            return bad_number(v, "hot", "", err, errlen);
+        return rl__errf(err, errlen, RL_ESPEC,
+                        "hot: \"%s\" is not a fraction of the rate (digits, then "
+                        "optionally a point and 1 to 6 decimals: 0.5, 2)",
+                        quote(&q, v));
+    }
+    uint64_t ppm = 0;
+    for (size_t i = 0; i < whole; i++) {
+        ppm = ppm * 10 + (uint64_t)(v.p[i] - '0');
+        if (ppm > RL_HOT_PPM_MAX / 1000000u)
+            return rl__errf(err, errlen, RL_ERANGE, "hot: \"%s\" is above %u (times the rate)",
+                            quote(&q, v), (unsigned)(RL_HOT_PPM_MAX / 1000000u));
+    }
+    ppm *= 1000000u;
+    uint64_t scale = 100000;
+    for (size_t i = 0; i < frac.n; i++, scale /= 10)
+        ppm += (uint64_t)(frac.p[i] - '0') * scale;
+    if (ppm == 0 || ppm > RL_HOT_PPM_MAX)
+        return rl__errf(err, errlen, RL_ERANGE, "hot: \"%s\" must be in (0, %u]",
+                        quote(&q, v), (unsigned)(RL_HOT_PPM_MAX / 1000000u));
+    out->hot_ppm = (uint32_t)ppm;
+    return 0;
+}
+
 static int parse_value(rl_limit_t *out, int word, span_t v, char *err, size_t errlen)
 {
     switch (word) {
@@ -305,6 +349,8 @@ static int parse_value(rl_limit_t *out, int word, span_t v, char *err, size_t er
         return parse_rate(&out->degraded_rate, "degraded_rate", v, err, errlen);
     case W_SHADOW:
         return parse_shadow(out, v, err, errlen);
+    case W_HOT:
+        return parse_hot(out, v, err, errlen);
     default:
         return parse_max_keys(out, v, err, errlen);
     }
@@ -332,7 +378,7 @@ static int parse_pair(rl_limit_t *out, span_t tok, unsigned *seen, char *err, si
     if (word < 0)
         return rl__errf(err, errlen, RL_ESPEC,
                         "unknown word \"%s\" (use name, rate, burst, mode, on_failure, "
-                        "degraded_rate, shadow or max_keys)",
+                        "degraded_rate, shadow, max_keys or hot)",
                         quote(&q, w));
     if (*seen & (1u << word))
         return rl__errf(err, errlen, RL_ESPEC, "duplicate word \"%s\"", word_names[word]);
@@ -373,6 +419,11 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
     rl_limit_t lim;
     memset(&lim, 0, sizeof lim);
     int rc = parse_spec(&lim, spec, err, errlen);
+    if (rc == 0 && lim.hot_ppm != 0 && size < offsetof(rl_limit_t, hot_ppm) + sizeof lim.hot_ppm)
+        rc = rl__errf(err, errlen, RL_ESIZE,
+                      "hot: the caller's rl_limit_t (%zu bytes) has no hot_ppm field: use "
+                      "rl_limit_parse_sized(&lim, sizeof lim, ...)",
+                      size);
     memset(out, 0, size);
     memcpy(out, &lim, size < sizeof lim ? size : sizeof lim);
     out->size = size;

@@ -19,6 +19,37 @@
 RL_REDIS_ERR_MAP(RL_X_)
 #undef RL_X_
 
+/* A limit's totals: each rl_limit_stats_t field and the striped counter
+ * (limits.h) it sums. rl_stats_t has a field of each name too: the sum over
+ * the limits. */
+#define RL_STATS_LIMIT_MAP(X)                                                      \
+    X(admitted, RL_STAT_ADMITTED)                                                  \
+    X(denied, RL_STAT_DENIED)                                                      \
+    X(shadow_denied, RL_STAT_SHADOW)                                               \
+    X(noslot, RL_STAT_NOSLOT)                                                      \
+    X(degraded, RL_STAT_DEGRADED)
+
+/* rl_stats_t's fields summed over the limits that rl_limit_stats_t lacks. */
+#define RL_STATS_DEGRADED_MAP(X)                                                   \
+    X(degraded_open, RL_STAT_DEG_OPEN)                                             \
+    X(degraded_closed, RL_STAT_DEG_CLOSED)                                         \
+    X(degraded_local, RL_STAT_DEG_LOCAL)
+
+/* rl_stats_t's sync figures: each field and the sync thread's counter
+ * (sync.h, RL_SYNC_COUNTERS_*) it shows; the per-class errors are
+ * RL_REDIS_ERR_MAP's rows. */
+#define RL_STATS_SYNC_MAP(X)                                                       \
+    X(sync_rounds, rounds)                                                         \
+    X(sync_rounds_failed, rounds_failed)                                           \
+    X(sync_reports, reports)                                                       \
+    X(sync_errors, errors)                                                         \
+    X(sync_connected, connected)                                                   \
+    X(sync_rounds_completed, rounds_ok)                                            \
+    X(sync_round_us_sum, round_us_sum)                                             \
+    X(sync_round_us_last, round_us_last)                                           \
+    X(sync_round_us_max, round_us_max)                                             \
+    X(sync_reports_last_round, reports_last)
+
 void rl_stats_init_sized(rl_stats_t *s, size_t size)
 {
     if (s == NULL || size < sizeof s->size)
@@ -89,11 +120,9 @@ static void window_walk(rl_t *rl, window_t *w)
 static void limit_totals(rl_limit_slot_t *ls, rl_limit_stats_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->admitted = rl__limit_stat_sum(ls, RL_STAT_ADMITTED);
-    o->denied = rl__limit_stat_sum(ls, RL_STAT_DENIED);
-    o->shadow_denied = rl__limit_stat_sum(ls, RL_STAT_SHADOW);
-    o->noslot = rl__limit_stat_sum(ls, RL_STAT_NOSLOT);
-    o->degraded = rl__limit_stat_sum(ls, RL_STAT_DEGRADED);
+#define RL_X_(field, counter) o->field = rl__limit_stat_sum(ls, counter);
+    RL_STATS_LIMIT_MAP(RL_X_)
+#undef RL_X_
     /* relaxed: a statistic. */
     o->keys_live = atomic_load_explicit(&ls->nkeys, memory_order_relaxed);
     rl__limit_sync_stats(ls, o);
@@ -140,19 +169,12 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     if (rl->sync != NULL) {
         rl_sync_counters_t c;
         rl__sync_counters(rl->sync, &c);
-        o->sync_rounds = c.rounds;
-        o->sync_rounds_failed = c.rounds_failed;
-        o->sync_reports = c.reports;
-        o->sync_errors = c.errors;
-        o->sync_connected = c.connected;
+#define RL_X_(field, counter) o->field = c.counter;
+        RL_STATS_SYNC_MAP(RL_X_)
+#undef RL_X_
 #define RL_X_(up, word, doc) o->sync_err_##word = c.by_class[RL_REDIS_ERR_##up];
         RL_REDIS_ERR_MAP(RL_X_)
 #undef RL_X_
-        o->sync_rounds_completed = c.rounds_ok;
-        o->sync_round_us_sum = c.round_us_sum;
-        o->sync_round_us_last = c.round_us_last;
-        o->sync_round_us_max = c.round_us_max;
-        o->sync_reports_last_round = c.reports_last;
         /* relaxed: statistics. */
         o->fleet_nodes = atomic_load_explicit(&rl->fleet_nodes, memory_order_relaxed);
         o->fleet_split_rounds = atomic_load_explicit(&rl->fleet_split_rounds,
@@ -183,14 +205,12 @@ void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)
             rl_limit_slot_t *ls = &rl->limits.slots[(uint32_t)ids[j] & RL_LIMIT_IDX_MASK];
             if (!slot_counts)
                 limit_totals(ls, &l[j]);
-            o->admitted += l[j].admitted;
-            o->denied += l[j].denied;
-            o->shadow_denied += l[j].shadow_denied;
-            o->noslot += l[j].noslot;
-            o->degraded += l[j].degraded;
-            o->degraded_open += rl__limit_stat_sum(ls, RL_STAT_DEG_OPEN);
-            o->degraded_closed += rl__limit_stat_sum(ls, RL_STAT_DEG_CLOSED);
-            o->degraded_local += rl__limit_stat_sum(ls, RL_STAT_DEG_LOCAL);
+#define RL_X_(field, counter) o->field += l[j].field;
+            RL_STATS_LIMIT_MAP(RL_X_)
+#undef RL_X_
+#define RL_X_(field, counter) o->field += rl__limit_stat_sum(ls, counter);
+            RL_STATS_DEGRADED_MAP(RL_X_)
+#undef RL_X_
         }
     }
     health_stats(rl, o);

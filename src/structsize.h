@@ -37,5 +37,6 @@ static inline int rl__config_size_known(size_t size)
 #define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
 #define RL_STATS_SIZE_MIN offsetof(rl_stats_t, health_since_round)
 #define RL_LIMIT_STATS_SIZE_MIN offsetof(rl_limit_stats_t, sync_keys)
+#define RL_HOTKEY_SIZE_MIN sizeof(rl_hotkey_t) /* its first layout */
 
 #endif

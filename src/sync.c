@@ -24,8 +24,11 @@
 #define HEALTH_LOG_EVERY_MS 1000
 /* A round's replies are awaited 9/10 of the interval: the next round's
  * jittered start (at least 90% of it) never finds them outstanding. */
-#define ROUND_DEADLINE_NUM 9
-#define ROUND_DEADLINE_DEN 10
+#define ROUND_DEADLINE_NUM (RL_SYNC_JITTER_DEN - 1)
+#define ROUND_DEADLINE_DEN RL_SYNC_JITTER_DEN
+/* rl_open waits for the first connection's outcome its connect deadline
+ * and this much more (the setup's replies), never longer. */
+#define FIRST_OUTCOME_SLACK_MS 100
 /* Rounds in a row whose replies missed the deadline before the connection
  * is started over (a frozen or blackholed server). */
 #define SILENT_ROUNDS_MAX 3
@@ -158,6 +161,11 @@ static void load_script(rl_sync_t *s)
 
 static void conn_connected(void *owner) { load_script(owner); }
 
+static const char *conn_client_name(void *owner)
+{
+    return ((rl_sync_t *)owner)->client_name;
+}
+
 static const rl_redis_conn_ops_t conn_ops = {
     .connected = conn_connected,
     .failed = conn_failed,
@@ -165,6 +173,7 @@ static const rl_redis_conn_ops_t conn_ops = {
     .setup_error = conn_setup_error,
     .retry_scheduled = conn_retry_scheduled,
     .stopping = conn_stopping,
+    .client_name = conn_client_name,
 };
 
 /* A SCRIPT LOAD's answer (the registry's state already updated). */
@@ -317,8 +326,8 @@ static void schedule_round(rl_sync_t *s)
 {
     /* +-10% jitter: nodes started together do not report in lockstep. */
     uint64_t base = s->rl->sync_interval_ms;
-    uint64_t span = base / 5 + 1;
-    uint64_t delay = base - base / 10 + next_random(s) % span;
+    uint64_t span = base / (RL_SYNC_JITTER_DEN / 2) + 1; /* both sides */
+    uint64_t delay = base - base / RL_SYNC_JITTER_DEN + next_random(s) % span;
     uv_timer_start(&s->round_timer, on_round, delay, 0);
 }
 
@@ -367,7 +376,8 @@ static void thread_main(void *arg)
  * little: rl_open must never block longer. */
 static int wait_first_outcome(rl_sync_t *s)
 {
-    uint64_t until = uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + 100) * 1000000u;
+    uint64_t until =
+        uv_hrtime() + (uint64_t)(RL_REDIS_CONNECT_DEADLINE_MS + FIRST_OUTCOME_SLACK_MS) * 1000000u;
     uv_mutex_lock(&s->step_mu);
     while (s->first_outcome == FIRST_PENDING) {
         uint64_t now = uv_hrtime();
@@ -421,6 +431,11 @@ static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
      * restarted node, are different incarnations. */
     snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
              (unsigned long long)seed[1]);
+    /* CLIENT LIST then names the node and instance holding a connection
+     * (cut to RL_REDIS_CONN_NAME_MAX - 1 bytes; a node_id is 64 at most). */
+    snprintf(s->client_name, sizeof s->client_name, "%s%.*s", RL_SYNC_CLIENT_NAME_PREFIX,
+             (int)(sizeof s->client_name - sizeof RL_SYNC_CLIENT_NAME_PREFIX),
+             s->incarnation);
     /* What the node registry shows of this process (syncnodes.h). */
     if (gethostname(s->host, sizeof s->host) != 0)
         s->host[0] = '\0';

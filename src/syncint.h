@@ -27,6 +27,15 @@ enum {
 _Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
                "one counter per rl_sync_counters_t word");
 
+/* Rounds start interval +- interval / RL_SYNC_JITTER_DEN apart (sync.c's
+ * schedule_round), so consecutive rounds are at least (DEN - 1) / DEN of the
+ * interval apart: the round deadline and entry_may_live (syncround.c) rely
+ * on it. */
+#define RL_SYNC_JITTER_DEN 10
+
+/* The sync connection's CLIENT SETNAME: this prefix, then the incarnation. */
+#define RL_SYNC_CLIENT_NAME_PREFIX "libratelimit:"
+
 /* Most keys one report script call carries: the call's slot lists
  * (syncround.c) and the reply scratch below are sized by it. */
 #define RL_SYNC_KEYS_PER_CALL 256u
@@ -48,6 +57,8 @@ typedef struct rl_syncslot {
     uint64_t pend_a; /* admitted since the last report */
     uint64_t pend_o; /* offered since the last report */
     uint64_t last_round; /* the round of the last report (round_id) */
+    uint64_t usage_q;  /* the fleet's admitted rate at the last reply, Q24
+                          of the limit's rate (hot-key marking, hot.c) */
     uint32_t win_seen; /* the stats window (low 31 bits of window_no) that
                           counted this key; top bit: counted as over too */
     uint8_t queued;    /* listed in this round's reports */
@@ -88,6 +99,7 @@ struct rl_sync {
     rl_redis_route_t route;     /* the connection(s), redis/route.h */
     rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
     char incarnation[300];
+    char client_name[RL_REDIS_CONN_NAME_MAX]; /* RL_SYNC_CLIENT_NAME_PREFIX incarnation */
     /* The node registry (syncnodes.h; sync thread only). */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
     uint64_t split_fps;      /* other fingerprints at the last heartbeat */

@@ -12,11 +12,21 @@
 #include "alloc.h"
 #include "share.h"
 #include "shareword.h"
+#include "hot.h"
 
 
 /* Beyond a burst's time and the quiet reporters' entries, how long a key's
  * hash lives unreported in Redis (ms). */
 #define KEY_TTL_SLACK_MS 10000
+
+/* A report call's arguments before its keys: EVALSHA, the SHA, the key
+ * count. Its text: per key at most a key name (KEY_NAME_BYTES) and
+ * RL_REPORT_KEY_ARGS_N numbers, and the fixed arguments (FIXED_ARGS_BYTES,
+ * numbers and the incarnation). */
+#define CALL_HEAD_ARGS 3
+#define U64_TEXT_BYTES 24 /* 20 digits, the terminator, and room */
+#define KEY_NAME_BYTES (96 + RL_NAME_MAX + 32)
+#define FIXED_ARGS_BYTES 512
 
 /* One script call in flight: which slots its reply answers. */
 typedef struct call {
@@ -72,7 +82,7 @@ static const rl_gcra_t *current_gcra(rl_slot_t *slot, const rl_synclimit_t *l, r
 {
     /* relaxed: a self-contained word; this thread is its only writer. */
     uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
-    if (w == 0)
+    if (RL_SHAREWORD_SHARE(w) == 0)
         return &l->p.presync;
     rl__shareword_decode(w, tmp);
     return tmp;
@@ -114,6 +124,9 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     ss->cum_o += a + d;
     ss->pend_a += a;
     ss->pend_o += a + d;
+    /* relaxed: the key id is stable while ctrl is (validated on reply). */
+    rl__hot_feed(s->rl, i, RL_CTRL_LREF(c), atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
+                 atomic_load_explicit(&slot->id_hi, memory_order_relaxed), a + d, ss->usage_q);
     /* "Could" counts the silent rounds too (the slot is not visited then):
      * judged against one round of its share, a sparse key's single request
      * looked near whenever the share rounded below one token a round, and
@@ -133,7 +146,7 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         .could = span_fp / g->t_fp + g->burst,
         .period = ss->period,
         .linger = ss->linger,
-        .has_share = w != 0,
+        .has_share = RL_SHAREWORD_SHARE(w) != 0,
     };
     rl_report_action_t act;
     rl__sync_report_policy(&v, &act);
@@ -239,7 +252,9 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
         unsigned __int128 t = ((unsigned __int128)l->p.normal.t_fp * RL_SHARE_ONE + q - 1) / q;
         t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
     }
-    uint64_t w = rl__shareword_encode(t_local, tokens);
+    /* relaxed: this thread writes the word (and its hot mark, hot.c). */
+    uint64_t hot = atomic_load_explicit(&slot->share, memory_order_relaxed) & RL_SHAREWORD_HOT;
+    uint64_t w = rl__shareword_encode(t_local, tokens) | hot;
     rl_gcra_t before, after, tmp;
     before = *current_gcra(slot, l, &tmp);
     /* relaxed: a self-contained word. A slot cannot be retired and reused
@@ -262,11 +277,11 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
         rl_share_reply_t *o = &out[j];
         memset(o, 0, sizeof *o);
         o->q = UINT64_MAX;
-        if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 4)
+        if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != RL_REPORT_REPLY_N)
             continue;
-        long long v[4];
+        long long v[RL_REPORT_REPLY_N];
         int ok = 1;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < RL_REPORT_REPLY_N; i++) {
             const redisReply *x = e->element[i];
             ok &= x != NULL && x->type == REDIS_REPLY_INTEGER;
             v[i] = ok ? x->integer : -1;
@@ -274,14 +289,16 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
         /* A share above the whole rate, a negative figure, or a usage no
          * fleet of that many nodes could reach is not one we sent for: skip
          * it rather than trust it. */
-        if (!ok || v[0] < 0 || v[0] > RL_SHARE_ONE || v[1] < 0 ||
-            (unsigned long long)v[1] > RL_SHAREWORD_BURST_MAX || v[3] < 0 ||
-            v[3] > RL_SYNC_NODES_MAX || v[2] < 0 || v[2] > v[3] * RL_SHARE_ONE)
+        long long q = v[RL_REPLY_Q], tokens = v[RL_REPLY_TOKENS];
+        long long usage = v[RL_REPLY_USAGE], nodes = v[RL_REPLY_NODES];
+        if (!ok || q < 0 || q > RL_SHARE_ONE || tokens < 0 ||
+            (unsigned long long)tokens > RL_SHAREWORD_BURST_MAX || nodes < 0 ||
+            nodes > RL_SYNC_NODES_MAX || usage < 0 || usage > nodes * RL_SHARE_ONE)
             continue;
-        o->q = (uint64_t)v[0];
-        o->tokens = (uint64_t)v[1];
-        o->usage = (uint64_t)v[2];
-        o->nodes = (uint64_t)v[3];
+        o->q = (uint64_t)q;
+        o->tokens = (uint64_t)tokens;
+        o->usage = (uint64_t)usage;
+        o->nodes = (uint64_t)nodes;
     }
     return 0;
 }
@@ -399,6 +416,8 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
                 continue;
             apply_share(s, call->slot[j], call->ctrl[j], s->shares[j].q, s->shares[j].tokens);
             /* Only for the occupant the report was for. */
+            if (s->slots[call->slot[j]].ctrl == call->ctrl[j])
+                s->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot.c */
             if (windowed && s->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
         }
@@ -482,6 +501,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
         case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
+        case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
         }
     }
 }
@@ -529,8 +549,10 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     const rl_allocator_t *a = &s->rl->alloc;
     call_t *call = rl__calloc(a, sizeof *call, 8);
     argbuf_t b;
-    int ok = argbuf_init(&b, a, 3 + n + RL_REPORT_ARGS_N + RL_REPORT_KEY_ARGS_N * (size_t)n,
-                         (size_t)n * (96 + RL_NAME_MAX + 32 + RL_REPORT_KEY_ARGS_N * 24) + 512);
+    int ok = argbuf_init(&b, a,
+                         CALL_HEAD_ARGS + n + RL_REPORT_ARGS_N + RL_REPORT_KEY_ARGS_N * (size_t)n,
+                         (size_t)n * (KEY_NAME_BYTES + RL_REPORT_KEY_ARGS_N * U64_TEXT_BYTES) +
+                             FIXED_ARGS_BYTES);
     if (call == NULL || ok != 0) {
         rl__free(a, call, sizeof *call, 8);
         argbuf_free(&b, a);
@@ -554,7 +576,7 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     call->n = n;
     /* Every key of a call shares one hash tag (its limit and vshard). */
     size_t tag_len;
-    const char *tag = rl__redis_hash_tag(b.argv[3], b.argl[3], &tag_len);
+    const char *tag = rl__redis_hash_tag(b.argv[CALL_HEAD_ARGS], b.argl[CALL_HEAD_ARGS], &tag_len);
     int rc = rl__redis_route_send(&s->route, tag, tag_len, call_reply, call, (int)b.k, b.argv,
                                   b.argl);
     argbuf_free(&b, a);
@@ -622,8 +644,8 @@ static void send_reports(rl_sync_t *s, uint32_t n)
 static int entry_may_live(const rl_sync_t *s, const rl_syncslot_t *ss)
 {
     uint64_t since = s->round_id - ss->last_round;
-    return since <= 1 ||
-           (since - 1) * 9 < (uint64_t)RL_REPORT_ENTRY_PERIODS * 10 * ss->period;
+    return since <= 1 || (since - 1) * (RL_SYNC_JITTER_DEN - 1) <
+                             (uint64_t)RL_REPORT_ENTRY_PERIODS * RL_SYNC_JITTER_DEN * ss->period;
 }
 
 /* Limits with at least one of order[0, n) (for the heartbeat). */
@@ -656,6 +678,7 @@ void rl__sync_round(rl_sync_t *s)
         window_publish(s);
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
+    rl__hot_round_begin(s->rl);
     for (size_t wi = 0; wi < words; wi++) {
         /* acq_rel: see rl__table_count; the counter swaps below come after. */
         uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
@@ -668,6 +691,7 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
+    rl__hot_round_end(s->rl);
     if (s->leaving) {
         /* Hand back the shares Redis still counts and report the usage it
          * has not seen. Not every key ever reported: one whose entry expired

@@ -4,6 +4,7 @@
 #include "table.h"
 #include "alloc.h"
 #include "clock.h"
+#include "hotcap.h"
 
 int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
                    rl_limits_t *limits, uint64_t idle_guard_fp, uint64_t ttl_fp)
@@ -220,121 +221,167 @@ static int claim_conflicts(rl_table_t *t, const rl_probe_t *p, size_t mine, rl_s
     return 0;
 }
 
+/* What one look at the key's probe window found besides the key itself:
+ * the first reusable slot (EMPTY, or a TOMB past its idle guard) and, while
+ * there is none, the first LIVE slot idle enough to retire. */
+typedef struct acq_window {
+    size_t free_d; /* RL_PROBE_MAX: none */
+    uint64_t free_c;
+    size_t idle_d; /* RL_PROBE_MAX: none */
+    uint64_t idle_c, idle_tat;
+} acq_window_t;
+
+/* Look at the window once. Returns 1 with the key's LIVE slot in *ref, or
+ * 0 with what is reusable in *w. */
+static int scan_window(rl_table_t *t, const rl_probe_t *p, uint64_t now_fp, acq_window_t *w,
+                       rl_slotref_t *ref)
+{
+    w->free_d = w->idle_d = RL_PROBE_MAX;
+    w->free_c = w->idle_c = w->idle_tat = 0;
+    for (size_t d = 0; d < RL_PROBE_MAX; d++) {
+        rl_slot_t *s = rl__slot_at(t, p->home, d);
+        /* acquire: as in rl__table_find; also orders the TOMB's floor. */
+        uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+        unsigned st = RL_CTRL_STATE(c);
+        if (st == RL_SLOT_EMPTY) {
+            if (w->free_d == RL_PROBE_MAX) {
+                w->free_d = d;
+                w->free_c = c;
+            }
+            break;
+        }
+        if (st == RL_SLOT_TOMB) {
+            /* relaxed: ordered by the acquire load of ctrl above. */
+            uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
+            if (w->free_d == RL_PROBE_MAX && floor + t->idle_guard_fp < now_fp) {
+                w->free_d = d;
+                w->free_c = c;
+            }
+            continue;
+        }
+        if (st != RL_SLOT_LIVE)
+            continue;
+        if (RL_CTRL_KEYBITS(c) == p->keybits && rl__slot_read(s, p, c, &ref->tat)) {
+            ref->slot = s;
+            return 1;
+        }
+        if (w->idle_d == RL_PROBE_MAX && w->free_d == RL_PROBE_MAX) {
+            /* relaxed: slot_idle and the retire CAS revalidate it. */
+            uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
+            if (slot_idle(t, s, c, v, now_fp)) {
+                w->idle_d = d;
+                w->idle_c = c;
+                w->idle_tat = v;
+            }
+        }
+    }
+    return 0;
+}
+
+/* No free slot or no capacity: make room from an idle key in our own
+ * window, else from a batch of the table. A batch that frees nothing does
+ * not end the insert: the bound on failed inserts (table.h) counts a batch
+ * per attempt. */
+static void make_room(rl_table_t *t, const rl_probe_t *p, const acq_window_t *w,
+                      uint64_t now_fp)
+{
+    int room = w->idle_d != RL_PROBE_MAX &&
+               retire_idle(t, rl__slot_at(t, p->home, w->idle_d), w->idle_c, w->idle_tat);
+    if (!room)
+        rl__table_sweep_some(t, now_fp);
+}
+
+enum { CLAIM_LOST = -1, CLAIM_OTHER = 0, CLAIM_LIVE = 1 };
+
+/*
+ * Claim slot s (seen as *free_c, reusable) for the key and publish it LIVE,
+ * reserved capacity already taken. CLAIM_LIVE: ours, its words set (*live
+ * the published ctrl, *bit the epoch bit of its TAT). CLAIM_OTHER: the
+ * key's live slot is elsewhere, in *ref. CLAIM_LOST: another claimer took
+ * the slot or killed our claim; look again. On anything but CLAIM_LIVE the
+ * reservation is given back.
+ */
+static int claim_slot(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim, rl_slot_t *s,
+                      size_t d, uint64_t free_c, uint64_t now_fp, uint64_t *live, uint64_t *bit,
+                      rl_slotref_t *ref)
+{
+    uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
+    /* seq_cst: wins the slot; acquire sees the floor and counts of the
+     * retire before it; the stores below publish with release. And the
+     * store half of two store->load pairings: with another claimer of
+     * the key (claim_conflicts) and with an epoch conversion (below). */
+    if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim, memory_order_seq_cst,
+                                                 memory_order_relaxed)) {
+        unreserve(t, lim);
+        return CLAIM_LOST;
+    }
+    /* seq_cst: pairs with rl__limits_update's store of a new epoch and
+     * its sweep's seq_cst load of ctrl: either the sweep sees CLAIMING
+     * (and waits to convert our word) or we see the new epoch here. A
+     * full bucket owes nothing in any epoch, so it takes the newest. */
+    *bit = rl__epoch_bit(atomic_load_explicit(&lim->epoch, memory_order_seq_cst));
+    /* relaxed: ordered by the claim (acquire); restored if we give up. */
+    uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
+    /* release (seqlock write side): a reader that sees one of these
+     * values also sees CLAIMING, so its validation fails instead of
+     * mixing two keys. */
+    atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_release);
+    atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_release);
+    atomic_store_explicit(&s->tat, now_fp | *bit, memory_order_release);
+    int other = claim_conflicts(t, p, d, ref);
+    *live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
+    if (other == 0) {
+        /* release: a hot-key marker (hot.c, mark_slot) whose RMW of the
+         * word comes after this store sees our claim when it re-reads
+         * ctrl, and takes back a mark meant for the last occupant. Free
+         * on x86. */
+        atomic_store_explicit(&s->share, 0, memory_order_release);
+        /* relaxed: read only by the sync thread and retirers, after they
+         * validated ctrl LIVE, which the CAS below publishes. */
+        atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
+        uint64_t c = claim;
+        /* seq_cst: publishes the slot (release) and takes part in the
+         * store->load ordering of rl_limit_remove. A CAS: it fails if a
+         * nearer claimer of the key killed our claim. */
+        if (atomic_compare_exchange_strong_explicit(&s->ctrl, &c, *live, memory_order_seq_cst,
+                                                    memory_order_relaxed))
+            return CLAIM_LIVE;
+        other = -1;
+    }
+    /* Give the claim up: nobody could charge it. The slot goes back to
+     * TOMB with the floor it had, so it is reusable as before (relaxed:
+     * published by the release store of ctrl, as in retire_owned). */
+    atomic_store_explicit(&s->aux, floor, memory_order_relaxed);
+    atomic_store_explicit(&s->ctrl, RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(claim) + 2, RL_SLOT_TOMB),
+                          memory_order_release);
+    unreserve(t, lim);
+    return other > 0 ? CLAIM_OTHER : CLAIM_LOST;
+}
+
 int rl__table_acquire(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim,
                       uint64_t max_keys, uint64_t now_fp, rl_slotref_t *ref)
 {
-    for (int attempt = 0; attempt < 4; attempt++) {
-        size_t free_d = RL_PROBE_MAX;
-        uint64_t free_c = 0;
-        size_t idle_d = RL_PROBE_MAX;
-        uint64_t idle_c = 0, idle_tat = 0;
-        for (size_t d = 0; d < RL_PROBE_MAX; d++) {
-            rl_slot_t *s = rl__slot_at(t, p->home, d);
-            /* acquire: as in rl__table_find; also orders the TOMB's floor. */
-            uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
-            unsigned st = RL_CTRL_STATE(c);
-            if (st == RL_SLOT_EMPTY) {
-                if (free_d == RL_PROBE_MAX) {
-                    free_d = d;
-                    free_c = c;
-                }
-                break;
-            }
-            if (st == RL_SLOT_TOMB) {
-                /* relaxed: ordered by the acquire load of ctrl above. */
-                uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
-                if (free_d == RL_PROBE_MAX && floor + t->idle_guard_fp < now_fp) {
-                    free_d = d;
-                    free_c = c;
-                }
-                continue;
-            }
-            if (st != RL_SLOT_LIVE)
-                continue;
-            if (RL_CTRL_KEYBITS(c) == p->keybits && rl__slot_read(s, p, c, &ref->tat)) {
-                ref->slot = s;
-                return 1;
-            }
-            if (idle_d == RL_PROBE_MAX && free_d == RL_PROBE_MAX) {
-                /* relaxed: slot_idle and the retire CAS revalidate it. */
-                uint64_t v = atomic_load_explicit(&s->tat, memory_order_relaxed);
-                if (slot_idle(t, s, c, v, now_fp)) {
-                    idle_d = d;
-                    idle_c = c;
-                    idle_tat = v;
-                }
-            }
-        }
-        if (free_d == RL_PROBE_MAX || !reserve(t, lim, max_keys)) {
-            /* No free slot or no capacity: make room from an idle key in our
-             * own window, else from a batch of the table, then look again. */
-            int room = idle_d != RL_PROBE_MAX &&
-                       retire_idle(t, rl__slot_at(t, p->home, idle_d), idle_c, idle_tat);
-            /* A batch that freed nothing does not end the insert: the bound
-             * on failed inserts (table.h) counts a batch per attempt. */
-            if (!room)
-                rl__table_sweep_some(t, now_fp);
+    for (int attempt = 0; attempt < RL_TABLE_ACQUIRE_ATTEMPTS; attempt++) {
+        acq_window_t w;
+        if (scan_window(t, p, now_fp, &w, ref))
+            return 1;
+        if (w.free_d == RL_PROBE_MAX || !reserve(t, lim, max_keys)) {
+            make_room(t, p, &w, now_fp);
             continue;
         }
-        rl_slot_t *s = rl__slot_at(t, p->home, free_d);
-        uint64_t claim = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_CLAIMING);
-        /* seq_cst: wins the slot; acquire sees the floor and counts of the
-         * retire before it; the stores below publish with release. And the
-         * store half of two store->load pairings: with another claimer of
-         * the key (claim_conflicts) and with an epoch conversion (below). */
-        if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &free_c, claim,
-                                                     memory_order_seq_cst, memory_order_relaxed)) {
-            unreserve(t, lim);
-            /* Another inserter took the slot (it made progress): look again
-             * without using up an attempt, which would send a key that has
-             * room to the no-slot path (on_failure) under contention. */
+        rl_slot_t *s = rl__slot_at(t, p->home, w.free_d);
+        uint64_t live, bit;
+        int got = claim_slot(t, p, lim, s, w.free_d, w.free_c, now_fp, &live, &bit, ref);
+        if (got == CLAIM_OTHER)
+            return 1; /* the key's live slot, in *ref */
+        if (got == CLAIM_LOST) {
+            /* Another inserter took the slot, or a claim of the same key
+             * won (either made progress): look again without using up an
+             * attempt, which would send a key that has room to the no-slot
+             * path (on_failure) under contention. */
             attempt--;
-            continue;
-        }
-        /* seq_cst: pairs with rl__limits_update's store of a new epoch and
-         * its sweep's seq_cst load of ctrl: either the sweep sees CLAIMING
-         * (and waits to convert our word) or we see the new epoch here. A
-         * full bucket owes nothing in any epoch, so it takes the newest. */
-        uint64_t bit = rl__epoch_bit(atomic_load_explicit(&lim->epoch, memory_order_seq_cst));
-        /* relaxed: ordered by the claim (acquire); restored if we give up. */
-        uint64_t floor = atomic_load_explicit(&s->aux, memory_order_relaxed);
-        /* release (seqlock write side): a reader that sees one of these
-         * values also sees CLAIMING, so its validation fails instead of
-         * mixing two keys. */
-        atomic_store_explicit(&s->id_lo, p->id.lo, memory_order_release);
-        atomic_store_explicit(&s->id_hi, p->id.hi, memory_order_release);
-        atomic_store_explicit(&s->tat, now_fp | bit, memory_order_release);
-        int other = claim_conflicts(t, p, free_d, ref);
-        uint64_t live = p->keybits | RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(free_c), RL_SLOT_LIVE);
-        if (other == 0) {
-            /* relaxed: read only by the sync thread and retirers, after they
-             * validated ctrl LIVE, which the CAS below publishes. */
-            atomic_store_explicit(&s->share, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
-            atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
-            uint64_t c = claim;
-            /* seq_cst: publishes the slot (release) and takes part in the
-             * store->load ordering of rl_limit_remove. A CAS: it fails if a
-             * nearer claimer of the key killed our claim. */
-            if (!atomic_compare_exchange_strong_explicit(&s->ctrl, &c, live,
-                                                         memory_order_seq_cst,
-                                                         memory_order_relaxed))
-                other = -1;
-        }
-        if (other != 0) {
-            /* Give the claim up: nobody could charge it. The slot goes back
-             * to TOMB with the floor it had, so it is reusable as before
-             * (relaxed: published by the release store of ctrl, as in
-             * retire_owned). */
-            atomic_store_explicit(&s->aux, floor, memory_order_relaxed);
-            atomic_store_explicit(&s->ctrl,
-                                  RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(claim) + 2, RL_SLOT_TOMB),
-                                  memory_order_release);
-            unreserve(t, lim);
-            if (other > 0)
-                return 1; /* the key's live slot, in *ref */
-            attempt--;  /* lost to a claim of the same key: not a full window */
             continue;
         }
         /* seq_cst: pairs with rl_limit_remove's seq_cst store of id 0, so
@@ -464,4 +511,17 @@ void rl__table_convert_limit(rl_table_t *t, uint32_t lref, uint64_t from_t, uint
             rl__bucket_convert(&s->tat, &s->aux, from_t, to_t, bit,
                                rl__clock_now_fp(clk, source));
     }
+}
+
+void rl__table_first_count(rl_table_t *t, rl_slot_t *s, const rl_probe_t *p, const void *key,
+                           size_t len)
+{
+    size_t i = (size_t)(s - t->slots);
+    if (t->dirty != NULL)
+        /* release: a sync thread whose bitmap swap (acquire) sees this bit
+         * also sees the add, so its swap of the counter includes it. */
+        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                 memory_order_release);
+    if (t->hotcap != NULL)
+        rl__hotcap_offer(t->hotcap, i, p->id.lo, p->id.hi, RL_CTRL_LREF(p->keybits), key, len);
 }

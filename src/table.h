@@ -72,7 +72,9 @@ typedef struct rl_slot {
     _Atomic uint64_t id_hi;
     _Atomic uint64_t tat;
     /* The global tier's local share of this key (shareword.h); 0: none yet.
-     * Written by the sync thread, zeroed by a claimer. */
+     * Written by the sync thread, zeroed by a claimer; its hot bit
+     * (RL_SHAREWORD_HOT, a local key's only bit) set and cleared by the
+     * hot-key marker (hot.c). */
     _Atomic uint64_t share;
     /* Decisions not yet folded into the limit's totals: by the sync thread
      * (synced limits, every round), by a retire, or read in place by
@@ -100,40 +102,53 @@ typedef struct rl_table {
     /* Instances with a global tier: one bit per slot with unharvested
      * counts, set by checkers, cleared by the sync thread. */
     _Atomic uint64_t *dirty;
+    /* Key bytes of hot keys (hotcap.h); NULL in a shared instance. */
+    struct rl_hotcap *hotcap;
 } rl_table_t;
+
+typedef struct rl_probe rl_probe_t;
+
+/* A slot's counter left 0 (rl__table_count): mark it dirty, and capture
+ * its key if the hot-key report asked for it. Out of line: once per key
+ * and harvest. */
+void rl__table_first_count(rl_table_t *t, rl_slot_t *s, const rl_probe_t *p, const void *key,
+                           size_t len);
 
 /*
  * Count a decision on a slot. With a global tier, a checker that
  * moves a counter from 0 marks the slot dirty; the sync thread clears a
  * bitmap word (acq_rel) before it swaps the counters to 0. Whatever the
  * interleaving, a non-zero counter has its bit set or is about to be read.
+ * The key (p, key, len) is the one the slot was found for.
  */
-static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed)
+static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed, const rl_probe_t *p,
+                                   const void *key, size_t len)
 {
     /* relaxed: the RMW's old value is all the protocol needs. */
     if (atomic_fetch_add_explicit(allowed ? &s->admitted : &s->denied, 1,
                                   memory_order_relaxed) == 0 &&
-        t->dirty != NULL) {
-        size_t i = (size_t)(s - t->slots);
-        /* release: a sync thread whose bitmap swap (acquire) sees this bit
-         * also sees the add, so its swap of the counter includes it. */
-        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
-                                 memory_order_release);
-    }
+        (t->dirty != NULL || t->hotcap != NULL))
+        rl__table_first_count(t, s, p, key, len);
 }
 
+/* Looks at the probe window an insert takes before it gives up (the no-slot
+ * path, on_failure); a look lost to another inserter's progress is not
+ * counted. */
+#define RL_TABLE_ACQUIRE_ATTEMPTS 4
+
 /* Slots an inserter that found no room sweeps for idle keys per attempt (up
- * to 4 attempts), from a cursor shared by all inserters: when the table is
- * at max_keys and its keys have gone idle, at most nslots / (4 x batch)
- * failed inserts pass before the whole table was swept and a slot freed. */
+ * to RL_TABLE_ACQUIRE_ATTEMPTS), from a cursor shared by all inserters: when
+ * the table is at max_keys and its keys have gone idle, at most
+ * nslots / (RL_TABLE_ACQUIRE_ATTEMPTS x batch) failed inserts pass before
+ * the whole table was swept and a slot freed. */
 #define RL_SWEEP_BATCH 64
 
 /* What a lookup needs, computed once per check. */
-typedef struct rl_probe {
+struct rl_probe {
     rl_keyid_t id;
     uint64_t keybits; /* RL_CTRL_MAKE(tag, lref, 0, 0) */
     size_t home;
-} rl_probe_t;
+};
 
 typedef struct rl_slotref {
     rl_slot_t *slot;

@@ -17,6 +17,8 @@
 #include "share.h"
 #include "shareword.h"
 #include "sync.h"
+#include "syncint.h"
+#include "redis/conn.h"
 
 static rl_test_redis_t srv;
 static char url[64];
@@ -263,15 +265,144 @@ END_TEST
 /* A node's entry lives 30 s without a report (stale ms, the last argument):
  * however long the test process stalls between two reports, both nodes stay
  * live, so what the replies say never depends on how fast the machine is. */
-static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
-                          long cum_a, long cum_o)
+static redisReply *report_at(redisContext *r, const char *key, const char *inc, long epoch,
+                             long cum_a, long cum_o, long leaving, long now_ms, long expected,
+                             long fresh_ms)
 {
     /* Each report as the occupancy's first (new counts = cumulative ones),
      * spanning 100 ms. */
-    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 0 0 1 0 "
-                           "%ld %ld %ld 30000 %ld %ld 100",
-                        rl__lua_report, key, inc, epoch, cum_a, cum_o, cum_a, cum_o);
+    return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 %ld %ld %ld "
+                           "0 %ld %ld %ld %ld 30000 %ld %ld 100",
+                        rl__lua_report, key, inc, leaving, now_ms, expected, fresh_ms, epoch,
+                        cum_a, cum_o, cum_a, cum_o);
 }
+
+/* Redis TIME, and shares computed afresh for every report (fresh 0). */
+static redisReply *report(redisContext *r, const char *key, const char *inc, long epoch,
+                          long cum_a, long cum_o)
+{
+    return report_at(r, key, inc, epoch, cum_a, cum_o, 0, 0, 1, 0);
+}
+
+static long long hgetall_calls(redisContext *r)
+{
+    redisReply *info = redisCommand(r, "INFO commandstats");
+    ck_assert_int_eq(info->type, REDIS_REPLY_STRING);
+    const char *line = strstr(info->str, "cmdstat_hgetall:calls=");
+    long long calls = line != NULL ? atoll(line + strlen("cmdstat_hgetall:calls=")) : 0;
+    freeReplyObject(info);
+    return calls;
+}
+
+/* Issue #15: a key's shares are computed once per round (fresh ms), not by
+ * every report, so the Redis time a key costs grows with its nodes, not with
+ * their square. The script reads the whole key hash (HGETALL) only to
+ * compute: once per joining node, once per round, and at most 4 more times
+ * a round for demands that halved or doubled; computing per report read it
+ * 20 times a round. The shares of a round come from one snapshot: the
+ * tokens handed out sum to the burst exactly. */
+START_TEST(key_shares_computed_once_per_round)
+{
+    enum { NODES = 20, ROUNDS = 10, STEADY = 5, FRESH = 100, BURST = 10, EXTRA = 4 };
+    flushall();
+    redisContext *r = client();
+    freeReplyObject(redisCommand(r, "CONFIG RESETSTAT"));
+    const char *key = "{t:v1:s:2}:k:once";
+    const long t0 = 1000000000L;
+    char inc[16];
+    long long steady_from = 0;
+    for (long round = 0; round <= ROUNDS; round++) {
+        if (round == STEADY)
+            steady_from = hgetall_calls(r);
+        long long q = 0, tokens = 0, before = hgetall_calls(r);
+        for (int i = 0; i < NODES; i++) {
+            snprintf(inc, sizeof inc, "n%02d:1", i);
+            /* Round ROUNDS: n05 stopped (no new counts), its demand halves. */
+            long cum = 10 * (round + 1) * (i + 1);
+            if (i == 5 && round == ROUNDS)
+                cum = 10 * round * (i + 1);
+            redisReply *rep = report_at(r, key, inc, 1, cum, 2 * cum, 0, t0 + round * FRESH,
+                                        NODES, FRESH);
+            ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
+            ck_assert_uint_eq(rep->element[0]->elements, 4);
+            q += rep->element[0]->element[0]->integer;
+            tokens += rep->element[0]->element[1]->integer;
+            if (round > 0)
+                ck_assert_int_eq(rep->element[0]->element[3]->integer, NODES);
+            freeReplyObject(rep);
+        }
+        long long calls = hgetall_calls(r) - before;
+        if (round > 0)
+            ck_assert_int_le(calls, 1 + EXTRA);
+        if (round > 0 && round < ROUNDS)
+            ck_assert_int_le(q, 1 << 24);
+        if (round >= STEADY && round < ROUNDS) {
+            ck_assert_int_eq(tokens, BURST);
+            ck_assert_int_eq(calls, 1);
+        }
+        if (round == ROUNDS)
+            ck_assert_int_eq(calls, 2); /* the round's, and n05's fall */
+    }
+    ck_assert_int_eq(hgetall_calls(r) - steady_from, ROUNDS - STEADY + 2);
+    /* A node that leaves hands its share back at once: the next report in
+     * the same round already reads shares computed without it. */
+    long now = t0 + ROUNDS * FRESH;
+    long cum = 10 * (ROUNDS + 1);
+    freeReplyObject(report_at(r, key, "n00:1", 1, cum, 2 * cum, 1, now, NODES, FRESH));
+    redisReply *rep = report_at(r, key, "n01:1", 1, 2 * cum, 4 * cum, 0, now, NODES, FRESH);
+    ck_assert_int_eq(rep->element[0]->element[3]->integer, NODES - 1);
+    freeReplyObject(rep);
+    rl_test_release(r);
+}
+END_TEST
+
+/* A client named after the node and its instance, or NULL while none. */
+static int named_client_seen(void *arg)
+{
+    const char *want = arg;
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    if (r == NULL || r->err) {
+        if (r != NULL)
+            redisFree(r);
+        return 0;
+    }
+    redisReply *list = redisCommand(r, "CLIENT LIST");
+    int seen = list != NULL && list->type == REDIS_REPLY_STRING && strstr(list->str, want) != NULL;
+    if (list != NULL)
+        freeReplyObject(list);
+    redisFree(r);
+    return seen;
+}
+
+/* Issue #11: every connection names itself (CLIENT SETNAME) after the node,
+ * so an operator's CLIENT LIST says whose it is. */
+START_TEST(connection_is_named_after_the_node)
+{
+    rl_t *rl = open_node("web-7.eu", 1);
+    wait_connected(&rl, 1);
+    char want[64];
+    snprintf(want, sizeof want, " name=%sweb-7.eu:", RL_SYNC_CLIENT_NAME_PREFIX);
+    rl_test_wait_until(named_client_seen, want, RL_TEST_WAIT_MS);
+    ck_assert_msg(named_client_seen(want), "no client named %s...", want + 6);
+    rl_test_release(rl);
+}
+END_TEST
+
+/* Redis refuses a name with a space or a control byte: they become '_'. */
+START_TEST(connection_name_is_sanitized)
+{
+    char name[RL_REDIS_CONN_NAME_MAX];
+    rl__redis_client_name(name, "a b\nc\x7f\x01~!");
+    ck_assert_str_eq(name, "a_b_c__~!");
+    rl__redis_client_name(name, NULL);
+    ck_assert_str_eq(name, "");
+    char longer[2 * RL_REDIS_CONN_NAME_MAX];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    rl__redis_client_name(name, longer);
+    ck_assert_uint_eq(strlen(name), RL_REDIS_CONN_NAME_MAX - 1);
+}
+END_TEST
 
 START_TEST(reports_are_idempotent_and_order_free)
 {
@@ -933,6 +1064,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, reports_are_idempotent_and_order_free);
     tcase_add_test(tc, script_reply_shares);
+    tcase_add_test(tc, key_shares_computed_once_per_round);
+    tcase_add_test(tc, connection_is_named_after_the_node);
     tcase_add_test(tc, global_limit_follows_skewed_demand);
     tcase_add_test(tc, script_flush_recovers);
     tcase_add_test(tc, unreachable_redis_keeps_deciding);
@@ -947,6 +1080,7 @@ static Suite *suite(void)
     TCase *pol = tcase_create("policy");
     tcase_add_test(pol, report_policy_follows_a_fall);
     tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
+    tcase_add_test(pol, connection_name_is_sanitized);
     suite_add_tcase(s, pol);
     /* A forked child cannot tear down the parent's loop and connection (they
      * are not its to close), so it exits holding them: valgrind calls that a

@@ -125,8 +125,8 @@ int rl_test_add(rl_t *rl, const char *spec)
 {
     rl_limit_t lim;
     char err[256] = "";
-    int rc = rl_limit_parse(&lim, spec, err, sizeof err);
-    ck_assert_msg(rc == 0, "rl_limit_parse(%s): %s (%s)", spec, rl_err_name(rc), err);
+    int rc = rl_limit_parse_sized(&lim, sizeof lim, spec, err, sizeof err);
+    ck_assert_msg(rc == 0, "rl_limit_parse_sized(%s): %s (%s)", spec, rl_err_name(rc), err);
     int id = rl_limit_add(rl, &lim);
     ck_assert_msg(id >= 0, "rl_limit_add(%s): %s", spec, rl_err_name(id));
     return id;

@@ -254,6 +254,8 @@ check "parse errors by reason" has "$m" 'gateway_parse_errors_total{reason="BAD_
 check "100 Continue sent once" has "$m" 'gateway_responses_total{status="100"} 1'
 check "smuggling attempts counted" has "$m" 'gateway_parse_errors_total{reason="LENGTH_AND_CHUNKED"} 1'
 check "rules gauge" has "$m" 'gateway_limit_rules 4'
+check "hot keys per limit (rl_metrics_text)" has "$m" 'ratelimit_hot_keys{limit="search_total"} 0'
+check "busiest keys family" has "$m" '# TYPE ratelimit_hot_key_demand_per_second gauge'
 check "/metrics limited by its exact rule only, not by *" \
   eq "$(header "$(curl -si "$(url /metrics)")" RateLimit-Policy)" '"scrapes";q=1000;w=1'
 check "POST /metrics: 405" eq "$(code -X POST "$(url /metrics)")" 405
@@ -333,17 +335,12 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 else
   redis_port=
-  for _ in $(seq 20); do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue # taken
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
-      >"$tmp/redis.log" 2>&1 &
-    rpid=$!
-    pids+=("$rpid")
-    redis_up() { redis-cli -p "$p" ping 2>/dev/null | grep -q PONG || ! kill -0 "$rpid" 2>/dev/null; }
-    if wait_for redis_up && kill -0 "$rpid" 2>/dev/null; then redis_port=$p; break; fi
-    kill "$rpid" 2>/dev/null || true
-  done
+  # shellcheck source=../../scripts/redis-server.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/redis-server.sh"
+  if rl_redis_start "$tmp/redis.log"; then
+    redis_port=$RL_REDIS_PORT
+    pids+=("$RL_REDIS_PID") # stopped by cleanup, by PID
+  fi
   if [[ -z $redis_port ]]; then
     bad "could not start redis-server"
   else

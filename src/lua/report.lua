@@ -11,6 +11,16 @@
 --          rate: above 2^24 is overshoot), live nodes}; zeros for a node
 --          that is leaving or has left.
 --
+-- A key's shares are computed once per round, not once per report: the
+-- first report at least `fresh` ms (one round) after the last computation,
+-- one that adds, brings back or removes a node, and (at most EXTRA a round)
+-- one whose demand moved by a third, runs the share rule over every live
+-- node and stores each one's result (<inc>|q rate share, <inc>|b tokens; k
+-- its time, u the fleet's rate, l the live nodes, n the extra ones this
+-- round); the others fold their counts in and read their stored share. So a
+-- key costs O(N) Redis time per round (a few HGETALLs and share rules, N
+-- small reports), not O(N^2), and a round's shares come from one snapshot.
+--
 -- Idempotent and order-free: counters are cumulative per occupancy (epoch),
 -- so a repeated or late report changes nothing. Redis TIME only measures the
 -- interval between reports, kept monotonic per key with max(last, now).
@@ -28,6 +38,7 @@ local ttl = tonumber(ARGV[A_ttl])
 local leaving = ARGV[A_leaving] == '1'
 local expected = tonumber(ARGV[A_expected])
 local young = tonumber(ARGV[A_young])
+local fresh = tonumber(ARGV[A_fresh])
 
 local wall = tonumber(ARGV[A_now])
 if wall == 0 then
@@ -42,37 +53,91 @@ local function rate_q(count, dt)
   return share_floor(q)
 end
 
--- The per-node entries of one key hash: {inc -> {e, a, o, d, r, t, x}}.
+-- The per-node entries of one key hash: {inc -> {e, a, o, d, r, t, x, q, b}}.
 local function load_nodes(key)
   local flat = redis.call('HGETALL', key)
-  local nodes, order, meta = {}, {}, {}
+  local nodes, order = {}, {}
   for i = 1, #flat, 2 do
-    local f, v = flat[i], flat[i + 1]
+    local f = flat[i]
     local sep = string.find(f, '|', 1, true)
     if sep then
-      local who, what = string.sub(f, 1, sep - 1), string.sub(f, sep + 1)
+      local who = string.sub(f, 1, sep - 1)
       local n = nodes[who]
       if not n then
         n = {}
         nodes[who] = n
         order[#order + 1] = who
       end
-      n[what] = tonumber(v)
-    else
-      meta[f] = tonumber(v)
+      n[string.sub(f, sep + 1)] = tonumber(flat[i + 1])
     end
   end
   table.sort(order) -- the same node order on every call: shares are stable
-  return nodes, order, meta
+  return nodes, order
 end
 
--- A node that left (or went stale) loses its liveness and demand but keeps
--- its high-water marks (e, a, o) while the key lives: a report of it that
--- Redis runs late (a replayed queue, a last round racing the close) then
--- counts nothing twice.
+-- A node that left (or went stale) loses its liveness, demand and share but
+-- keeps its high-water marks (e, a, o) while the key lives: a report of it
+-- that Redis runs late (a replayed queue, a last round racing the close)
+-- then counts nothing twice.
 local function drop(key, who)
-  redis.call('HDEL', key, who .. '|d', who .. '|r', who .. '|t', who .. '|x')
+  redis.call('HDEL', key, who .. '|d', who .. '|r', who .. '|t', who .. '|x', who .. '|q',
+             who .. '|b')
 end
+
+-- HSET in parts: unpack() of one long list would overflow Lua's C stack.
+local function hset_all(key, kv)
+  for i = 1, #kv, 4000 do
+    redis.call('HSET', key, unpack(kv, i, math.min(#kv, i + 3999)))
+  end
+end
+
+-- Every live node's share of the key, stored in the hash; inc's returned.
+local function compute(key, now, created, extra)
+  local nodes, order = load_nodes(key)
+  local demand, who_at, over = {}, {}, 0
+  for _, who in ipairs(order) do
+    local n = nodes[who]
+    if n.x ~= nil then
+      if n.x < now then
+        drop(key, who)
+      else
+        demand[#demand + 1] = n.d or 0
+        who_at[#demand] = who
+        over = over + (n.r or 0)
+      end
+    end
+  end
+  local usage, live = over, #demand
+  if live == 0 then
+    redis.call('HSET', key, 'k', now, 'u', 0, 'l', 0, 'n', extra)
+    return {0, 0, 0, 0}
+  end
+  -- A young key: the first reporter would see only itself and take the whole
+  -- limit. Until `young` ms old, the expected nodes not seen yet are stood in
+  -- for with even parts (their shares and tokens go to nobody).
+  if now - created < young and #demand < expected then
+    local part = share_floor((SHARE_ONE - reserve) / expected)
+    for _ = #demand + 1, expected do
+      demand[#demand + 1] = part
+    end
+  end
+  over = math.max(0, over - SHARE_ONE)
+  local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
+  local kv, mine = {'k', now, 'u', usage, 'l', live, 'n', extra}, {0, 0, 0, 0}
+  for j = 1, live do
+    local who = who_at[j]
+    kv[#kv + 1] = who .. '|q'
+    kv[#kv + 1] = q[j]
+    kv[#kv + 1] = who .. '|b'
+    kv[#kv + 1] = tokens[j]
+    if who == inc then mine = {q[j], tokens[j], usage, live} end
+  end
+  hset_all(key, kv)
+  return mine
+end
+
+local EXTRA = 4
+local MINE = {'e', 'a', 'o', 'd', 'r', 't', 'x', 'q', 'b'}
 
 -- One key's report: fold it in, then this node's share of the key.
 local function report_key(i)
@@ -86,9 +151,16 @@ local function report_key(i)
   local new_o = tonumber(ARGV[base + K_new_o])
   local span = math.max(1, tonumber(ARGV[base + K_span]))
   local first = new_a >= cum_a and new_o >= cum_o -- nothing sent before
-  local nodes, order, meta = load_nodes(key)
-  local now = math.max(wall, meta['t'] or 0)
-  local me = nodes[inc]
+  -- This node's fields and the key's own: O(1), whatever the node count.
+  local get = {'a', 't', 'c', 'k', 'u', 'l', 'n'}
+  for j, f in ipairs(MINE) do get[7 + j] = inc .. '|' .. f end
+  local v = redis.call('HMGET', key, unpack(get))
+  local now = math.max(wall, tonumber(v[2]) or 0)
+  local me = nil
+  if v[8] then
+    me = {}
+    for j, f in ipairs(MINE) do me[f] = tonumber(v[7 + j]) end
+  end
 
   -- Fold this report in: deltas since what Redis already has.
   local da, doff = 0, 0
@@ -99,14 +171,12 @@ local function report_key(i)
   end
   -- An entry made again (hash lost, node stale) starts at the rate of what is
   -- new since the node's last report, not its history over one period.
-  local again = false
+  local again, d0 = false, nil
   if not me or epoch > me.e then
     da, doff = cum_a, cum_o
     -- A first report covers about one report period (stale / 3).
     me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
     again = not first
-    if not nodes[inc] then order[#order + 1] = inc; table.sort(order) end
-    nodes[inc] = me
   elseif gone then
     -- epoch == me.e with new counts: a node that went stale is back.
     if cum_a > me.a then da = cum_a - me.a; me.a = cum_a end
@@ -123,62 +193,53 @@ local function report_key(i)
     me.t = now
     me.x = now + stale
   elseif epoch >= me.e then
+    d0 = me.d
     local dt = math.max(1, now - me.t)
     me.d = share_ewma(me.d, rate_q(doff, dt), alpha)
     me.r = share_ewma(me.r, rate_q(da, dt), alpha)
     me.t = now
     me.x = now + stale
   end
-  local total = (meta['a'] or 0) + da
+  local total = (tonumber(v[1]) or 0) + da
 
-  -- The counters' high-water marks are stored whatever happens next.
-  redis.call('HSET', key, inc .. '|e', me.e, inc .. '|a', me.a, inc .. '|o', me.o)
-  if leaving then
-    drop(key, inc)
-    nodes[inc] = nil
-  else
-    redis.call('HSET', key, inc .. '|d', me.d, inc .. '|r', me.r, inc .. '|t', me.t,
-               inc .. '|x', me.x)
+  -- One HSET: the counters' high-water marks whatever happens next, the
+  -- entry unless the node leaves, the key's own fields.
+  local kv = {inc .. '|e', me.e, inc .. '|a', me.a, inc .. '|o', me.o, 'a', total, 't', now}
+  if not leaving then
+    for _, f in ipairs({'d', 'r', 't', 'x'}) do
+      kv[#kv + 1] = inc .. '|' .. f
+      kv[#kv + 1] = me[f]
+    end
   end
-  redis.call('HSET', key, 'a', total, 't', now)
   -- A hash made by a node that had reported it was lost, not new: not young.
-  local created = meta['c']
+  local created = tonumber(v[3])
   if not created then
     created = first and now or now - young
-    redis.call('HSET', key, 'c', created)
+    kv[#kv + 1] = 'c'
+    kv[#kv + 1] = created
   end
-
-  -- Live nodes only: an entry not refreshed in time has left.
-  local demand, over, mine = {}, 0, nil
-  for _, who in ipairs(order) do
-    local n = nodes[who]
-    if n and n.x ~= nil then
-      if n.x < now then
-        drop(key, who)
-      else
-        demand[#demand + 1] = n.d or 0
-        over = over + (n.r or 0)
-        if who == inc then mine = #demand end
-      end
-    end
-  end
+  redis.call('HSET', key, unpack(kv))
+  if leaving then drop(key, inc) end
   redis.call('PEXPIRE', key, ttl)
-  if not mine then
-    return {0, 0, 0, 0}
+
+  local computed, extra = tonumber(v[4]), tonumber(v[7]) or 0
+  if leaving or again or me.q == nil or computed == nil then
+    return compute(key, now, created, extra) -- zeros for a leaving node: not live
   end
-  local usage, live = over, #demand
-  -- A young key: the first reporter would see only itself and take the whole
-  -- limit. Until `young` ms old, the expected nodes not seen yet are stood in
-  -- for with even parts (their shares and tokens go to nobody).
-  if now - created < young and #demand < expected then
-    local part = share_floor((SHARE_ONE - reserve) / expected)
-    for _ = #demand + 1, expected do
-      demand[#demand + 1] = part
-    end
+  if now - computed >= fresh then
+    return compute(key, now, created, 0)
   end
-  over = math.max(0, over - SHARE_ONE)
-  local q, tokens = share_compute(burst, reserve, over, gain, max_cut, demand)
-  return {q[mine], tokens[mine], usage, live}
+  -- A demand that moved by a third of itself or more since the stored
+  -- shares (a node that stopped: a half), and by more than a quarter of an
+  -- even part, computes them again: else a node that stopped would hold its
+  -- share a round more, which the others' reports this round can use. At
+  -- most EXTRA such a round: O(N) stays the bound.
+  local l, moved = tonumber(v[6]) or 1, d0 and math.abs(me.d - d0)
+  if extra < EXTRA and moved and moved * 3 >= math.max(me.d, d0) and
+     moved * 4 * l > SHARE_ONE - reserve then
+    return compute(key, now, created, extra + 1)
+  end
+  return {me.q, me.b, tonumber(v[5]) or 0, tonumber(v[6]) or 0}
 end
 
 local out = {}

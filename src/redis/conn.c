@@ -57,8 +57,9 @@ static void on_connect(const redisAsyncContext *ac, int status)
         rl__redis_conn_schedule(c);
         return;
     }
-    /* Pipelined: AUTH and SELECT run before anything the owner sends, in
-     * order, on this connection. */
+    /* Pipelined: AUTH, SELECT and SETNAME run before anything the owner
+     * sends, in order, on this connection (SETNAME after AUTH: an
+     * unauthenticated client may not name itself). */
     const rl_redisurl_t *u = c->url;
     if (u->password[0] != '\0') {
         if (u->user[0] != '\0')
@@ -68,6 +69,10 @@ static void on_connect(const redisAsyncContext *ac, int status)
     }
     if (u->db != 0)
         redisAsyncCommand(c->ac, on_setup_reply, c, "SELECT %d", u->db);
+    char name[RL_REDIS_CONN_NAME_MAX];
+    rl__redis_client_name(name, c->ops->client_name != NULL ? c->ops->client_name(c->owner) : NULL);
+    if (name[0] != '\0')
+        redisAsyncCommand(c->ac, on_setup_reply, c, "CLIENT SETNAME %s", name);
     c->ops->connected(c->owner);
 }
 
@@ -121,6 +126,15 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
     c->ac = ac;
     c->connecting = 1;
     uv_timer_start(&c->connect_timer, on_connect_deadline, RL_REDIS_CONNECT_DEADLINE_MS, 0);
+}
+
+void rl__redis_client_name(char *out, const char *name)
+{
+    size_t n = 0;
+    if (name != NULL)
+        for (; name[n] != '\0' && n < RL_REDIS_CONN_NAME_MAX - 1; n++)
+            out[n] = name[n] >= '!' && name[n] <= '~' ? name[n] : '_';
+    out[n] = '\0';
 }
 
 void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One Redis connection on a libuv loop (the loop's thread only): connect
- * with a deadline, pipeline the setup (AUTH, SELECT) before anything the
- * owner sends, and reconnect after a loss with the backoff of backoff.h.
+ * with a deadline, pipeline the setup (AUTH, SELECT, CLIENT SETNAME) before
+ * anything the owner sends, and reconnect after a loss with the backoff of backoff.h.
  * It decides nothing: what a failure means (an error counted, a health
  * state, a log line) is the owner's, told through rl_redis_conn_ops_t.
  */
@@ -17,6 +17,10 @@
 
 /* How long a connect, and a new connection's setup, may take. */
 #define RL_REDIS_CONNECT_DEADLINE_MS 1000
+/* A connection's CLIENT SETNAME name, its terminator included: a prefix and
+ * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit; a longer one
+ * is cut. */
+#define RL_REDIS_CONN_NAME_MAX 128
 
 typedef struct rl_redis_conn_ops {
     /* Connected; the setup commands are queued: the owner queues its own
@@ -34,6 +38,13 @@ typedef struct rl_redis_conn_ops {
     void (*retry_scheduled)(void *owner, uint64_t delay_ms);
     /* Nonzero once the owner is shutting down: no reconnect then. */
     int (*stopping)(void *owner);
+    /* Optional (NULL: unnamed): the name every connection of the owner
+     * gives itself (CLIENT SETNAME, after AUTH and SELECT), so CLIENT LIST
+     * tells whose it is; NULL or "" returned: unnamed. Made fit for Redis
+     * by rl__redis_client_name. A route backend that wraps the owner's ops
+     * in its own (route_cluster.c's node_ops, route_sentinel.c's
+     * master_ops) names its connections only if its ops forward this. */
+    const char *(*client_name)(void *owner);
 } rl_redis_conn_ops_t;
 
 typedef struct rl_redis_conn {
@@ -58,6 +69,14 @@ typedef struct rl_redis_conn {
 void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator_t *alloc,
                          const rl_redisurl_t *url, uint64_t *rng, uint32_t backoff_cap_ms,
                          const rl_redis_conn_ops_t *ops, void *owner);
+
+/*
+ * name as CLIENT SETNAME takes it, into out[RL_REDIS_CONN_NAME_MAX]: Redis
+ * refuses a name with a space, a newline or any byte outside '!'..'~', so
+ * each such byte becomes '_', and a name longer than
+ * RL_REDIS_CONN_NAME_MAX - 1 bytes is cut. NULL gives "". Pure.
+ */
+void rl__redis_client_name(char *out, const char *name);
 
 /* Connect to host:port from now on (a cluster node, the master Sentinels
  * name); host must outlive the connection or the next call. */

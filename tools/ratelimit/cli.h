@@ -23,6 +23,7 @@ typedef struct cli {
 int cli_check(cli_t *cli, int argc, char **argv);
 int cli_inspect(cli_t *cli, int argc, char **argv);
 int cli_nodes(cli_t *cli, int argc, char **argv);
+int cli_hot(cli_t *cli, int argc, char **argv);
 int cli_bench(cli_t *cli, int argc, char **argv);
 int cli_quota(cli_t *cli, int argc, char **argv);
 

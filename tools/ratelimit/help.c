@@ -18,6 +18,7 @@ static const char tool_page[] =
     "    ratelimit [--json] inspect --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
     "                               [--limits FILE] [--key-hex] LIMIT KEY\n"
     "    ratelimit [--json] nodes --redis URL [--prefix P]\n"
+    "    ratelimit [--json] hot --redis URL [--prefix P] [--limit NAME]\n"
     "    ratelimit [--json] bench [--seconds N] [--keys N] [--threads N]\n"
     "    ratelimit [--json] quota --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
     "                             [--key-hex] QUOTA KEY\n"
@@ -28,6 +29,7 @@ static const char tool_page[] =
     "    inspect  what Redis holds for one key of one limit: each node's demand,\n"
     "             counters and share, and the key's global usage\n"
     "    nodes    the live nodes of a fleet, from the node registry\n"
+    "    hot      the fleet's busiest and hot keys, from the node registry\n"
     "    bench    ns per rl_check on this machine, against a floor\n"
     "    quota    a key's usage of a quota: used, remaining, reset\n"
     "\n"
@@ -189,6 +191,41 @@ static const char nodes_page[] =
     "    0 listed (also when there are none), 2 usage, 3 Redis unreachable or\n"
     "    refused\n";
 
+static const char hot_page[] =
+    "NAME\n"
+    "    ratelimit hot - the busiest and hot keys of a fleet\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    ratelimit [--json] hot --redis URL [--prefix P] [--limit NAME]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Each node's heartbeat in the node registry (see nodes) carries its\n"
+    "    busiest keys of synced limits, at most 8, as rl_hotkeys reports them:\n"
+    "    the limit, the key's first 64 bytes and full length, the node's demand\n"
+    "    and the fleet rate its hot mark compares with hot=, and the mark.\n"
+    "    This lists their union over the live nodes: one row per (limit, key),\n"
+    "    the keys marked hot first, then by demand summed over the nodes that\n"
+    "    publish it (a node publishes a key once its bytes are kept, from the\n"
+    "    round after the key entered its report; nodes that do not see the key\n"
+    "    among their busiest do not add to the sum). FLEET/S is the highest\n"
+    "    fleet rate a node saw. Keys are shown as printable ASCII, other bytes\n"
+    "    as \\xNN.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --redis URL    redis://[[user]:password@]host[:port][/db] (also\n"
+    "                   redis+unix://, redis+cluster://, redis+sentinel://)\n"
+    "    --prefix P     the fleet's key_prefix (default rl)\n"
+    "    --limit NAME   only that limit's keys\n"
+    "\n"
+    "OUTPUT (--json)\n"
+    "    {ok, redis, prefix, live_nodes,\n"
+    "     keys: [{limit, key, key_hex, key_len, truncated, hot, hot_nodes,\n"
+    "             nodes, demand_per_s, fleet_per_s}]}\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 listed (also when there are none), 2 usage, 3 Redis unreachable or\n"
+    "    refused\n";
+
 static const char bench_page[] =
     "NAME\n"
     "    ratelimit bench - a quick figure for rl_check on this machine\n"
@@ -266,6 +303,7 @@ static const struct {
     {"check", check_page},
     {"inspect", inspect_page},
     {"nodes", nodes_page},
+    {"hot", hot_page},
     {"bench", bench_page},
     {"quota", quota_page},
 };

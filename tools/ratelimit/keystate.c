@@ -61,20 +61,22 @@ int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_
     const char *bar = memchr(field, '|', flen);
     if (bar == NULL) {
         /* The key's own fields: a single letter. */
-        unsigned bit = flen != 1 ? 0 : field[0] == 'a' ? KS_A : field[0] == 't' ? KS_T
-                                   : field[0] == 'c' ? KS_C : 0;
-        if (bit == 0 || !ok) {
+        static const char own[] = "atckuln";
+        const char *at = flen == 1 && field[0] != '\0' ? strchr(own, field[0]) : NULL;
+        if (at == NULL || !ok) {
             k->malformed++;
             return 0;
         }
-        k->have |= bit;
-        *(bit == KS_A ? &k->a : bit == KS_T ? &k->t : &k->c) = v;
+        static const unsigned bits[] = {KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N};
+        uint64_t *slot[] = {&k->a, &k->t, &k->c, &k->k, &k->u, &k->l, &k->extra};
+        k->have |= bits[at - own];
+        *slot[at - own] = v;
         return 0;
     }
     size_t ilen = (size_t)(bar - field);
     const char *what = bar + 1;
     size_t wlen = flen - ilen - 1;
-    static const char letters[] = "eaodrtx";
+    static const char letters[] = "eaodrtxqb";
     const char *at = wlen == 1 ? strchr(letters, what[0]) : NULL;
     if (at == NULL || what[0] == '\0' || !ok || ilen == 0 || ilen >= KS_INC_MAX) {
         k->malformed++;
@@ -84,7 +86,7 @@ int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_
     if (n == NULL)
         return -1;
     int idx = (int)(at - letters);
-    uint64_t *slot[] = {&n->e, &n->a, &n->o, &n->d, &n->r, &n->t, &n->x};
+    uint64_t *slot[] = {&n->e, &n->a, &n->o, &n->d, &n->r, &n->t, &n->x, &n->q, &n->b};
     *slot[idx] = v;
     n->have |= 1u << idx;
     return 0;

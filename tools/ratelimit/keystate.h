@@ -10,9 +10,14 @@
  *   <inc>|r  its smoothed admitted rate, Q24 fraction of the rate
  *   <inc>|t  Redis time of its last report, ms
  *   <inc>|x  Redis time after which its entry is stale, ms
+ *   <inc>|q  its rate share (Q24) and <inc>|b its burst tokens, as the last
+ *            computation of the key's shares gave them (once per round)
  *   a        admitted by all nodes since the hash was created
  *   t        the last Redis time any report saw (monotonic), ms
  *   c        Redis time the hash was created, ms
+ *   k        Redis time of that last computation, ms; u and l the fleet's
+ *            admitted rate (Q24) and the live nodes it saw; n the extra
+ *            computations since the round's first
  *
  * <inc> is the node's incarnation, "node_id:<16 hex>". A node whose d r t x
  * are gone has left (rl_close, or dropped as stale by another node's
@@ -26,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { KS_E = 1, KS_A = 2, KS_O = 4, KS_D = 8, KS_R = 16, KS_T = 32, KS_X = 64 };
+enum { KS_E = 1, KS_A = 2, KS_O = 4, KS_D = 8, KS_R = 16, KS_T = 32, KS_X = 64, KS_Q = 128,
+       KS_B = 256 };
 enum { KS_LIVE, KS_STALE, KS_LEFT };
 
 #define KS_INC_MAX 256
@@ -34,18 +40,18 @@ enum { KS_LIVE, KS_STALE, KS_LEFT };
 typedef struct ks_node {
     char inc[KS_INC_MAX];
     unsigned have; /* KS_* bits: which fields the hash holds */
-    uint64_t e, a, o, d, r, t, x;
+    uint64_t e, a, o, d, r, t, x, q, b;
 } ks_node_t;
 
 typedef struct ks_key {
-    unsigned have; /* KS_A, KS_T, KS_C below: the key's own fields */
-    uint64_t a, t, c;
+    unsigned have; /* KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N below: the key's own fields */
+    uint64_t a, t, c, k, u, l, extra; /* extra: the field n */
     ks_node_t *nodes; /* sorted by incarnation, as the script orders them */
     size_t n, cap;
     size_t malformed; /* fields this reader could not place or parse */
 } ks_key_t;
 
-enum { KS_C = 128 };
+enum { KS_C = 128, KS_K = 256, KS_U = 512, KS_L = 1024, KS_N = 2048 };
 
 void ks_init(ks_key_t *k);
 /* Fold in one field of HGETALL. 0, or -1 if out of memory. */

@@ -23,6 +23,7 @@ static const struct {
     {"check", cli_check},
     {"inspect", cli_inspect},
     {"nodes", cli_nodes},
+    {"hot", cli_hot},
     {"bench", cli_bench},
     {"quota", cli_quota},
 };
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
         }
         if (rc < 0)
             rc = cli_usage_error(&cli, NULL, "no such command: %s (commands: check, inspect, "
-                                             "nodes, bench, quota)", rest[0]);
+                                             "nodes, hot, bench, quota)", rest[0]);
     }
     free(rest);
     if (fflush(stdout) != 0 && rc == CLI_OK)

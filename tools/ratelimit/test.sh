@@ -64,34 +64,15 @@ wait_for() {
   done
 }
 
-# A port nothing listens on now: bind port 0 and let the kernel pick. The
-# server may still lose the race for it; then another is tried.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Ours answers, or it is gone (the port was taken).
-redis_up_or_gone() {
-  redis-cli -p "$port" ping 2>/dev/null | grep -q PONG || ! kill -0 "$redis_pid" 2>/dev/null
-}
+# The shared launcher: a private server on a free loopback port, by PID.
+# shellcheck source=../../scripts/redis-server.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/redis-server.sh"
+free_port() { rl_redis_free_port; }
 
 start_redis() {
-  local try
-  for try in 1 2 3 4 5; do
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-      --daemonize no >"$work/redis.log" 2>&1 &
-    redis_pid=$!
-    if wait_for redis_up_or_gone && kill -0 "$redis_pid" 2>/dev/null; then
-      return 0
-    fi
-    kill "$redis_pid" 2>/dev/null
-    wait "$redis_pid" 2>/dev/null
-    redis_pid=
-  done
-  echo "test.sh: cannot start redis-server:" >&2
-  cat "$work/redis.log" >&2
-  exit 1
+  rl_redis_start "$work/redis.log" || exit 1
+  port=$RL_REDIS_PORT
+  redis_pid=$RL_REDIS_PID
 }
 
 # run NAME EXPECTED_STATUS -- ARGS...: run the tool, keep stdout and stderr.

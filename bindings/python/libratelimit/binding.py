@@ -167,6 +167,8 @@ class Limit(ctypes.Structure):
         ("degraded_rate", Rate),
         ("shadow", _i32),
         ("max_keys", _u32),
+        ("hot_ppm", _u32),  # appended (rl_hotkeys); 0: never hot
+        ("reserved0", _u32),
     ]
 
 
