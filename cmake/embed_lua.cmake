@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: MIT
-# Embed Redis scripts into the library: each script is share.lua (the share
-# rule's Lua mirror) followed by the script's own file, as a C string.
+# Embed Redis scripts into the library: each script's own file, as a C
+# string, after share.lua (the share rule's Lua mirror) if the script uses it
+# (names a share_ or SHARE_ word). Only those: share.lua defines 18
+# local functions, and Redis runs a script's whole text on every EVALSHA, so
+# a script that carried it unused would make every one of its calls build
+# them all (bench/README.md, exact mode: a few us a call).
 # report.lua also gets its argument indices, generated from the C table in
 # src/reportargs.h (rl_report_arg_prelude), between the two.
 # Whole-line comments are blanked on the way (the line breaks stay, so a
@@ -66,7 +70,11 @@ function(rl_embed_lua out)
       file(READ ${out}.args.lua args_hex HEX)
       set(hex "${args_hex}${hex}")
     endif()
-    set(hex "${prelude_hex}0a${hex}")
+    # In code, not comments: the stripped copy.
+    file(STRINGS ${out}.${name}.lua uses REGEX "(share|SHARE)_")
+    if(uses)
+      set(hex "${prelude_hex}0a${hex}")
+    endif()
     string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
     string(APPEND body "const char rl__lua_${name}[] = {${bytes}0x00};\n")
     set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${lua})

@@ -109,8 +109,16 @@ enum {
      * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
      * Local-only instances: local. */
     RL_MODE_EXACT = 2,
-    /* Designed: a local pre-filter with Redis confirming near the limit. Not
-     * built yet: synced like RL_MODE_GLOBAL (local-only instances: local). */
+    /* Global with Redis confirming near the limit: a key far from its limit
+     * is decided locally and synced as RL_MODE_GLOBAL; once the fleet-wide
+     * remaining of the key (from the last sync round) is under 20% of its
+     * burst plus a token per live node, each check the local tier admits
+     * is confirmed by the exact script against the same Redis ledger
+     * (RL_FLAG_EXACT; rl_check blocks up to exact_timeout_ms, rl_check_async
+     * returns RL_PENDING), and one the local tier denies never reaches
+     * Redis. Confirmed checks are never reported again by sync. Same 2^53
+     * requirement as RL_MODE_EXACT. rl_check_multi decides a tiered request
+     * locally, unconfirmed. Local-only instances: local. */
     RL_MODE_TIERED = 3
 };
 
@@ -127,7 +135,7 @@ enum {
 
 /* rl_decision_t.flags */
 #define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
-#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (mode=exact) */
+#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (exact; tiered near its limit) */
 #define RL_FLAG_HOT 0x04u      /* a key marked hot (rl_limit_t.hot_ppm, rl_hotkeys) */
 #define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
@@ -571,9 +579,13 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * ("5/10s"); they are stored exactly as count per period. name and rate are
  * required. mode: global local exact tiered. on_failure: local open closed.
  * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
- * digits with an optional point and 1 to 6 decimals, in (0, 1000]; rl_limit_parse
- * (the 0.1 layout) answers RL_ESIZE to a spec with hot=: use
- * rl_limit_parse_sized. Other numbers are decimal integers without sign.
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]. Other
+ * numbers are decimal integers without sign.
+ * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
+ * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
+ * field of the caller's header is parsed. The exported function of the same
+ * name, which binaries built against 0.1 call, writes the 0.1 layout and
+ * answers RL_ESIZE to a word whose field it lacks (hot=).
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).
@@ -597,6 +609,8 @@ RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_
  */
 RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
                                    size_t errlen);
+#define rl_limit_parse(out, spec, err, errlen) \
+    rl_limit_parse_sized((out), sizeof(rl_limit_t), (spec), (err), (errlen))
 
 /*
  * Add a limit; returns its id (>= 0). Ids are never reused for a different
@@ -773,7 +787,9 @@ typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);
  * (every mode but exact, or any limit of a local-only instance) is decided
  * inline, exactly as rl_check(rl, id, key, key_len, cost, NULL) would:
  * the verdict (RL_ALLOW, RL_DENY) is returned and cb is not called. An exact
- * limit's check is sent to Redis and RL_PENDING returned; cb then runs
+ * limit's check, and a tiered limit's check that the local tier admitted
+ * near the limit (RL_MODE_TIERED), is sent to Redis and RL_PENDING
+ * returned; cb then runs
  * exactly once, on the instance's exact thread, by exact_timeout_ms (plus
  * the thread's scheduling), with Redis's verdict (RL_FLAG_EXACT) or, when
  * Redis did not answer in time, the limit's on_failure (RL_FLAG_DEGRADED;

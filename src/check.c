@@ -31,6 +31,7 @@ typedef struct target {
     rl_gcra_t prev;  /* the previous epoch's normal, for a word not yet converted */
     int detail;      /* the caller reads the decision: compute its figures */
     uint64_t health; /* the instance's health word, for synced limits */
+    int near;        /* tiered: the key's share word carries NEAR (shareword.h) */
 } target_t;
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
@@ -73,6 +74,7 @@ static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id
     if (t->ls == NULL)
         return RL_ENOTFOUND;
     t->detail = detail;
+    t->near = 0;
     /* relaxed: one self-contained word (health.h); it orders nothing else. */
     t->health = rl->sync ? atomic_load_explicit(&rl->health.word, memory_order_relaxed) : 0;
     rl__params_read_n(t->ls, &t->p, RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED, detail);
@@ -321,8 +323,11 @@ static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s, uint32_t *flags)
     uint64_t w = atomic_load_explicit(&s->share, memory_order_relaxed);
     if (w & RL_SHAREWORD_HOT)
         *flags |= RL_FLAG_HOT;
-    if (RL_SHAREWORD_SHARE(w) == 0)
+    if (RL_SHAREWORD_SHARE(w) == 0) {
+        t->near = t->p.presync_near != 0;
         return &t->p.presync;
+    }
+    t->near = (w & RL_SHAREWORD_NEAR) != 0;
     rl__shareword_decode(w, &t->local);
     return &t->local;
 }
@@ -540,6 +545,71 @@ static __attribute__((noinline)) void exact_check(rl_t *rl, target_t *t, uint32_
         count_exact(t, o);
 }
 
+/* ------------------------------------------------------- tiered mode */
+
+/*
+ * A tiered limit's check goes to Redis only when the local tier admitted it
+ * (flagrant abuse is denied here, Redis untouched), at a share the sync
+ * thread marked NEAR (shareword.h: the fleet-wide remaining of the key, as
+ * the last sync round saw it, was under the limit's confirm threshold), and
+ * not by on_failure or as a shadow would-deny.
+ */
+static inline int tiered_confirms(const target_t *t, const outcome_t *o)
+{
+    return t->p.synced == RL_SYNCED_TIERED && t->near && o->allowed && o->slot != NULL &&
+           !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED));
+}
+
+/*
+ * The decision of a confirmed tiered check from Redis's answer to exact.lua
+ * (ok 0: none, and the limit's on_failure decides; `local` keeps the local
+ * tier's allow). Counted on the limit's stripes, never on the slot: what
+ * exact.lua charged is in Redis already, so the sync thread must not report
+ * it again; and a check that got no answer may have been charged there, so
+ * it is not reported either (a timeout does not mean "not charged").
+ *
+ * A check Redis denies keeps its local charge: the local tokens pay for the
+ * attempt, so a node asks Redis at most at its local share's rate, however
+ * hard its callers push (the pre-filter), and a key Redis keeps denying is
+ * denied locally in between.
+ */
+static void tiered_settle(target_t *t, const rl_exact_answer_t *a, outcome_t *o)
+{
+    o->slot = NULL;
+    o->bucket = NULL;
+    o->g = &t->p.normal;
+    if (a->ok) {
+        o->flags = RL_FLAG_EXACT;
+        o->allowed = a->allowed;
+        o->remaining = a->remaining;
+        o->reset_ms = a->reset_ms;
+        o->retry_ms = a->retry_ms;
+    } else {
+        o->flags = RL_FLAG_DEGRADED;
+        rl_failure_answer_t f =
+            rl__policy_on_failure(t->p.on_failure, t->p.normal.burst, EXACT_RETRY_MS);
+        if (f.action != RL_FAILURE_LOCAL)
+            failure_answer(&f, o); /* local: the local tier's allow stands */
+    }
+    if (!o->allowed && t->p.shadow) {
+        o->allowed = 1;
+        o->flags |= RL_FLAG_SHADOW;
+    }
+    count_exact(t, o);
+}
+
+/* rl_check of a tiered key near its limit: one blocking round trip. */
+static __attribute__((noinline)) void tiered_confirm(rl_t *rl, target_t *t, uint32_t cost,
+                                                     outcome_t *o)
+{
+    rl__params_read(t->ls, &t->p); /* the whole snapshot: rate, on_failure */
+    rl_exact_req_t r;
+    rl_exact_answer_t a;
+    exact_req(t, cost, &r);
+    rl__exact_check(rl->exact, &r, &a);
+    tiered_settle(t, &a, o);
+}
+
 static void write_decision(rl_decision_t *out, const target_t *t, const outcome_t *o)
 {
     rl_decision_t d;
@@ -590,7 +660,10 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
         peek(rl, &t, &o);
     } else {
         charge(rl, &t, cost, &o);
-        count(rl, &t, &o, key, key_len);
+        if (__builtin_expect(tiered_confirms(&t, &o), 0))
+            tiered_confirm(rl, &t, cost, &o);
+        else
+            count(rl, &t, &o, key, key_len);
     }
     if (out != NULL)
         write_decision(out, &t, &o);
@@ -844,7 +917,10 @@ int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
                     peek(rl, &t[i], &o);
                 } else {
                     charge(rl, &t[i], r->cost, &o);
-                    count(rl, &t[i], &o, r->key, r->key_len);
+                    if (tiered_confirms(&t[i], &o))
+                        tiered_confirm(rl, &t[i], r->cost, &o);
+                    else
+                        count(rl, &t[i], &o, r->key, r->key_len);
                 }
                 if (d != NULL)
                     write_decision(d, &t[i], &o);
@@ -870,6 +946,7 @@ typedef struct async_check {
     void *ud;
     int id;
     uint32_t cost;
+    int tiered; /* a tiered key's confirmation: the local tier admitted it */
     rl_probe_t probe;
 } async_check_t;
 
@@ -888,10 +965,18 @@ static void async_done(void *ctx, const rl_exact_answer_t *a)
     t.detail = 1;
     t.health = 0;
     t.now = rl__clock_now_fp(&c->rl->clock, t.p.clock_source);
+    t.near = 0;
     outcome_t o;
-    exact_outcome(c->rl, &t, c->cost, a, &o);
-    if (c->cost > 0)
-        count_exact(&t, &o);
+    if (c->tiered) {
+        o.allowed = 1; /* the local tier's, for on_failure=local */
+        o.remaining = o.reset_ms = o.retry_ms = 0;
+        o.stripe = (unsigned)t.probe.home;
+        tiered_settle(&t, a, &o);
+    } else {
+        exact_outcome(c->rl, &t, c->cost, a, &o);
+        if (c->cost > 0)
+            count_exact(&t, &o);
+    }
     rl_decision_t d;
     rl_decision_init(&d);
     write_decision(&d, &t, &o);
@@ -910,24 +995,32 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
     if (rc != 0)
         return rc;
     outcome_t o;
+    int tiered = 0;
     if (t.p.synced != RL_SYNCED_EXACT) {
         if (cost == 0) {
             peek(rl, &t, &o);
         } else {
             charge(rl, &t, cost, &o);
-            count(rl, &t, &o, key, key_len);
+            tiered = tiered_confirms(&t, &o);
+            if (!tiered)
+                count(rl, &t, &o, key, key_len);
         }
-        return o.allowed ? RL_ALLOW : RL_DENY;
+        if (!tiered)
+            return o.allowed ? RL_ALLOW : RL_DENY;
     }
     rl__params_read(t.ls, &t.p);
     rl_exact_req_t r;
     exact_req(&t, cost, &r);
-    async_check_t c = {rl, cb, ud, id, cost, t.probe};
+    async_check_t c = {rl, cb, ud, id, cost, tiered, t.probe};
     if (rl__exact_check_async(rl->exact, &r, async_done, &c, sizeof c) == 0)
         return RL_PENDING;
     /* Every slot busy (or closing): on_failure answers now, inline. */
     rl_exact_answer_t none;
     memset(&none, 0, sizeof none);
+    if (tiered) {
+        tiered_settle(&t, &none, &o);
+        return o.allowed ? RL_ALLOW : RL_DENY;
+    }
     exact_outcome(rl, &t, cost, &none, &o);
     if (cost > 0)
         count_exact(&t, &o);

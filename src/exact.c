@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The exact path (see exact.h): a client of the Redis layer, like sync.c. */
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -16,14 +17,15 @@ struct rl_exact {
     rl_redis_caller_t *caller;
     struct rl *rl;
     uint64_t timeout_ns;
+    _Atomic uint64_t virtual_us; /* simulations: exact.lua's now (0: TIME) */
 };
 
 /* The arguments of one exact.lua call, formatted. */
 typedef struct exact_args {
     char key[160];
-    char num[5][24];
-    const char *argv[6];
-    size_t argl[6];
+    char num[6][24];
+    const char *argv[7];
+    size_t argl[7];
     rl_redis_call_t call;
 } exact_args_t;
 
@@ -98,13 +100,16 @@ static void make_args(const rl_exact_t *x, const rl_exact_req_t *r, exact_args_t
                                sizeof a->key);
     a->argv[0] = a->key;
     a->argl[0] = n > 0 && (size_t)n < sizeof a->key ? (size_t)n : strlen(a->key);
-    uint64_t v[5] = {r->cost, r->rate_count, r->period_ms * 1000u, r->burst, ttl_ms(r)};
-    for (int i = 0; i < 5; i++) {
+    /* relaxed: a self-contained value, set by a simulation's driver. */
+    uint64_t now = atomic_load_explicit(&x->virtual_us, memory_order_relaxed);
+    uint64_t v[6] = {r->cost, r->rate_count, r->period_ms * 1000u, r->burst, ttl_ms(r), now};
+    int nargs = now != 0 ? 6 : 5;
+    for (int i = 0; i < nargs; i++) {
         a->argl[1 + i] = (size_t)snprintf(a->num[i], sizeof a->num[i], "%llu",
                                           (unsigned long long)v[i]);
         a->argv[1 + i] = a->num[i];
     }
-    a->call = (rl_redis_call_t){RL_EXACT_SCRIPT_EXACT, 1, 5, a->argv, a->argl,
+    a->call = (rl_redis_call_t){RL_EXACT_SCRIPT_EXACT, 1, nargs, a->argv, a->argl,
                                 uv_hrtime() + x->timeout_ns};
 }
 
@@ -164,6 +169,12 @@ int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_
                                  offsetof(async_ctx_t, user) + ctx_len) == 0
                ? 0
                : -1;
+}
+
+void rl__exact_virtual_now(rl_exact_t *x, uint64_t us)
+{
+    /* relaxed: see make_args. */
+    atomic_store_explicit(&x->virtual_us, us, memory_order_relaxed);
 }
 
 void rl__exact_counters(rl_exact_t *x, rl_exact_counters_t *out)

@@ -64,6 +64,11 @@ typedef void rl_exact_done_fn(void *ctx, const rl_exact_answer_t *a);
 int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_fn *done,
                           const void *ctx, size_t ctx_len);
 
+/* Simulations only (the accuracy simulator's virtual clock, whose sync
+ * rounds pass report.lua a virtual now): exact.lua's now, in microseconds
+ * on the same scale; 0 (the default) is Redis TIME. */
+void rl__exact_virtual_now(rl_exact_t *x, uint64_t us);
+
 /* The exact thread's caller (redis/caller.h) runs these scripts; the quota
  * ledger (quota.c) sends RL_EXACT_SCRIPT_QUOTA through it: one pool of
  * per-request connections per instance. */

@@ -395,6 +395,8 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     int rc = init_identity(rl, &c);
     if (rc == 0)
         rc = init_local_tier(rl, &c);
+    if (rc == 0)
+        rc = rl__hot_init(rl, c.redis_url != NULL);
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {

@@ -73,16 +73,18 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
                         (unsigned)(RL_HOT_PPM_MAX / 1000000u));
     rl_limit_derived_t d;
     int rc = derive(&d, lim, 1, err, errlen);
-    if (rc == 0 && lim->mode == RL_MODE_EXACT) {
-        /* lua/exact.lua counts in token-microseconds in Lua's doubles:
-         * exact only below 2^53. */
+    if (rc == 0 && (lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED)) {
+        /* lua/exact.lua (and report.lua's fleet bucket of a tiered key)
+         * count in token-microseconds in Lua's doubles: exact only below
+         * 2^53. */
         uint64_t burst = lim->burst != 0 ? lim->burst : lim->rate.count;
         unsigned __int128 span = (unsigned __int128)burst * lim->rate.period_ms * 1000u +
                                  lim->rate.count;
         if (span >= (unsigned __int128)1 << 53)
             return rl__errf(err, errlen, RL_ERANGE,
-                            "mode=exact: burst x period must be under 2^53 token-microseconds "
+                            "mode=%s: burst x period must be under 2^53 token-microseconds "
                             "(9e9 token-seconds; %llu tokens over %llu ms is more)",
+                            lim->mode == RL_MODE_EXACT ? "exact" : "tiered",
                             (unsigned long long)burst, (unsigned long long)lim->rate.period_ms);
     }
     return rc;

@@ -82,10 +82,19 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->epoch = 0;
     p->prev = d.normal;
     /* exact: decided in Redis per check (exact.c), never synced; tiered is
-     * synced like global. Local-only instances decide every mode locally. */
+     * synced like global and confirmed in Redis near the limit (check.c).
+     * Local-only instances decide every mode locally. */
     p->synced = !ls->synced || lim->mode == RL_MODE_LOCAL ? 0
                 : lim->mode == RL_MODE_EXACT              ? RL_SYNCED_EXACT
+                : lim->mode == RL_MODE_TIERED             ? RL_SYNCED_TIERED
                                                           : 1;
+    uint64_t cb = (d.normal.burst / 100u) * RL_TIERED_CONFIRM_PCT +
+                  ((d.normal.burst % 100u) * RL_TIERED_CONFIRM_PCT + 99u) / 100u;
+    p->confirm_below = cb != 0 ? cb : 1;
+    /* A new key's fleet-wide remaining is its burst: near from the start
+     * when that is under the threshold, with the nodes expected. */
+    p->presync_near = p->synced == RL_SYNCED_TIERED &&
+                      d.normal.burst < p->confirm_below + ls->expected_nodes;
     /* One clock per limit, fit for both its normal and degraded buckets. */
     uint64_t slack_n = d.normal.tau_fp - d.normal.t_fp;
     uint64_t slack_d = d.degraded.tau_fp - d.degraded.t_fp;

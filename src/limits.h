@@ -69,13 +69,17 @@ typedef struct rl_limit_params {
     rl_gcra_t normal;
     int64_t clock_source;
     uint64_t synced; /* 1: keys report to the global tier (instance has Redis);
-                        RL_SYNCED_EXACT: decided in Redis per check */
+                        RL_SYNCED_EXACT: decided in Redis per check;
+                        RL_SYNCED_TIERED: reported like 1, confirmed in
+                        Redis near the limit */
     int64_t shadow;
     uint64_t max_keys;
     int64_t on_failure;
     uint64_t epoch; /* bumped by each update that changes normal.t_fp */
     /* checks of synced limits */
     rl_gcra_t presync; /* a synced key's share before its first sync */
+    uint64_t presync_near; /* tiered: a key is near before its first sync
+                              (its burst is under the confirm threshold) */
     /* checks whose caller reads the decision */
     uint64_t rate_count;
     uint64_t period_ms;
@@ -84,12 +88,21 @@ typedef struct rl_limit_params {
     rl_gcra_t degraded;
     /* a check that meets a word of the previous epoch */
     rl_gcra_t prev; /* normal of epoch - 1 (of epoch 0: normal itself) */
+    /* tiered: a key whose fleet-wide remaining is under this many tokens,
+     * plus one a live node, is near its limit (the sync thread sets its
+     * share word's NEAR bit) */
+    uint64_t confirm_below;
     /* hot-key marking (hot.c) */
     uint64_t hot_ppm;
 } rl_limit_params_t;
 
 /* rl_limit_params_t.synced of an exact limit on an instance with Redis. */
 #define RL_SYNCED_EXACT 2
+/* ... of a tiered limit there: synced, and confirmed in Redis near the limit. */
+#define RL_SYNCED_TIERED 3
+/* A tiered limit's default confirm threshold: this percentage of its burst
+ * (rounded up, at least one token). */
+#define RL_TIERED_CONFIRM_PCT 20
 
 #define RL_PARAM_HOT_WORDS (offsetof(rl_limit_params_t, presync) / 8)
 #define RL_PARAM_SYNCED_WORDS (offsetof(rl_limit_params_t, rate_count) / 8)

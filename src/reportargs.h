@@ -25,7 +25,8 @@
     X(NOW, now)           /* virtual now, ms (0: TIME, simulations only) */        \
     X(EXPECTED, expected) /* expected nodes */                                     \
     X(YOUNG, young)       /* young window, ms */                                   \
-    X(FRESH, fresh)       /* ms a key's computed shares serve reports: a round */
+    X(FRESH, fresh)       /* ms a key's computed shares serve reports: a round */ \
+    X(TIERED, tiered)     /* 1: keep the fleet bucket, reply its remaining */
 
 #define RL_REPORT_KEY_ARGS(X)                                                      \
     X(EPOCH, epoch)       /* occupancy number */                                   \
@@ -37,7 +38,14 @@
     X(SPAN, span)         /* the ms they span */
 
 /* What the script returns per key, in this order (report.lua's header). */
-enum { RL_REPLY_Q, RL_REPLY_TOKENS, RL_REPLY_USAGE, RL_REPLY_NODES, RL_REPORT_REPLY_N };
+enum {
+    RL_REPLY_Q,
+    RL_REPLY_TOKENS,
+    RL_REPLY_USAGE,
+    RL_REPLY_NODES,
+    RL_REPLY_REMAINING, /* tiered: the fleet bucket's tokens left (else 0) */
+    RL_REPORT_REPLY_N
+};
 
 /* Positions, from 1 as in Lua's ARGV (fixed), offsets from 1 (per key). */
 enum {

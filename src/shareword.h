@@ -8,7 +8,10 @@
  *   bit  35      RL_SHAREWORD_HOT: the key is marked hot (hot.c); the only
  *                bit a local limit's key uses, and no part of a share
  *   bits 34..30  its exponent: T = mantissa << exponent (1/16 ns units)
- *   bits 29..0   local burst in whole tokens (0: this node may not admit)
+ *   bit  29      NEAR: a tiered key whose fleet-wide remaining (the last
+ *                sync's) is under its limit's confirm threshold: a check
+ *                the local tier admits is confirmed in Redis (check.c)
+ *   bits 28..0   local burst in whole tokens (0: this node may not admit)
  *
  * T is rounded UP to the 28-bit mantissa (relative error < 2^-27), so a
  * node never runs faster than its share. A share of zero rate is encoded as
@@ -21,14 +24,16 @@
 #include <stdint.h>
 #include "bucket.h"
 
-#define RL_SHAREWORD_BURST_MAX ((UINT64_C(1) << 30) - 1)
+#define RL_SHAREWORD_BURST_MAX ((UINT64_C(1) << 29) - 1)
+#define RL_SHAREWORD_NEAR (UINT64_C(1) << 29)
 #define RL_SHAREWORD_MANT_BITS 28
 #define RL_SHAREWORD_HOT (UINT64_C(1) << 35)
 /* The share part: 0 means no share yet, whatever the hot bit says. */
 #define RL_SHAREWORD_SHARE(w) ((w) & ~RL_SHAREWORD_HOT)
 #define RL_SHAREWORD_T_MAX (((UINT64_C(1) << RL_SHAREWORD_MANT_BITS) - 1) << 31)
 
-/* Encode a local interval t_fp (0: no rate) and burst (tokens). */
+/* Encode a local interval t_fp (0: no rate) and burst (tokens); NEAR is
+ * or-ed in by the caller. */
 static inline uint64_t rl__shareword_encode(uint64_t t_fp, uint64_t burst)
 {
     if (t_fp == 0 || t_fp > RL_SHAREWORD_T_MAX)
@@ -49,7 +54,8 @@ static inline uint64_t rl__shareword_encode(uint64_t t_fp, uint64_t burst)
     return (mant << 36) | ((uint64_t)exp << 30) | burst;
 }
 
-/* Decode into bucket parameters; tau is capped to the accepted range. */
+/* Decode into bucket parameters (NEAR ignored); tau is capped to the
+ * accepted range. */
 static inline void rl__shareword_decode(uint64_t w, rl_gcra_t *g)
 {
     uint64_t t = (w >> 36) << ((w >> 30) & 31);

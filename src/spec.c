@@ -395,7 +395,8 @@ static int is_blank(char c)
 
 static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errlen);
 
-int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen)
+/* Parenthesised: the header's macro of the same name is for callers. */
+int(rl_limit_parse)(rl_limit_t *out, const char *spec, char *err, size_t errlen)
 {
     /* Callers of this form may have been built against the 0.1 header:
      * their struct is that layout, whatever this library's is. */

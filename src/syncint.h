@@ -46,6 +46,7 @@ typedef struct rl_share_reply {
     uint64_t tokens; /* this node's burst tokens */
     uint64_t usage;  /* the fleet's admitted rate, Q24 of the limit's rate */
     uint64_t nodes;  /* live nodes on the key */
+    uint64_t remaining; /* tiered: the fleet-wide remaining, tokens */
 } rl_share_reply_t;
 
 /* What the sync thread remembers of one slot's occupant (sync thread only). */
@@ -67,6 +68,9 @@ typedef struct rl_syncslot {
                           (Redis drops the entry after 3 such periods);
                           0: not reported yet in this occupancy */
     uint8_t announce;  /* the period this round's report announces */
+    uint8_t watch;     /* tiered: the fleet-wide remaining is within twice the
+                          confirm threshold: report every round, counts or
+                          not, so the node learns it is near in time */
 } rl_syncslot_t;
 _Static_assert(RL_REPORT_QUIET_MAX <= UINT8_MAX, "a period fits rl_syncslot_t.period");
 

@@ -58,7 +58,8 @@ static void snapshot_limits(rl_sync_t *s)
         if (id == 0)
             continue;
         rl__params_read(&ls->slots[i], &l->p);
-        if (l->p.synced != 1) /* local, or exact (exact.c) */
+        /* local, or exact (exact.c) */
+        if (l->p.synced != 1 && l->p.synced != RL_SYNCED_TIERED)
             continue;
         l->live = 1;
         l->lref = rl__limit_ref((int)id);
@@ -150,6 +151,10 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     };
     rl_report_action_t act;
     rl__sync_report_policy(&v, &act);
+    if (ss->watch) { /* see rl_syncslot_t.watch */
+        act.report = act.revisit = 1;
+        act.announce = 1;
+    }
     ss->linger = (uint8_t)act.linger;
     ss->announce = (uint8_t)act.announce;
     if (act.revisit)
@@ -223,8 +228,9 @@ static int key_name(rl_sync_t *s, const rl_synclimit_t *l, size_t i, char *buf, 
     return rl__redis_key_name(&s->rl->kh, s->rl->key_prefix, l->name, id, buf, cap);
 }
 
-static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t tokens)
+static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply_t *r)
 {
+    uint64_t q = r->q, tokens = r->tokens;
     rl_slot_t *slot = &s->rl->table.slots[i];
     rl_synclimit_t *l = slot_synclimit(s, c);
     /* acquire: pairs with a claimer's publish; see below. */
@@ -252,9 +258,23 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, uint64_t q, uint64_t
         unsigned __int128 t = ((unsigned __int128)l->p.normal.t_fp * RL_SHARE_ONE + q - 1) / q;
         t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
     }
+    /* A tiered key near its limit: the fleet-wide remaining is under the
+     * threshold, plus a token for each live node (each may admit one
+     * before it hears of this round). Its checks then confirm in Redis,
+     * which decides; the local pre-filter keeps at least a token at the
+     * share's rate (a share of no tokens, which a burst split over more
+     * nodes than tokens hands most nodes, would deny every check here and
+     * starve the key: tiered-low admitted 2 in 60 s of a 1/s limit). */
+    uint64_t near_below = l->p.confirm_below + r->nodes;
+    int near = l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below;
+    if (near && tokens == 0)
+        tokens = 1;
     /* relaxed: this thread writes the word (and its hot mark, hot.c). */
     uint64_t hot = atomic_load_explicit(&slot->share, memory_order_relaxed) & RL_SHAREWORD_HOT;
-    uint64_t w = rl__shareword_encode(t_local, tokens) | hot;
+    uint64_t w = rl__shareword_encode(t_local, tokens) | (near ? RL_SHAREWORD_NEAR : 0) | hot;
+    /* Close to it: every round from now on (another node's admits may take
+     * the key under the threshold while this one is silent). */
+    s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
     rl_gcra_t before, after, tmp;
     before = *current_gcra(slot, l, &tmp);
     /* relaxed: a self-contained word. A slot cannot be retired and reused
@@ -299,6 +319,7 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
         o->tokens = (uint64_t)tokens;
         o->usage = (uint64_t)usage;
         o->nodes = (uint64_t)nodes;
+        o->remaining = v[RL_REPLY_REMAINING] > 0 ? (uint64_t)v[RL_REPLY_REMAINING] : 0;
     }
     return 0;
 }
@@ -414,7 +435,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
         for (uint32_t j = 0; j < call->n; j++) {
             if (s->shares[j].q == UINT64_MAX)
                 continue;
-            apply_share(s, call->slot[j], call->ctrl[j], s->shares[j].q, s->shares[j].tokens);
+            apply_share(s, call->slot[j], call->ctrl[j], &s->shares[j]);
             /* Only for the occupant the report was for. */
             if (s->slots[call->slot[j]].ctrl == call->ctrl[j])
                 s->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot.c */
@@ -502,6 +523,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
         case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
+        case RL_RA_TIERED: arg_u64(b, l->p.synced == RL_SYNCED_TIERED); break;
         }
     }
 }

@@ -252,6 +252,19 @@ START_TEST(fleet_spans_the_masters)
     /* The fleet admitted each key's rate, not 3x it. */
     ck_assert_int_le(f.total, (long long)KEYS * (20 * RATE_PER_ROUND + 100 + 100));
     ck_assert_int_ge(f.total, (long long)KEYS * 15 * RATE_PER_ROUND);
+    /* Every master's CLIENT LIST names the nodes' connections (issue #11:
+     * CLIENT SETNAME through the cluster route too). */
+    int mport[8], nm = masters(mport, 8);
+    ck_assert_int_eq(nm, 3);
+    for (int i = 0; i < nm; i++) {
+        redisContext *r = client(mport[i]);
+        redisReply *list = redisCommand(r, "CLIENT LIST");
+        ck_assert(list != NULL && list->type == REDIS_REPLY_STRING);
+        ck_assert_msg(strstr(list->str, "name=libratelimit:") != NULL,
+                      "master %d: no named connection in\n%s", mport[i], list->str);
+        freeReplyObject(list);
+        rl_test_release(r);
+    }
     for (int i = 0; i < 3; i++)
         rl_test_release(f.nodes[i]);
     int holders;

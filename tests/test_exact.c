@@ -16,6 +16,7 @@
 #include "instance.h"
 #include "redis/keys.h"
 #include "exact.h"
+#include "scripts.h"
 
 static rl_test_redis_t srv;
 static char url[64];
@@ -542,9 +543,27 @@ START_TEST(exact_redis_killed_recovers)
 }
 END_TEST
 
+/* Redis runs a script's whole text on every EVALSHA: share.lua's 18
+ * functions would be rebuilt on each exact check (and quota charge) that
+ * has no use for them. Only report.lua, which uses them, carries them. */
+START_TEST(scripts_carry_share_lua_only_if_used)
+{
+    static const char def[] = "local function share_";
+    ck_assert_ptr_null(strstr(rl__lua_exact, def));
+    ck_assert_ptr_null(strstr(rl__lua_quota, def));
+    ck_assert_ptr_null(strstr(rl__lua_nodes, def));
+    ck_assert_ptr_nonnull(strstr(rl__lua_report, def));
+    /* exact.lua writes its numbers as %d strings, not Lua numbers. */
+    ck_assert_ptr_nonnull(strstr(rl__lua_exact, "f('%d', now)"));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("exact");
+    TCase *sc = tcase_create("scripts");
+    tcase_add_test(sc, scripts_carry_share_lua_only_if_used);
+    suite_add_tcase(s, sc);
     TCase *tc = tcase_create("redis");
     tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
     tcase_set_timeout(tc, 120);

@@ -251,7 +251,7 @@ START_TEST(report_args_generated)
     snprintf(line, sizeof line, "\nlocal A_N=%u\nlocal K_N=%u\n", RL_REPORT_ARGS_N,
              RL_REPORT_KEY_ARGS_N);
     ck_assert_ptr_nonnull(strstr(rl__lua_report, line));
-    ck_assert_uint_eq(RL_REPORT_ARGS_N, 14);
+    ck_assert_uint_eq(RL_REPORT_ARGS_N, 15);
     ck_assert_uint_eq(RL_REPORT_KEY_ARGS_N, 7);
 }
 END_TEST

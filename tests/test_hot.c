@@ -298,12 +298,17 @@ START_TEST(hot_spec_grammar)
         else
             ck_assert_msg(strstr(err, "hot") != NULL, "hot=%s: %s", cases[i].v, err);
     }
-    /* the 0.1 layout has no field for it: an error, never dropped */
+    /* The header's rl_limit_parse parses into this header's struct... */
     rl_limit_t lim;
     char err[256];
-    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=10/s hot=0.5", err, sizeof err),
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=10/s hot=0.5", err, sizeof err), 0);
+    ck_assert_uint_eq(lim.hot_ppm, 500000);
+    /* ...while the exported function a 0.1 binary calls writes the 0.1
+     * layout, which has no field for it: an error, never dropped. */
+    ck_assert_int_eq((rl_limit_parse)(&lim, "name=a rate=10/s hot=0.5", err, sizeof err),
                      RL_ESIZE);
-    ck_assert_int_eq(rl_limit_parse(&lim, "name=a rate=10/s", err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "rl_limit_parse_sized"));
+    ck_assert_int_eq((rl_limit_parse)(&lim, "name=a rate=10/s", err, sizeof err), 0);
     /* set directly: validated by rl_limit_add */
     /* static: the clock hook must outlive the instances, which the
      * case's teardown closes after this function returns */
@@ -339,7 +344,7 @@ START_TEST(old_layout_limit)
     ck_assert_ptr_nonnull(mem);
     rl_limit_t *old = (rl_limit_t *)(void *)mem;
     size_t size;
-    ck_assert_int_eq(rl_limit_parse(old, "name=o rate=10/s", NULL, 0), 0);
+    ck_assert_int_eq((rl_limit_parse)(old, "name=o rate=10/s", NULL, 0), 0); /* as 0.1 did */
     memcpy(&size, mem, sizeof size);
     ck_assert_uint_eq(size, RL_LIMIT_SIZE_MIN);
     int id = rl_limit_add(rl, old);

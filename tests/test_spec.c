@@ -13,7 +13,7 @@ static rl_limit_t parse_ok(const char *spec)
     int rc = rl_limit_parse(&lim, spec, err, sizeof err);
     ck_assert_msg(rc == 0, "\"%s\": %s (%s)", spec, rl_err_name(rc), err);
     ck_assert_str_eq(err, "");
-    ck_assert_uint_eq(lim.size, RL_LIMIT_SIZE_MIN); /* rl_limit_parse: the 0.1 layout */
+    ck_assert_uint_eq(lim.size, sizeof lim); /* the header's rl_limit_parse: this layout */
     return lim;
 }
 
@@ -72,7 +72,14 @@ START_TEST(test_every_field_overwritten)
     rl_limit_t lim;
     memset(&lim, 0xA5, sizeof lim);
     ck_assert_int_eq(rl_limit_parse(&lim, "name=x rate=1/s", NULL, 0), 0);
-    ck_assert_uint_eq(lim.size, RL_LIMIT_SIZE_MIN); /* the 0.1 layout */
+    ck_assert_uint_eq(lim.size, sizeof lim);
+    /* The exported function (what a 0.1 binary calls) writes the 0.1
+     * layout and leaves the rest of a newer struct alone. */
+    memset(&lim, 0xA5, sizeof lim);
+    ck_assert_int_eq((rl_limit_parse)(&lim, "name=x rate=1/s", NULL, 0), 0);
+    ck_assert_uint_eq(lim.size, RL_LIMIT_SIZE_MIN);
+    ck_assert_uint_eq(((unsigned char *)&lim)[RL_LIMIT_SIZE_MIN], 0xA5);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=x rate=1/s", NULL, 0), 0);
     ck_assert_uint_eq(lim.burst, 0);
     ck_assert_int_eq(lim.mode, 0);
     ck_assert_int_eq(lim.on_failure, 0);

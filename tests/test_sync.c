@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "reportargs.h"
 #include "redis_harness.h"
 #include "instance.h"
 #include "scripts.h"
@@ -272,7 +273,7 @@ static redisReply *report_at(redisContext *r, const char *key, const char *inc, 
     /* Each report as the occupancy's first (new counts = cumulative ones),
      * spanning 100 ms. */
     return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 %ld %ld %ld "
-                           "0 %ld %ld %ld %ld 30000 %ld %ld 100",
+                           "0 %ld 0 %ld %ld %ld 30000 %ld %ld 100",
                         rl__lua_report, key, inc, leaving, now_ms, expected, fresh_ms, epoch,
                         cum_a, cum_o, cum_a, cum_o);
 }
@@ -324,7 +325,7 @@ START_TEST(key_shares_computed_once_per_round)
             redisReply *rep = report_at(r, key, inc, 1, cum, 2 * cum, 0, t0 + round * FRESH,
                                         NODES, FRESH);
             ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
-            ck_assert_uint_eq(rep->element[0]->elements, 4);
+            ck_assert_uint_eq(rep->element[0]->elements, RL_REPORT_REPLY_N);
             q += rep->element[0]->element[0]->integer;
             tokens += rep->element[0]->element[1]->integer;
             if (round > 0)
@@ -465,8 +466,8 @@ START_TEST(script_reply_shares)
     ck_assert_int_ge(bb, 8);
     /* Both see the same two live nodes, and the fleet's admitted rate (busy
      * admits, idle does not) in Q24, within what two nodes can reach. */
-    ck_assert_uint_eq(busy->element[0]->elements, 4);
-    ck_assert_uint_eq(idle->element[0]->elements, 4);
+    ck_assert_uint_eq(busy->element[0]->elements, RL_REPORT_REPLY_N);
+    ck_assert_uint_eq(idle->element[0]->elements, RL_REPORT_REPLY_N);
     ck_assert_int_eq(busy->element[0]->element[3]->integer, 2);
     ck_assert_int_eq(idle->element[0]->element[3]->integer, 2);
     ck_assert_int_gt(idle->element[0]->element[2]->integer, 0);

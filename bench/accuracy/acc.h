@@ -89,6 +89,7 @@ struct acc_scen {
     int cut_node;           /* the node cut off from Redis from event_ms to
                                heal_ms; -1: none */
     uint64_t heal_ms;
+    int tiered;             /* the limit is mode=tiered, not global */
     uint64_t join_ms[ACC_MAX_NODES];  /* first ms a node is driven */
     uint64_t death_ms[ACC_MAX_NODES]; /* first ms it is not (ACC_NEVER) */
     acc_offered_fn offered;
@@ -141,6 +142,8 @@ struct acc_result {
     double cut_q, cut_b; /* the cut node's share when cut (fraction, tokens);
                             cut_q < 0: not known (the bound assumes 1) */
     char note[160];      /* anything the driver wants on the report */
+    uint64_t checks;       /* rl_check calls the drivers made */
+    uint64_t redis_checks; /* tiered: checks confirmed in Redis (exact.lua calls) */
 };
 
 int acc_result_init(acc_result_t *r, const acc_scen_t *sc);
@@ -216,6 +219,7 @@ typedef struct acc_fleet_cfg {
     const char *cut_url;         /* the cut node's Redis URL (the proxy) */
     int cut_node;                /* -1: none */
     int manual;                  /* rounds only through rl__sync_step */
+    int tiered;                  /* the limit is mode=tiered */
     uint64_t rate, burst;
 } acc_fleet_cfg_t;
 
@@ -230,6 +234,10 @@ int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms);
 int acc_node_share(acc_node_t *n, double *q, double *b);
 int acc_node_step(acc_node_t *n, uint64_t virtual_ms);
 void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls);
+/* Tiered: the checks this node sent to Redis to confirm. */
+uint64_t acc_node_redis_checks(acc_node_t *n);
+/* Tiered, virtual time: the exact script's now (us), as the sync rounds'. */
+void acc_node_virtual_now(acc_node_t *n, uint64_t us);
 
 /* Redis's own counters: the report script's (INFO commandstats) and the
  * server's CPU time (INFO cpu, user + sys). */

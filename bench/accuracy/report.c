@@ -141,6 +141,10 @@ void acc_print_scenario(const acc_opts_t *o, const acc_scen_t *sc, const acc_res
                "%u failed\n",
                p50, p99, r->nsteps, r->step_failures);
     }
+    if (sc->tiered && r->checks > 0)
+        printf("  checks that reached Redis (tiered confirmations): %" PRIu64 " of %" PRIu64
+               " = %.1f%%\n",
+               r->redis_checks, r->checks, 100.0 * (double)r->redis_checks / (double)r->checks);
     if (r->lag_ms > 0)
         printf("  load generators fell behind real time by up to %" PRIu64 " ms\n", r->lag_ms);
     if (r->note[0] != '\0')

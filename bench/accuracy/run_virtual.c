@@ -48,6 +48,7 @@ static void drive_ms(vrun_t *v, int i, uint64_t t)
             fprintf(stderr, "rl_accuracy: rl_check(%s): %s\n", v->nodes[i].name,
                     rl_strerror(rc));
     }
+    v->res->checks += n;
     size_t cell = (size_t)(t / sc->interval_ms) * (size_t)sc->nodes + (size_t)i;
     v->res->node_off[cell] += n;
     v->res->node_adm[cell] += admitted;
@@ -156,17 +157,24 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
     res->shares_known = 1;
     int rc = open_fleet(v, o);
     for (uint64_t t = 0; rc == 0 && t < sc->duration_ms && !acc_interrupted; t++) {
-        for (int i = 0; i < sc->nodes; i++)
+        /* relaxed: see virtual_clock. */
+        uint64_t now_us = atomic_load_explicit(&v->clk.precise_ns, memory_order_relaxed) / 1000u;
+        for (int i = 0; i < sc->nodes; i++) {
+            if (sc->tiered)
+                acc_node_virtual_now(&v->nodes[i], now_us);
             if (acc_node_live(sc, i, t))
                 drive_ms(v, i, t);
+        }
         /* relaxed: see virtual_clock. */
         atomic_fetch_add_explicit(&v->clk.precise_ns, UINT64_C(1000000), memory_order_relaxed);
         if ((t + 1) % sc->interval_ms == 0)
             end_round(v, t);
     }
     /* The dead are closed too: nothing may leak. */
-    for (int i = 0; i < sc->nodes; i++)
+    for (int i = 0; i < sc->nodes; i++) {
+        res->redis_checks += acc_node_redis_checks(&v->nodes[i]);
         acc_node_close(&v->nodes[i]);
+    }
     acc_cut_stop(&v->cut);
     if (v->errors > 0)
         snprintf(res->note, sizeof res->note, "%d rl_check errors", v->errors);

@@ -11,8 +11,10 @@
 #include <string.h>
 #include "acc.h"
 
-const char *const acc_scen_names[] = {"uniform", "skew",  "shift", "churn",    "high", "low",
-                                      "cold",    "flush", "residual", "partition", "many", NULL};
+const char *const acc_scen_names[] = {"uniform",   "skew",        "shift",       "churn",
+                                      "high",      "low",         "cold",        "flush",
+                                      "residual",  "partition",   "many",        "tiered-low",
+                                      "tiered-skew", "tiered-uniform", NULL};
 
 int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms)
 {
@@ -372,6 +374,41 @@ static void judge_low(const acc_scen_t *sc, const acc_result_t *res, int gated,
     acc_judge_bound(sc, res, gated, v);
 }
 
+/* The part of a tiered run's checks that reached Redis: a target. */
+static void judge_redis_part(const acc_scen_t *sc, const acc_result_t *res, acc_verdicts_t *v)
+{
+    double part = res->checks > 0 ? (double)res->redis_checks / (double)res->checks : 1.0;
+    acc_verdict(v, sc->name, 0, part < 0.25, "< 25% of checks reach Redis",
+                "%" PRIu64 " of %" PRIu64 " checks = %.1f%%", res->redis_checks, res->checks,
+                100.0 * part);
+}
+
+/* tiered-low: one token a second over 10 nodes, the case the band cannot
+ * serve (rate x interval / nodes = 0.01 token); every 1-s window admits at
+ * most the limit plus one (the token a window can find in the bucket at its
+ * start, and the one minted in it). */
+static void judge_tiered_low(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                             acc_verdicts_t *v)
+{
+    uint64_t lo, hi, total = 0;
+    for (uint64_t t = 0; t < res->duration_ms; t++)
+        total += res->adm_ms[t];
+    acc_window_range(res->adm_ms, res->duration_ms, ACC_WINDOW_MS, 0,
+                     res->duration_ms - ACC_WINDOW_MS, &lo, &hi);
+    acc_verdict(v, sc->name, gated, hi <= sc->rate + 1 && total > 0,
+                "every sliding 1-s window <= limit + 1, and admits",
+                "worst window %" PRIu64 " (limit %" PRIu64 "); %" PRIu64 " admitted in %.0f s",
+                hi, sc->rate, total, (double)res->duration_ms / 1000.0);
+    judge_redis_part(sc, res, v);
+}
+
+static void judge_tiered(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                         acc_verdicts_t *v)
+{
+    acc_judge_bound(sc, res, gated, v);
+    judge_redis_part(sc, res, v);
+}
+
 /* ---------------------------------------------------------------- table */
 
 static void base(acc_scen_t *sc, const char *name, int nodes, uint64_t rate, uint64_t burst,
@@ -458,6 +495,24 @@ int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc)
         base(sc, "cold", 10, 1000, 100, 20.0, q ? 2 : 3);
         sc->what = "extra: offered 20x the limit from a cold start, spread evenly";
         sc->judge = judge_cold;
+    } else if (strcmp(name, "tiered-low") == 0) {
+        base(sc, "tiered-low", 10, 1, 1, 5.0, q ? 20 : 60);
+        sc->what = "mode=tiered: each node offers 0.5/s (5x the limit), evenly spaced, nodes "
+                   "out of phase";
+        sc->even_only = 1;
+        sc->tiered = 1;
+        sc->judge = judge_tiered_low;
+    } else if (strcmp(name, "tiered-skew") == 0) {
+        base(sc, "tiered-skew", 20, 1000, 100, 5.0, q ? 3 : 10);
+        sc->what = "mode=tiered: offered 5x the limit, all on 3 of the 20 nodes";
+        sc->offered = offered_skew;
+        sc->tiered = 1;
+        sc->judge = judge_tiered;
+    } else if (strcmp(name, "tiered-uniform") == 0) {
+        base(sc, "tiered-uniform", 10, 1000, 100, 5.0, q ? 3 : 10);
+        sc->what = "mode=tiered: offered 5x the limit, spread evenly over the nodes";
+        sc->tiered = 1;
+        sc->judge = judge_tiered;
     } else if (strcmp(name, "low") == 0) {
         base(sc, "low", 10, 1, 1, 10.0, q ? 20 : 60);
         sc->what = "each node offers 1/s (10x the limit), evenly spaced, nodes out of phase";

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- The fleet's node registry: one node's heartbeat, once per sync round,
 -- pipelined with the round's reports (src/syncnodes.h has the data model).
--- The build prepends share.lua; nothing here uses it.
+-- It uses nothing of share.lua, so the build does not prepend it.
 --
 -- KEYS[1]  {prefix:v1}:nodes       hash: incarnation -> "seen=<ms> <record>",
 --                                  and "t" -> the last Redis time seen (ms)

@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- A quota's charge (or read): one atomic step of a durable ledger, with the
--- request id remembered so a retried charge is never counted twice. The
--- build prepends share.lua; nothing here uses it.
+-- request id remembered so a retried charge is never counted twice. It
+-- uses nothing of share.lua, so the build does not prepend it.
 --
 -- KEYS[1]  {prefix:q1:quota:<key>}:p:   the counters' name before the period
 --                                       start (ms): one counter per period
@@ -15,7 +15,11 @@
 --          answer is being repeated.
 -- A counter lives until its period's end plus the dedup window, so a retry
 -- near a boundary still finds the answer it was given. Numbers are doubles
--- (Lua 5.1): amounts stay below 2^53 (RL_QUOTA_AMOUNT_MAX).
+-- (Lua 5.1): amounts stay below 2^53 (RL_QUOTA_AMOUNT_MAX). Each goes to
+-- Redis as a %d string (string.format's %d is a C long here, exact below
+-- 2^53; integral values print as %.0f would), or as the C side sent it:
+-- Redis 7.0 turns a Lua number into an argument with %.17g, and %.0f, %.17g
+-- cost several times %d.
 local op, cost, amount = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local kind, fixed, dedup = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = tonumber(ARGV[7])
@@ -79,7 +83,7 @@ local function period(t)
 end
 
 local start, reset = period(now)
-local counter = KEYS[1] .. string.format('%.0f', start)
+local counter = KEYS[1] .. string.format('%d', start)
 local used = tonumber(redis.call('GET', counter) or '0')
 if op == 'g' then
   return {1, used, reset, 0}
@@ -93,8 +97,8 @@ if used + cost <= amount then
   allowed = 1
   used = used + cost
 end
-local answer = string.format('%d:%.0f:%.0f', allowed, used, reset)
-if not redis.call('SET', KEYS[2], answer, 'NX', 'PX', dedup) then
+local answer = string.format('%d:%d:%d', allowed, used, reset)
+if not redis.call('SET', KEYS[2], answer, 'NX', 'PX', ARGV[6]) then
   local first = redis.call('GET', KEYS[2])
   local a, u, r = string.match(first or '', '^(%d):(%d+):(%d+)$')
   if a == nil then
@@ -107,6 +111,6 @@ if allowed == 1 then
   redis.call('INCRBY', counter, ARGV[2])
   -- Relative to the script's now, so a test's moved clock (ARGV[7]) ages
   -- keys as Redis's own would.
-  redis.call('PEXPIRE', counter, string.format('%.0f', reset - now + dedup))
+  redis.call('PEXPIRE', counter, string.format('%d', reset - now + dedup))
 end
 return {allowed, used, reset, 0}

@@ -8,8 +8,13 @@
 --          indices generated from src/reportargs.h, which documents them.
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
---          rate: above 2^24 is overshoot), live nodes}; zeros for a node
---          that is leaving or has left.
+--          rate: above 2^24 is overshoot), live nodes, fleet remaining};
+--          zeros for a node that is leaving or has left. Fleet remaining:
+--          of a tiered limit (A_tiered 1), the tokens left in the key's
+--          Redis bucket (exact.lua's fields xn, xl, xr: one ledger), which
+--          each report refills at the rate and charges what the node
+--          admitted locally since its last one (it may go below zero: the
+--          nodes admitted before Redis heard; 0 is returned then); else 0.
 --
 -- A key's shares are computed once per round, not once per report: the
 -- first report at least `fresh` ms (one round) after the last computation,
@@ -39,6 +44,7 @@ local leaving = ARGV[A_leaving] == '1'
 local expected = tonumber(ARGV[A_expected])
 local young = tonumber(ARGV[A_young])
 local fresh = tonumber(ARGV[A_fresh])
+local tiered = ARGV[A_tiered] == '1'
 
 local wall = tonumber(ARGV[A_now])
 if wall == 0 then
@@ -136,6 +142,28 @@ local function compute(key, now, created, extra)
   return mine
 end
 
+-- A tiered key's bucket, as exact.lua keeps it (in us), refilled to now
+-- and charged `take`: the tokens left, at least 0.
+local function fleet(key, take)
+  local v = redis.call('HMGET', key, 'xn', 'xl', 'xr')
+  local per, now = period * 1000, wall * 1000
+  local tokens, last, rem = burst, now, 0
+  if v[1] then tokens, last, rem = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]) end
+  if now < last then now = last end
+  local acc = (now - last) * rate + rem
+  if tokens >= burst or acc >= (burst - tokens) * per then
+    tokens, rem = burst, 0
+  else
+    local add = share_idiv(acc, per)
+    tokens, rem = tokens + add, acc - add * per
+  end
+  tokens = tokens - take
+  redis.call('HSET', key, 'xn', tokens, 'xl', now, 'xr', rem)
+  return math.max(tokens, 0)
+end
+-- What this report admitted that Redis's bucket has not been charged.
+local charge = 0
+
 local EXTRA = 4
 local MINE = {'e', 'a', 'o', 'd', 'r', 't', 'x', 'q', 'b'}
 
@@ -172,8 +200,11 @@ local function report_key(i)
   -- An entry made again (hash lost, node stale) starts at the rate of what is
   -- new since the node's last report, not its history over one period.
   local again, d0 = false, nil
-  if not me or epoch > me.e then
+  local made = not me or epoch > me.e
+  if made then
     da, doff = cum_a, cum_o
+    -- A lost hash lost the bucket too: charge only what is new.
+    charge = (me or first) and cum_a or math.min(cum_a, new_a)
     -- A first report covers about one report period (stale / 3).
     me = {e = epoch, a = cum_a, o = cum_o, d = 0, r = 0, t = now - math.max(1, share_floor(stale / 3))}
     again = not first
@@ -200,6 +231,7 @@ local function report_key(i)
     me.t = now
     me.x = now + stale
   end
+  if not made then charge = da end
   local total = (tonumber(v[1]) or 0) + da
 
   -- One HSET: the counters' high-water marks whatever happens next, the
@@ -244,6 +276,9 @@ end
 
 local out = {}
 for i = 1, #KEYS do
-  out[i] = report_key(i)
+  charge = 0
+  local r = report_key(i)
+  r[5] = tiered and fleet(KEYS[i], charge) or 0
+  out[i] = r
 end
 return out

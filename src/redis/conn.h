@@ -43,7 +43,8 @@ typedef struct rl_redis_conn_ops {
      * tells whose it is; NULL or "" returned: unnamed. Made fit for Redis
      * by rl__redis_client_name. A route backend that wraps the owner's ops
      * in its own (route_cluster.c's node_ops, route_sentinel.c's
-     * master_ops) names its connections only if its ops forward this. */
+     * master_ops) forwards this, so a cluster's masters and a Sentinel
+     * set's master see the same name. */
     const char *(*client_name)(void *owner);
 } rl_redis_conn_ops_t;
 

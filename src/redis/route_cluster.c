@@ -318,7 +318,16 @@ static int node_stopping(void *owner)
     return n->cl->closing || !n->used || n->cl->cfg.ops->stopping(n->cl->cfg.owner);
 }
 
+/* Every master's connection carries the owner's name (CLIENT LIST). */
+static const char *node_client_name(void *owner)
+{
+    cl_node_t *n = owner;
+    const rl_redis_conn_ops_t *ops = n->cl->cfg.ops;
+    return ops->client_name != NULL ? ops->client_name(n->cl->cfg.owner) : NULL;
+}
+
 static const rl_redis_conn_ops_t node_ops = {
+    .client_name = node_client_name,
     .connected = node_connected,
     .failed = node_failed,
     .lost = node_lost,

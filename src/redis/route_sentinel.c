@@ -217,7 +217,17 @@ static void m_retry_scheduled(void *owner, uint64_t delay_ms)
     sn->cfg.ops->retry_scheduled(sn->cfg.owner, delay_ms);
 }
 
+/* The master's connection carries the owner's name (CLIENT LIST); the
+ * Sentinels' own connections stay unnamed. */
+static const char *m_client_name(void *owner)
+{
+    sn_route_t *sn = owner;
+    const rl_redis_conn_ops_t *ops = sn->cfg.ops;
+    return ops->client_name != NULL ? ops->client_name(sn->cfg.owner) : NULL;
+}
+
 static const rl_redis_conn_ops_t master_ops = {
+    .client_name = m_client_name,
     .connected = m_connected,
     .failed = m_failed,
     .lost = m_lost,
