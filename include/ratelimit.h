@@ -1191,6 +1191,45 @@ static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, si
  */
 RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
 
+/*
+ * The answer of an rl_quota_charge_async that returned RL_PENDING: rc is
+ * RL_ALLOW or RL_DENY, and r the result as rl_quota_charge would write it
+ * (a full rl_quota_result_t of this library's size; never NULL), valid only
+ * during the call. Runs on the instance's exact thread (rl_close's
+ * answers too: it waits for them before it returns). It must be quick, must not block (a blocking rl_quota_charge from it would
+ * wait out its whole deadline: the thread that would answer it is this
+ * one), and must not call rl_close; it may call rl_quota_charge_async
+ * again. A libuv host hands the answer back to its own loop with
+ * uv_async_send (examples/gateway does).
+ */
+typedef void (*rl_quota_cb)(void *ud, int rc, const rl_quota_result_t *r);
+
+/*
+ * rl_quota_charge for event-loop hosts: never blocks. The charge is sent to
+ * Redis and RL_PENDING returned; cb then runs exactly once, by
+ * quota_timeout_ms (plus the exact thread's scheduling), with Redis's
+ * answer (RL_FLAG_DUPLICATE for a retried id, as for rl_quota_charge) or,
+ * when Redis did not answer in time, the quota's on_failure
+ * (RL_FLAG_DEGRADED; open journals the charge exactly as the blocking form
+ * does, and a timeout does not mean "not charged"). When the exact thread
+ * has no room for another request in flight (exact_pool_size x 256 of them,
+ * shared with exact checks), on_failure answers inline instead: RL_ALLOW or
+ * RL_DENY is returned, journaled likewise, and cb is not called. rl_close
+ * with charges in flight calls each pending cb once, before it returns and
+ * never after, with the quota's on_failure answer flagged RL_FLAG_DEGRADED
+ * (an open quota's charge is journaled, and that journal dies with the
+ * instance: counted in quota_journaled, never replayed). A quota removed
+ * while its charge is in flight is still answered. The key and id bytes are
+ * only read during the call. Thread-safe like rl_quota_charge; no call may
+ * race rl_close.
+ * Returns RL_PENDING, RL_ALLOW, RL_DENY (inline on_failure), or an error
+ * (cb not called): those of rl_quota_charge but RL_ESIZE, and RL_EINVAL
+ * for cb NULL.
+ */
+RL_EXTERN int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len,
+                                    uint64_t cost, const void *request_id, size_t id_len,
+                                    rl_quota_cb cb, void *ud);
+
 #ifdef __cplusplus
 }
 #endif

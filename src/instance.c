@@ -231,17 +231,22 @@ void rl_close(rl_t *rl)
         return;
     }
     rl_allocator_t a = rl->alloc;
-    if (rl->quotas != NULL) {
-        if (rl__fork_check(rl) == 0)
-            rl__quotas_destroy(rl->quotas);
-        else
-            rl__quotas_forget(rl->quotas);
-    }
+    /* The replay thread first (it waits on the exact thread's caller), then
+     * the exact thread, whose stop answers the asynchronous quota charges
+     * in flight through the ledger, and only then the ledger's memory. */
+    if (rl->quotas != NULL && rl__fork_check(rl) == 0)
+        rl__quotas_stop(rl->quotas);
     if (rl->exact != NULL) {
         if (rl__fork_check(rl) == 0)
             rl__exact_stop(rl->exact);
         else
             rl__exact_forget(rl->exact); /* in a child: the thread is the parent's */
+    }
+    if (rl->quotas != NULL) {
+        if (rl__fork_check(rl) == 0)
+            rl__quotas_destroy(rl->quotas);
+        else
+            rl__quotas_forget(rl->quotas);
     }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
@@ -358,7 +363,7 @@ static int init_local_tier(rl_t *rl, const rl_config_t *c)
     if (rc != 0)
         return rc;
     fork_guard_init(rl);
-    return rl__hot_init(rl, c->redis_url != NULL);
+    return 0;
 }
 
 /* With a redis_url: the dirty bitmap the sync thread harvests, the quota

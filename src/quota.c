@@ -293,17 +293,24 @@ int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
     return 0;
 }
 
+void rl__quotas_stop(rl_quotas_t *qs)
+{
+    if (qs == NULL || !qs->started)
+        return;
+    uv_mutex_lock(&qs->mu);
+    int joined = qs->replay_stop;
+    qs->replay_stop = 1;
+    uv_cond_signal(&qs->cv);
+    uv_mutex_unlock(&qs->mu);
+    if (!joined)
+        uv_thread_join(&qs->replay);
+}
+
 void rl__quotas_destroy(rl_quotas_t *qs)
 {
     if (qs == NULL)
         return;
-    if (qs->started) {
-        uv_mutex_lock(&qs->mu);
-        qs->replay_stop = 1;
-        uv_cond_signal(&qs->cv);
-        uv_mutex_unlock(&qs->mu);
-        uv_thread_join(&qs->replay);
-    }
+    rl__quotas_stop(qs);
     rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
     uv_cond_destroy(&qs->cv);
     uv_mutex_destroy(&qs->mu);
@@ -540,6 +547,81 @@ int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len, uint64
     put_result(out, allowed, p.dup ? RL_FLAG_DUPLICATE : 0, q.amount, (uint64_t)p.used,
                (uint64_t)p.reset);
     return allowed;
+}
+
+/* ------------------------------------------------------ async charges */
+
+/* What an asynchronous charge carries to its answer (the caller slot holds
+ * a copy): the quota as it was when sent, and the journal entry an open
+ * quota's degraded answer needs. */
+typedef struct async_charge {
+    rl_quotas_t *qs;
+    rl_quota_cb cb;
+    void *ud;
+    rl_quota_t q;
+    rl_qjentry_t e;
+} async_charge_t;
+_Static_assert(sizeof(async_charge_t) <= RL_CALL_CTX_MAX, "fits a caller slot's context");
+
+/* On the exact thread (rl_close's answers too): Redis's answer, or the
+ * quota's on_failure as the blocking form gives it. */
+static void async_done(void *ctx, int status, const redisReply *reply)
+{
+    const async_charge_t *c = ctx;
+    qreply_t p;
+    parse_reply(&p, status, reply);
+    rl_quota_result_t r;
+    rl_quota_result_init(&r);
+    if (!p.ok) {
+        int rc = degraded(c->qs, &c->q, 1, &c->e, &r);
+        c->cb(c->ud, rc, &r);
+        return;
+    }
+    count(c->qs, Q_CHARGES, 1);
+    if (p.dup)
+        count(c->qs, Q_DUPLICATES, 1);
+    int allowed = p.allowed ? RL_ALLOW : RL_DENY;
+    put_result(&r, allowed, p.dup ? RL_FLAG_DUPLICATE : 0, c->q.amount, (uint64_t)p.used,
+               (uint64_t)p.reset);
+    c->cb(c->ud, allowed, &r);
+}
+
+int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len, uint64_t cost,
+                          const void *request_id, size_t id_len, rl_quota_cb cb, void *ud)
+{
+    if (cb == NULL)
+        return RL_EINVAL;
+    async_charge_t c;
+    memset(&c, 0, sizeof c);
+    uint32_t slot = 0, gen = 0;
+    int rc = begin(rl, quota, key, key_len, NULL, &c.q, &slot, &gen);
+    if (rc != 0)
+        return rc;
+    if (request_id == NULL && id_len > 0)
+        return RL_EINVAL;
+    if (id_len == 0 || id_len > RL_QUOTA_ID_MAX || cost == 0)
+        return RL_ERANGE;
+    if (cost > c.q.amount)
+        return RL_ECOST;
+    rl_quotas_t *qs = rl->quotas;
+    c.qs = qs;
+    c.cb = cb;
+    c.ud = ud;
+    c.e = (rl_qjentry_t){slot, gen, cost, rl__keyhash(&rl->kh, key, key_len), {0, 0}};
+    rl__redis_quota_rid(&rl->kh, request_id, id_len, c.e.rid);
+    qnames_t n;
+    make_names(rl, &c.q, c.e.key, c.e.rid, &n);
+    qargs_t a;
+    make_args(&n, &c.q, 1, cost, hook_time(qs), &a);
+    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, 2, 7, a.v, a.l,
+                            uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
+    /* acquire: pairs with start_replay's release (the caller fully built). */
+    rl_redis_caller_t *caller = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
+    if (rl__redis_caller_send(caller, &call, async_done, &c, sizeof c) == 0)
+        return RL_PENDING;
+    /* Every slot busy (or closing): on_failure answers now, inline, as the
+     * blocking form would have when Redis could not answer. */
+    return degraded(qs, &c.q, 1, &c.e, NULL);
 }
 
 int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_result_t *out)

@@ -18,8 +18,13 @@ typedef struct rl_quotas rl_quotas_t;
  * charges go through the instance's exact thread (exact.h). */
 int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
                       rl_quotas_t **out);
-/* Stop the replay thread and free everything (before the exact thread
- * stops: the replay uses its caller). NULL is a no-op. */
+/* Stop the replay thread (before the exact thread stops: the replay waits
+ * on its caller). NULL or a second call is a no-op. */
+void rl__quotas_stop(rl_quotas_t *qs);
+/* Stop the replay thread if still running and free everything: after the
+ * exact thread stopped, whose stop answers the asynchronous charges still
+ * in flight through this ledger (their on_failure, journal included). NULL
+ * is a no-op. */
 void rl__quotas_destroy(rl_quotas_t *qs);
 /* A child's copy after fork(): free the memory, touch no thread. */
 void rl__quotas_forget(rl_quotas_t *qs);

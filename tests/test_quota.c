@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <uv.h>
 #include "testutil.h"
 #include "redis_harness.h"
 #include "instance.h"
@@ -636,6 +638,234 @@ START_TEST(bad_inputs)
 }
 END_TEST
 
+
+/* ------------------------------------------------------- async charges */
+
+/* A libuv host: charges issued from its loop, at most ASYNC_WINDOW in
+ * flight, answers handed back with uv_async_send as a host would. */
+#define ASYNC_TOTAL 10000
+#define ASYNC_WINDOW 128
+
+typedef struct async_req {
+    struct async_host *h;
+    unsigned idx;  /* charge number */
+    unsigned id;   /* request id number */
+    int retry;
+    _Atomic int rc;
+    _Atomic unsigned calls; /* cb runs: must end at 1 */
+    rl_quota_result_t r;
+} async_req_t;
+
+typedef struct async_host {
+    rl_t *rl;
+    int q;
+    uv_loop_t loop;
+    uv_async_t wake;
+    unsigned total, sent, done;
+    unsigned ids;
+    uint64_t seed;
+    _Atomic unsigned answered; /* written on the exact thread */
+    unsigned inline_answers, errors;
+    async_req_t *reqs;
+    first_t *first;
+} async_host_t;
+
+static void on_async_charge(void *ud, int rc, const rl_quota_result_t *r)
+{
+    async_req_t *q = ud;
+    q->r = *r;
+    /* relaxed: the release below publishes rc and r with it. */
+    atomic_store_explicit(&q->rc, rc, memory_order_relaxed);
+    atomic_fetch_add_explicit(&q->calls, 1, memory_order_release);
+    atomic_fetch_add_explicit(&q->h->answered, 1, memory_order_release);
+    uv_async_send(&q->h->wake);
+}
+
+static void async_issue(async_host_t *h)
+{
+    /* acquire: the answers counted are visible with their results. */
+    while (h->sent < h->total &&
+           h->sent - atomic_load_explicit(&h->answered, memory_order_acquire) < ASYNC_WINDOW) {
+        async_req_t *q = &h->reqs[h->sent];
+        q->h = h;
+        q->idx = h->sent;
+        q->retry = h->ids > 0 && next_u64(&h->seed) % 10 < 3;
+        q->id = q->retry ? (unsigned)(next_u64(&h->seed) % h->ids) : h->ids++;
+        rl_quota_result_init(&q->r);
+        char rid[32];
+        int len = snprintf(rid, sizeof rid, "a-%u", q->id);
+        h->sent++;
+        int rc = rl_quota_charge_async(h->rl, h->q, "loop", 4, 1, rid, (size_t)len,
+                                       on_async_charge, q);
+        if (rc != RL_PENDING) {
+            h->inline_answers++;
+            atomic_fetch_add_explicit(&h->answered, 1, memory_order_relaxed);
+        }
+    }
+}
+
+static void on_wake(uv_async_t *a)
+{
+    async_host_t *h = a->data;
+    async_issue(h);
+    /* acquire: pairs with the callbacks' release. */
+    if (atomic_load_explicit(&h->answered, memory_order_acquire) == h->total)
+        uv_close((uv_handle_t *)&h->wake, NULL);
+}
+
+START_TEST(async_charges_from_a_loop)
+{
+    /* 10000 charges from a uv loop, 30% retrying an earlier id (often while
+     * the first is still in flight): every callback runs once, Redis counts
+     * each distinct id once, and a retry answered after its first got the
+     * first's answer. */
+    if (skipped)
+        return;
+    static async_host_t h;
+    memset(&h, 0, sizeof h);
+    h.total = ASYNC_TOTAL / scale();
+    h.seed = 4242;
+    h.rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    h.q = add(h.rl, "name=async amount=1000000 period=month");
+    rl__quota_set_time(h.rl, UINT64_C(1706000000000));
+    h.reqs = calloc(h.total, sizeof *h.reqs);
+    ck_assert_ptr_nonnull(h.reqs);
+    ck_assert_int_eq(uv_loop_init(&h.loop), 0);
+    ck_assert_int_eq(uv_async_init(&h.loop, &h.wake, on_wake), 0);
+    h.wake.data = &h;
+    async_issue(&h);
+    ck_assert_int_eq(uv_run(&h.loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(uv_loop_close(&h.loop), 0);
+    ck_assert_uint_eq(h.inline_answers, 0);
+    /* Each id's answers: exactly one not a duplicate (its charge), the
+     * rest duplicates of it, with the same figures. */
+    unsigned *charged = calloc(h.ids, sizeof *charged);
+    first_t *first = calloc(h.ids, sizeof *first);
+    ck_assert_ptr_nonnull(charged);
+    ck_assert_ptr_nonnull(first);
+    unsigned dups = 0;
+    for (unsigned i = 0; i < h.total; i++) {
+        async_req_t *q = &h.reqs[i];
+        /* acquire: pairs with the callback's release. */
+        ck_assert_uint_eq(atomic_load_explicit(&q->calls, memory_order_acquire), 1);
+        ck_assert_int_eq(atomic_load_explicit(&q->rc, memory_order_relaxed), RL_ALLOW);
+        ck_assert_uint_eq(q->r.flags & RL_FLAG_DEGRADED, 0);
+        if (q->r.flags & RL_FLAG_DUPLICATE) {
+            dups++;
+            continue;
+        }
+        charged[q->id]++;
+        first[q->id] = (first_t){RL_ALLOW, q->r.used, q->r.reset_unix_ms};
+    }
+    for (unsigned id = 0; id < h.ids; id++)
+        REQUIRE(charged[id] == 1, "id %u charged %u times", id, charged[id]);
+    for (unsigned i = 0; i < h.total; i++) {
+        async_req_t *q = &h.reqs[i];
+        if (q->r.flags & RL_FLAG_DUPLICATE)
+            REQUIRE(q->r.used == first[q->id].used &&
+                        q->r.reset_unix_ms == first[q->id].reset,
+                    "retry %u of id %u: used %llu, first %llu", i, q->id,
+                    (unsigned long long)q->r.used, (unsigned long long)first[q->id].used);
+    }
+    ck_assert_uint_eq(dups, h.total - h.ids);
+    ck_assert_uint_gt(dups, h.total / 5);
+    ck_assert_uint_eq(usage(h.rl, h.q, "loop"), h.ids);
+    rl_stats_t s = stats(h.rl);
+    ck_assert_uint_eq(s.quota_charges, h.total);
+    ck_assert_uint_eq(s.quota_duplicates, dups);
+    free(charged);
+    free(first);
+    rl_test_release_all();
+    free(h.reqs);
+}
+END_TEST
+
+static _Atomic unsigned close_calls, close_open_degraded;
+
+static void on_close_charge(void *ud, int rc, const rl_quota_result_t *r)
+{
+    _Atomic unsigned *mine = ud;
+    /* relaxed: counters read after rl_close joined the thread. */
+    atomic_fetch_add_explicit(mine, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&close_calls, 1, memory_order_relaxed);
+    if (rc == RL_ALLOW && r->flags == RL_FLAG_DEGRADED && r->used == 0)
+        atomic_fetch_add_explicit(&close_open_degraded, 1, memory_order_relaxed);
+}
+
+START_TEST(async_close_with_charges_in_flight)
+{
+    /* Redis frozen (SIGSTOP): every charge stays in flight until rl_close,
+     * which answers each once (open: allowed, degraded) before it returns. */
+    if (skipped)
+        return;
+    rl_t *rl = open_at(url, 1000);
+    int q = add(rl, "name=closing amount=1000 period=day on_failure=open");
+    usage(rl, q, "warm"); /* the connection is up */
+    static _Atomic unsigned each[200];
+    for (unsigned i = 0; i < 200; i++)
+        atomic_store(&each[i], 0);
+    atomic_store(&close_calls, 0);
+    atomic_store(&close_open_degraded, 0);
+    kill(srv.pid, SIGSTOP);
+    for (unsigned i = 0; i < 200; i++) {
+        char rid[16];
+        int len = snprintf(rid, sizeof rid, "c%u", i);
+        ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 1, rid, (size_t)len,
+                                               on_close_charge, &each[i]),
+                         RL_PENDING);
+    }
+    rl_close(rl);
+    unsigned seen = atomic_load(&close_calls);
+    kill(srv.pid, SIGCONT);
+    ck_assert_uint_eq(seen, 200);
+    ck_assert_uint_eq(atomic_load(&close_open_degraded), 200);
+    for (unsigned i = 0; i < 200; i++)
+        ck_assert_uint_eq(atomic_load(&each[i]), 1);
+}
+END_TEST
+
+static void on_never(void *ud, int rc, const rl_quota_result_t *r)
+{
+    (void)rc;
+    (void)r;
+    atomic_fetch_add((_Atomic unsigned *)ud, 1);
+}
+
+START_TEST(async_bad_inputs_answer_inline)
+{
+    if (skipped)
+        return;
+    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    int q = add(rl, "name=abad amount=10 period=day");
+    static _Atomic unsigned never;
+    atomic_store(&never, 0);
+    ck_assert_int_eq(rl_quota_charge_async(NULL, q, "k", 1, 1, "i", 1, on_never, &never),
+                     RL_EINVAL);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 1, "i", 1, NULL, NULL), RL_EINVAL);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, NULL, 1, 1, "i", 1, on_never, &never),
+                     RL_EINVAL);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 1, NULL, 1, on_never, &never),
+                     RL_EINVAL);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 0, 1, "i", 1, on_never, &never),
+                     RL_EKEYLEN);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 1, "i", 0, on_never, &never),
+                     RL_ERANGE);
+    char big[RL_QUOTA_ID_MAX + 1];
+    memset(big, 'x', sizeof big);
+    ck_assert_int_eq(
+        rl_quota_charge_async(rl, q, "k", 1, 1, big, sizeof big, on_never, &never), RL_ERANGE);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 0, "i", 1, on_never, &never),
+                     RL_ERANGE);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q, "k", 1, 11, "i", 1, on_never, &never),
+                     RL_ECOST);
+    ck_assert_int_eq(rl_quota_charge_async(rl, q + 1, "k", 1, 1, "i", 1, on_never, &never),
+                     RL_ENOTFOUND);
+    ck_assert_uint_eq(atomic_load(&never), 0);
+    ck_assert_uint_eq(stats(rl).quota_charges, 0);
+    rl_test_release_all();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("quota");
@@ -649,6 +879,9 @@ static Suite *suite(void)
     tcase_add_test(tc, lua_periods_match_c);
     tcase_add_test(tc, closed_quota_denies_while_redis_is_out);
     tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, async_charges_from_a_loop);
+    tcase_add_test(tc, async_close_with_charges_in_flight);
+    tcase_add_test(tc, async_bad_inputs_answer_inline);
     suite_add_tcase(s, tc);
     TCase *own = tcase_create("own_server");
     tcase_add_checked_fixture(own, NULL, rl_test_release_all);

@@ -19,6 +19,12 @@ typedef struct {
     ngx_uint_t line; /* where it was defined, for messages */
 } ngx_http_ratelimit_def_t;
 
+/* One `ratelimit_quota` definition, likewise (quotas need a Redis). */
+typedef struct {
+    rl_quota_t q;
+    ngx_uint_t line;
+} ngx_http_ratelimit_qdef_t;
+
 typedef struct {
     ngx_str_t redis_url;  /* empty: local-only */
     ngx_str_t secret;     /* the bytes of ratelimit_secret_file */
@@ -27,6 +33,7 @@ typedef struct {
     ngx_uint_t expected_nodes;
     ngx_uint_t max_keys;
     ngx_array_t defs;     /* ngx_http_ratelimit_def_t */
+    ngx_array_t qdefs;    /* ngx_http_ratelimit_qdef_t */
     size_t metrics_slot;  /* bytes of one worker's metrics text */
     ngx_shm_zone_t *metrics_zone; /* NULL: no ratelimit_metrics anywhere */
     /* Local-only: one instance for all workers (rl_open_shared), opened by
@@ -35,6 +42,9 @@ typedef struct {
     rl_t *rl;
     ngx_flag_t shared;
     int *ids;             /* limit id of defs[i] in rl */
+    int *qids;            /* quota id of qdefs[i] in rl */
+    uint64_t rid_seq;     /* this worker's own request ids (worker only): */
+    time_t rid_epoch;     /* pid, start time and this sequence number */
     ngx_event_t publish;  /* the metrics publishing timer */
     ngx_msec_t exact_timeout;     /* ratelimit_exact_timeout: exact_timeout_ms */
     /* With a Redis and a mode=exact limit: this worker's completion channel
@@ -58,7 +68,9 @@ typedef struct {
     int rc;                       /* rl_check_async's verdict */
     ngx_flag_t has_d;
     rl_decision_t d;              /* the exact limit's decision, if has_d */
-    ngx_uint_t exact_rule;        /* the location's rule of the exact limit */
+    ngx_uint_t exact_rule;        /* the location's rule of the exact limit or quota */
+    ngx_flag_t is_quota;          /* the rule waited for is a quota's */
+    rl_quota_result_t qr;         /* its answer, when rc is RL_ALLOW or RL_DENY */
     size_t nlocal;                /* the location's other rules, charged */
     rl_request_t *local;
     rl_decision_t *out;
@@ -81,5 +93,8 @@ void ngx_http_ratelimit_exact_stop(ngx_cycle_t *cycle, ngx_http_ratelimit_main_c
 int ngx_http_ratelimit_exact_check(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
                                    const rl_request_t *req);
 void ngx_http_ratelimit_refund(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx);
+int ngx_http_ratelimit_quota_charge(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                                    int quota, const ngx_str_t *key, uint64_t cost,
+                                    const u_char *rid, size_t rid_len, rl_quota_result_t *inl);
 
 #endif

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ngx_http_ratelimit_module: exact limits without blocking a worker.
+ * ngx_http_ratelimit_module: exact limits and quotas without blocking a
+ * worker.
  *
  * A `ratelimit` rule on a mode=exact limit goes to Redis with
- * rl_check_async; the request is suspended (the phase handler returns
+ * rl_check_async, one on a quota with rl_quota_charge_async (the same
+ * record, the same completion path); the request is suspended (the phase handler returns
  * NGX_AGAIN) until the answer comes back. The answer's callback runs on the
  * library's exact thread, which must never touch nginx: it only fills a
  * record this module allocated (not in the request's pool), queues it
@@ -33,6 +35,8 @@ struct ngx_http_ratelimit_pending_s {
     int rc;
     ngx_flag_t has_d;
     rl_decision_t d;
+    ngx_flag_t is_quota;                /* set by the worker before sending */
+    rl_quota_result_t qr;               /* a quota's answer */
     ngx_http_ratelimit_pending_t *next; /* the completion queue, under lock */
     struct ngx_http_ratelimit_exact_s *chan;
     /* Worker only. */
@@ -50,18 +54,12 @@ typedef struct ngx_http_ratelimit_exact_s {
 
 /* The exact thread: hand the answer to the worker, touching no nginx state. */
 static void
-ngx_http_ratelimit_exact_done(void *ud, int rc, const rl_decision_t *d)
+ngx_http_ratelimit_queue(ngx_http_ratelimit_pending_t *p)
 {
-    ngx_http_ratelimit_pending_t *p = ud;
     ngx_http_ratelimit_exact_t *chan = p->chan;
     uint64_t one = 1;
     ssize_t n;
 
-    p->rc = rc;
-    p->has_d = d != NULL;
-    if (d != NULL) {
-        p->d = *d; /* this library's own rl_decision_t: the same size */
-    }
     /* The mutex publishes the record's fields to the worker that takes it. */
     pthread_mutex_lock(&chan->lock);
     p->next = chan->done;
@@ -73,6 +71,31 @@ ngx_http_ratelimit_exact_done(void *ud, int rc, const rl_decision_t *d)
     do {
         n = write(chan->fd, &one, sizeof(one));
     } while (n < 0 && errno == EINTR);
+}
+
+static void
+ngx_http_ratelimit_exact_done(void *ud, int rc, const rl_decision_t *d)
+{
+    ngx_http_ratelimit_pending_t *p = ud;
+
+    p->rc = rc;
+    p->has_d = d != NULL;
+    if (d != NULL) {
+        p->d = *d; /* this library's own rl_decision_t: the same size */
+    }
+    ngx_http_ratelimit_queue(p);
+}
+
+/* The exact thread, for a quota's charge: the same hand-over. */
+static void
+ngx_http_ratelimit_quota_done(void *ud, int rc, const rl_quota_result_t *q)
+{
+    ngx_http_ratelimit_pending_t *p = ud;
+
+    p->rc = rc;
+    p->has_d = 0;
+    p->qr = *q; /* this library's own rl_quota_result_t: the same size */
+    ngx_http_ratelimit_queue(p);
 }
 
 static void
@@ -137,6 +160,9 @@ ngx_http_ratelimit_exact_read(ngx_event_t *rev)
             if (p->has_d) {
                 ctx->d = p->d;
             }
+            if (p->is_quota) {
+                ctx->qr = p->qr;
+            }
         }
         ngx_http_ratelimit_forget(p);
         ngx_free(p);
@@ -176,7 +202,8 @@ ngx_http_ratelimit_watchdog(ngx_event_t *ev)
         return;
     }
     ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                  "ratelimit: no answer from the exact check after %M ms: request allowed",
+                  "ratelimit: no answer from Redis (exact check or quota) after %M ms: "
+                  "request allowed",
                   p->chan->mcf->exact_timeout + RL_NGX_WATCHDOG_MS);
     ctx = ngx_http_get_module_ctx(r, ngx_http_ratelimit_module);
     ngx_http_ratelimit_forget(p);
@@ -186,30 +213,81 @@ ngx_http_ratelimit_watchdog(ngx_event_t *ev)
     ngx_http_ratelimit_resume(r);
 }
 
-int
-ngx_http_ratelimit_exact_check(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
-                               const rl_request_t *req)
+/* A record for one request's Redis call, its request's cleanup set. */
+static ngx_http_ratelimit_pending_t *
+ngx_http_ratelimit_record(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx)
 {
-    ngx_http_ratelimit_exact_t *chan = ctx->mcf->exact;
     ngx_http_ratelimit_pending_t *p;
     ngx_pool_cleanup_t *cln;
-    int rc;
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     p = ngx_calloc(sizeof(*p), r->connection->log);
     if (cln == NULL || p == NULL) {
         ngx_free(p);
-        return RL_ENOMEM;
+        return NULL;
     }
     cln->handler = ngx_http_ratelimit_cleanup;
     cln->data = ctx;
-    p->chan = chan;
+    p->chan = ctx->mcf->exact;
+    return p;
+}
+
+static void ngx_http_ratelimit_suspend(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                                       ngx_http_ratelimit_pending_t *p);
+
+int
+ngx_http_ratelimit_exact_check(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                               const rl_request_t *req)
+{
+    ngx_http_ratelimit_pending_t *p;
+    int rc;
+
+    p = ngx_http_ratelimit_record(r, ctx);
+    if (p == NULL) {
+        return RL_ENOMEM;
+    }
     rc = rl_check_async(ctx->mcf->rl, req->limit, req->key, req->key_len, req->cost,
                         ngx_http_ratelimit_exact_done, p);
     if (rc != RL_PENDING) {
         ngx_free(p); /* decided inline (or refused): the callback never runs */
         return rc;
     }
+    ngx_http_ratelimit_suspend(r, ctx, p);
+    return RL_PENDING;
+}
+
+/* A quota's charge, the same way; inline answers (on_failure when the
+ * library has no room in flight) go to *inl. */
+int
+ngx_http_ratelimit_quota_charge(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                                int quota, const ngx_str_t *key, uint64_t cost,
+                                const u_char *rid, size_t rid_len, rl_quota_result_t *inl)
+{
+    ngx_http_ratelimit_pending_t *p;
+    int rc;
+
+    p = ngx_http_ratelimit_record(r, ctx);
+    if (p == NULL) {
+        return RL_ENOMEM;
+    }
+    p->is_quota = 1;
+    rc = rl_quota_charge_async(ctx->mcf->rl, quota, key->data, key->len, cost, rid, rid_len,
+                               ngx_http_ratelimit_quota_done, p);
+    if (rc != RL_PENDING) {
+        ngx_free(p);
+        rl_quota_result_init(inl);
+        inl->allowed = rc == RL_ALLOW ? RL_ALLOW : RL_DENY;
+        inl->flags = RL_FLAG_DEGRADED;
+        return rc;
+    }
+    ngx_http_ratelimit_suspend(r, ctx, p);
+    return RL_PENDING;
+}
+
+static void
+ngx_http_ratelimit_suspend(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *ctx,
+                           ngx_http_ratelimit_pending_t *p)
+{
     p->r = r;
     ctx->pending = p;
     ctx->mcf->exact_pending++;
@@ -221,7 +299,6 @@ ngx_http_ratelimit_exact_check(ngx_http_request_t *r, ngx_http_ratelimit_ctx_t *
      * request (and the cleanup above detaches it). */
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_request_empty_handler;
-    return RL_PENDING;
 }
 
 ngx_int_t

@@ -127,7 +127,7 @@ ngx_http_ratelimit_metrics_publish(ngx_http_ratelimit_main_conf_t *mcf, ngx_log_
     if (mcf->exact != NULL && (size_t) len + 256 <= m->cap) {
         len = (int) (ngx_snprintf((u_char *) m->buf + len, 256,
                                   "# HELP ratelimit_nginx_exact_pending Requests of this worker "
-                                  "waiting for an exact limit's answer from Redis.\n"
+                                  "waiting for Redis (an exact limit or a quota).\n"
                                   "# TYPE ratelimit_nginx_exact_pending gauge\n"
                                   "ratelimit_nginx_exact_pending %ui\n", mcf->exact_pending)
                      - (u_char *) m->buf);

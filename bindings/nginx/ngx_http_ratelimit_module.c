@@ -10,12 +10,19 @@
  */
 #include "ngx_http_ratelimit.h"
 
-/* One `ratelimit LIMIT KEY [cost=N]` rule of a location. */
+/* One `ratelimit NAME KEY [cost=N] [id=VALUE]` rule of a location: a
+ * limit's, or a quota's (quota >= 0). */
 typedef struct {
     ngx_uint_t def;                /* index into the main conf's defs */
+    ngx_int_t quota;               /* index into its qdefs, or -1: a limit */
     ngx_http_complex_value_t key;
-    uint32_t cost;
+    ngx_http_complex_value_t *id;  /* a quota's request id; NULL: the worker's own */
+    uint64_t cost;
 } ngx_http_ratelimit_rule_t;
+
+/* Longest request id a client may give through id= (the rest of
+ * RL_QUOTA_ID_MAX is the prefix that keeps it apart from the worker's own). */
+#define RL_NGX_ID_MAX (RL_QUOTA_ID_MAX - 2)
 
 typedef struct {
     ngx_array_t *rules;   /* ngx_http_ratelimit_rule_t; NULL: inherit */
@@ -49,6 +56,7 @@ static ngx_conf_num_bounds_t ngx_http_ratelimit_status_bounds = {
 };
 
 static char *ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_ratelimit_quota(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -85,8 +93,10 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
       offsetof(ngx_http_ratelimit_main_conf_t, exact_timeout), NULL },
     { ngx_string("ratelimit_limit"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
       ngx_http_ratelimit_limit, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit_quota"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
+      ngx_http_ratelimit_quota, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
     { ngx_string("ratelimit"),
-      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE23,
+      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_2MORE,
       ngx_http_ratelimit_rule, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
     { ngx_string("ratelimit_status"),
       NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
@@ -135,6 +145,38 @@ ngx_module_t ngx_http_ratelimit_module = {
 };
 
 /* ---------------------------------------------------------------- config */
+
+/* A `ratelimit` rule names a limit or a quota: one name may not be both. */
+static char *
+ngx_http_ratelimit_name_free(ngx_conf_t *cf, ngx_command_t *cmd,
+                             ngx_http_ratelimit_main_conf_t *mcf, const char *name,
+                             ngx_flag_t is_limit)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    ngx_http_ratelimit_qdef_t *qdefs = mcf->qdefs.elts;
+    ngx_uint_t i;
+
+    if (is_limit) {
+        for (i = 0; i < mcf->qdefs.nelts; i++) {
+            if (ngx_strcmp(qdefs[i].q.name, name) == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: \"%s\" is already a quota's name (line %ui)",
+                                   &cmd->name, name, qdefs[i].line);
+                return NGX_CONF_ERROR;
+            }
+        }
+    } else {
+        for (i = 0; i < mcf->defs.nelts; i++) {
+            if (ngx_strcmp(defs[i].lim.name, name) == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: \"%s\" is already a limit's name (line %ui)",
+                                   &cmd->name, name, defs[i].line);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
+    return NGX_CONF_OK;
+}
 
 static char *
 ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -187,13 +229,89 @@ ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
     }
-    return NGX_CONF_OK;
+    return ngx_http_ratelimit_name_free(cf, cmd, mcf, def->lim.name, 1);
+}
+
+/* The spec of a directive: its words joined by spaces (one quoted argument
+ * or several words), NUL-terminated, in the configuration's pool. */
+static u_char *
+ngx_http_ratelimit_spec(ngx_conf_t *cf)
+{
+    ngx_str_t *value = cf->args->elts;
+    u_char *spec, *p;
+    size_t len = 0;
+    ngx_uint_t i;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        len += value[i].len + 1;
+    }
+    spec = ngx_pnalloc(cf->pool, len + 1);
+    if (spec == NULL) {
+        return NULL;
+    }
+    p = spec;
+    for (i = 1; i < cf->args->nelts; i++) {
+        if (i > 1) {
+            *p++ = ' ';
+        }
+        p = ngx_cpymem(p, value[i].data, value[i].len);
+    }
+    *p = '\0';
+    return spec;
+}
+
+static char *
+ngx_http_ratelimit_quota(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+    ngx_http_ratelimit_qdef_t *def, *qdefs;
+    u_char *spec;
+    char err[256];
+    ngx_uint_t i;
+    int rc;
+
+    spec = ngx_http_ratelimit_spec(cf);
+    def = ngx_array_push(&mcf->qdefs);
+    if (spec == NULL || def == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(def, sizeof(*def));
+    def->line = cf->conf_file->line;
+    err[0] = '\0';
+    rc = rl_quota_parse(&def->q, (const char *) spec, err, sizeof(err));
+    if (rc < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: %s (%s) in \"%s\"", &cmd->name,
+                           err[0] ? err : rl_strerror(rc), rl_err_name(rc), spec);
+        return NGX_CONF_ERROR;
+    }
+    qdefs = mcf->qdefs.elts;
+    for (i = 0; i + 1 < mcf->qdefs.nelts; i++) {
+        if (ngx_strcmp(qdefs[i].q.name, def->q.name) == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%V: quota \"%s\" is already defined (line %ui)", &cmd->name,
+                               def->q.name, qdefs[i].line);
+            return NGX_CONF_ERROR;
+        }
+    }
+    return ngx_http_ratelimit_name_free(cf, cmd, mcf, def->q.name, 0);
 }
 
 static uint64_t
 ngx_http_ratelimit_burst(const rl_limit_t *lim)
 {
     return lim->burst ? lim->burst : lim->rate.count;
+}
+
+/* Rules that suspend the request (a mode=exact limit's, a quota's): all
+ * or nothing needs refunds, and Redis takes none, so a location has at
+ * most one, asked last. */
+static ngx_flag_t
+ngx_http_ratelimit_suspends(ngx_http_ratelimit_main_conf_t *mcf,
+                            const ngx_http_ratelimit_rule_t *rule)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+
+    return rule->quota >= 0 || defs[rule->def].lim.mode == RL_MODE_EXACT;
 }
 
 static char *
@@ -203,12 +321,20 @@ ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_ratelimit_main_conf_t *mcf;
     ngx_http_compile_complex_value_t ccv;
     ngx_http_ratelimit_def_t *defs;
-    ngx_http_ratelimit_rule_t *rule;
-    ngx_str_t *value = cf->args->elts;
+    ngx_http_ratelimit_qdef_t *qdefs;
+    ngx_http_ratelimit_rule_t *rule, *rules;
+    ngx_str_t *value = cf->args->elts, id;
+    ngx_flag_t has_cost = 0, has_id = 0;
+    uint64_t most;
     ngx_int_t cost = 1;
-    ngx_uint_t i;
+    ngx_uint_t i, k;
 
     mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ratelimit_module);
+    if (cf->args->nelts > 5) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: too many words: \"%V\"", &cmd->name,
+                           &value[5]);
+        return NGX_CONF_ERROR;
+    }
     if (lcf->rules == NULL) {
         lcf->rules = ngx_array_create(cf->pool, 2, sizeof(ngx_http_ratelimit_rule_t));
         if (lcf->rules == NULL) {
@@ -225,8 +351,10 @@ ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
     ngx_memzero(rule, sizeof(*rule));
+    rule->quota = -1;
 
     defs = mcf->defs.elts;
+    qdefs = mcf->qdefs.elts;
     for (i = 0; i < mcf->defs.nelts; i++) {
         if (ngx_strlen(defs[i].lim.name) == value[1].len
             && ngx_strncmp(defs[i].lim.name, value[1].data, value[1].len) == 0)
@@ -234,24 +362,32 @@ ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             break;
         }
     }
-    if (i == mcf->defs.nelts) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "%V: unknown limit \"%V\" (define it with ratelimit_limit first)",
-                           &cmd->name, &value[1]);
-        return NGX_CONF_ERROR;
-    }
     rule->def = i;
-    if (defs[i].lim.mode == RL_MODE_EXACT) {
-        ngx_http_ratelimit_rule_t *r = lcf->rules->elts;
-        ngx_uint_t k;
-
-        /* All or nothing needs refunds, and Redis's bucket takes none: one
-         * exact rule per location, checked last, keeps the promise. */
+    if (i == mcf->defs.nelts) {
+        for (k = 0; k < mcf->qdefs.nelts; k++) {
+            if (ngx_strlen(qdefs[k].q.name) == value[1].len
+                && ngx_strncmp(qdefs[k].q.name, value[1].data, value[1].len) == 0)
+            {
+                break;
+            }
+        }
+        if (k == mcf->qdefs.nelts) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "%V: unknown limit or quota \"%V\" (define it with "
+                               "ratelimit_limit or ratelimit_quota first)",
+                               &cmd->name, &value[1]);
+            return NGX_CONF_ERROR;
+        }
+        rule->quota = (ngx_int_t) k;
+        rule->def = 0;
+    }
+    if (ngx_http_ratelimit_suspends(mcf, rule)) {
+        rules = lcf->rules->elts;
         for (k = 0; k + 1 < lcf->rules->nelts; k++) {
-            if (defs[r[k].def].lim.mode == RL_MODE_EXACT) {
+            if (ngx_http_ratelimit_suspends(mcf, &rules[k])) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "%V: a second mode=exact rule (\"%V\") in one location: "
-                                   "all or nothing cannot refund an exact limit",
+                                   "%V: a second mode=exact or quota rule (\"%V\") in one "
+                                   "location: all or nothing cannot refund Redis",
                                    &cmd->name, &value[1]);
                 return NGX_CONF_ERROR;
             }
@@ -266,27 +402,54 @@ ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    if (cf->args->nelts == 4) {
-        if (value[3].len <= 5 || ngx_strncmp(value[3].data, "cost=", 5) != 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: unknown word \"%V\" (expected cost=N)",
-                               &cmd->name, &value[3]);
-            return NGX_CONF_ERROR;
+    most = rule->quota >= 0 ? qdefs[rule->quota].q.amount : ngx_http_ratelimit_burst(&defs[i].lim);
+    for (k = 3; k < cf->args->nelts; k++) {
+        if (value[k].len > 5 && ngx_strncmp(value[k].data, "cost=", 5) == 0 && !has_cost) {
+            has_cost = 1;
+            cost = ngx_atoi(value[k].data + 5, value[k].len - 5);
+            if (cost == NGX_ERROR || cost < 1 || cost > (ngx_int_t) UINT32_MAX) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid cost \"%V\"", &cmd->name,
+                                   &value[k]);
+                return NGX_CONF_ERROR;
+            }
+            if ((uint64_t) cost > most) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: cost \"%V\" exceeds the %s of \"%V\" (%uL): it "
+                                   "could never be admitted", &cmd->name, &value[k],
+                                   rule->quota >= 0 ? "amount" : "burst", &value[1], most);
+                return NGX_CONF_ERROR;
+            }
+            continue;
         }
-        cost = ngx_atoi(value[3].data + 5, value[3].len - 5);
-        if (cost == NGX_ERROR || cost > (ngx_int_t) UINT32_MAX) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid cost \"%V\"", &cmd->name,
-                               &value[3]);
-            return NGX_CONF_ERROR;
+        if (value[k].len > 3 && ngx_strncmp(value[k].data, "id=", 3) == 0 && !has_id) {
+            has_id = 1;
+            if (rule->quota < 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: \"%V\": only a quota's rule takes a request id, and "
+                                   "\"%V\" is a limit", &cmd->name, &value[k], &value[1]);
+                return NGX_CONF_ERROR;
+            }
+            id.data = value[k].data + 3;
+            id.len = value[k].len - 3;
+            rule->id = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
+            if (rule->id == NULL) {
+                return NGX_CONF_ERROR;
+            }
+            ngx_memzero(&ccv, sizeof(ccv));
+            ccv.cf = cf;
+            ccv.value = &id;
+            ccv.complex_value = rule->id;
+            if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+                return NGX_CONF_ERROR;
+            }
+            continue;
         }
-        if ((uint64_t) cost > ngx_http_ratelimit_burst(&defs[i].lim)) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "%V: cost \"%V\" exceeds the burst of limit \"%s\" (%uL): it "
-                               "could never be admitted", &cmd->name, &value[3],
-                               defs[i].lim.name, ngx_http_ratelimit_burst(&defs[i].lim));
-            return NGX_CONF_ERROR;
-        }
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%V: unknown or repeated word \"%V\" (expected cost=N%s)", &cmd->name,
+                           &value[k], rule->quota >= 0 ? " or id=VALUE" : "");
+        return NGX_CONF_ERROR;
     }
-    rule->cost = (uint32_t) cost;
+    rule->cost = (uint64_t) cost;
     return NGX_CONF_OK;
 }
 
@@ -409,7 +572,10 @@ ngx_http_ratelimit_create_main_conf(ngx_conf_t *cf)
     if (mcf == NULL) {
         return NULL;
     }
-    if (ngx_array_init(&mcf->defs, cf->pool, 4, sizeof(ngx_http_ratelimit_def_t)) != NGX_OK) {
+    if (ngx_array_init(&mcf->defs, cf->pool, 4, sizeof(ngx_http_ratelimit_def_t)) != NGX_OK
+        || ngx_array_init(&mcf->qdefs, cf->pool, 2, sizeof(ngx_http_ratelimit_qdef_t))
+               != NGX_OK)
+    {
         return NULL;
     }
     mcf->expected_nodes = NGX_CONF_UNSET_UINT;
@@ -538,6 +704,13 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "ratelimit_redis: a fleet needs ratelimit_secret_file (the key "
                            "secret every node shares)");
+        return NGX_CONF_ERROR;
+    }
+    if (mcf->qdefs.nelts > 0 && mcf->redis_url.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_quota: quota \"%s\" needs ratelimit_redis (a quota in "
+                           "volatile memory is not a quota)",
+                           ((ngx_http_ratelimit_qdef_t *) mcf->qdefs.elts)[0].q.name);
         return NGX_CONF_ERROR;
     }
     if (mcf->exact_timeout < 1 || mcf->exact_timeout > 60000) {
@@ -736,6 +909,7 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
     ngx_http_ratelimit_def_t *defs;
+    ngx_http_ratelimit_qdef_t *qdefs;
     char node[RL_NAME_MAX], url[2048];
     ngx_str_t host;
     rl_config_t cfg;
@@ -744,7 +918,9 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL)) {
+    if (mcf == NULL
+        || (mcf->defs.nelts == 0 && mcf->qdefs.nelts == 0 && mcf->metrics_zone == NULL))
+    {
         return NGX_OK;
     }
     if (mcf->shared) {
@@ -780,6 +956,7 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
         cfg.node_id = node;
         cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
         cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
+        cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
     } else if (mcf->expected_nodes > 0) {
         cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
     }
@@ -807,6 +984,24 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
         if (defs[i].lim.mode == RL_MODE_EXACT && mcf->redis_url.len > 0 && mcf->exact == NULL
             && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK)
         {
+            return NGX_ERROR;
+        }
+    }
+    mcf->rid_epoch = ngx_time();
+    mcf->qids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->qdefs.nelts + 1));
+    if (mcf->qids == NULL) {
+        return NGX_ERROR;
+    }
+    qdefs = mcf->qdefs.elts;
+    for (i = 0; i < mcf->qdefs.nelts; i++) {
+        rc = rl_quota_add(mcf->rl, &qdefs[i].q);
+        if (rc < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: quota \"%s\": %s (%s)",
+                          qdefs[i].q.name, rl_strerror(rc), rl_err_name(rc));
+            return NGX_ERROR;
+        }
+        mcf->qids[i] = rc;
+        if (mcf->exact == NULL && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK) {
             return NGX_ERROR;
         }
     }
@@ -963,7 +1158,95 @@ ngx_http_ratelimit_verdict(ngx_http_request_t *r, ngx_http_ratelimit_main_conf_t
     return (ngx_int_t) lcf->status;
 }
 
-/* The exact rule's answer is in: finish the location's check. */
+/* One header line on the response. */
+static ngx_int_t
+ngx_http_ratelimit_header(ngx_http_request_t *r, const char *name, uint64_t v, ngx_flag_t num)
+{
+    ngx_table_elt_t *h;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    h->hash = 1;
+    h->key.len = ngx_strlen(name);
+    h->key.data = (u_char *) name;
+    h->value.data = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (h->value.data == NULL) {
+        return NGX_ERROR;
+    }
+    h->value.len = num ? (size_t) (ngx_sprintf(h->value.data, "%uL", v) - h->value.data)
+                       : (size_t) (ngx_cpymem(h->value.data, "true", 4) - h->value.data);
+    h->lowcase_key = NULL;
+    return NGX_OK;
+}
+
+/* What a quota said, on the response: the units left and, for a request id
+ * seen before (a client's retry: the first answer, not charged again),
+ * X-Quota-Duplicate. */
+static ngx_int_t
+ngx_http_ratelimit_quota_headers(ngx_http_request_t *r, const rl_quota_result_t *q)
+{
+    if (ngx_http_ratelimit_header(r, "X-Quota-Remaining", q->remaining, 1) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    if ((q->flags & RL_FLAG_DUPLICATE)
+        && ngx_http_ratelimit_header(r, "X-Quota-Duplicate", 0, 0) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+    return NGX_OK;
+}
+
+/* The quota's answer is in: allowed with the local rules' decisions, or
+ * denied (the local charges refunded) with Retry-After up to the quota's
+ * reset. */
+static ngx_int_t
+ngx_http_ratelimit_quota_finish(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                                ngx_http_ratelimit_ctx_t *ctx)
+{
+    ngx_http_ratelimit_qdef_t *qdefs = ctx->mcf->qdefs.elts;
+    ngx_http_ratelimit_rule_t *rules = lcf->rules->elts;
+    const rl_quota_result_t *q = &ctx->qr;
+    const char *name = qdefs[rules[ctx->exact_rule].quota].q.name;
+    ngx_int_t rc;
+    uint64_t now, wait_s;
+    ngx_time_t *tp;
+
+    if (ctx->rc < 0) {
+        /* Like any library error: allowed, the local charges kept. */
+        return ngx_http_ratelimit_error(r, "rl_quota_charge_async", ctx->rc);
+    }
+    if (ctx->rc == RL_ALLOW) {
+        rc = ngx_http_ratelimit_verdict(r, ctx->mcf, lcf, 1, ctx->out, ctx->nlocal, 0, NULL, "");
+        if (rc == NGX_DECLINED && lcf->headers && ngx_http_ratelimit_quota_headers(r, q) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        return rc;
+    }
+    ngx_http_ratelimit_refund(r, ctx);
+    tp = ngx_timeofday();
+    now = (uint64_t) tp->sec * 1000 + tp->msec;
+    wait_s = q->reset_unix_ms > now ? (q->reset_unix_ms - now + 999) / 1000 : 1;
+    ngx_log_error(lcf->log_level, r->connection->log, 0,
+                  "ratelimit: %s by quota \"%s\" (used %uL of %uL%s), retry after %uL s",
+                  lcf->dry_run ? "would deny (dry run)" : "denied", name, q->used, q->amount,
+                  (q->flags & RL_FLAG_DUPLICATE) ? ", a retried id" : "", wait_s);
+    if (lcf->dry_run) {
+        ngx_http_ratelimit_set_status(r, RL_NGX_DRY);
+        return NGX_DECLINED;
+    }
+    ngx_http_ratelimit_set_status(r, RL_NGX_REJECTED);
+    if (lcf->headers
+        && (ngx_http_ratelimit_header(r, "Retry-After", wait_s ? wait_s : 1, 1) != NGX_OK
+            || ngx_http_ratelimit_quota_headers(r, q) != NGX_OK))
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return (ngx_int_t) lcf->status;
+}
+
+/* The exact rule's (or quota's) answer is in: finish the location's check. */
 static ngx_int_t
 ngx_http_ratelimit_exact_finish(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
                                 ngx_http_ratelimit_ctx_t *ctx)
@@ -973,6 +1256,9 @@ ngx_http_ratelimit_exact_finish(ngx_http_request_t *r, ngx_http_ratelimit_loc_co
     if (ctx->rc == RL_NGX_NO_ANSWER) {
         ngx_http_ratelimit_set_status(r, RL_NGX_ERROR); /* logged by the watchdog */
         return NGX_DECLINED;
+    }
+    if (ctx->is_quota) {
+        return ngx_http_ratelimit_quota_finish(r, lcf, ctx);
     }
     if (ctx->rc < 0) {
         /* Like any library error: allowed, and what the local rules charged
@@ -999,12 +1285,16 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
     ngx_http_ratelimit_loc_conf_t *lcf;
     ngx_http_ratelimit_rule_t *rules;
     ngx_http_ratelimit_def_t *defs;
+    ngx_http_ratelimit_qdef_t *qdefs;
     ngx_http_ratelimit_ctx_t *ctx;
     rl_request_t reqs[RL_MULTI_MAX], exact;
     rl_decision_t out[RL_MULTI_MAX];
     ngx_uint_t map[RL_MULTI_MAX], exact_rule = 0;
-    ngx_flag_t has_exact = 0;
-    ngx_str_t key;
+    ngx_flag_t has_exact = 0, has_quota = 0;
+    ngx_str_t key, qkey = ngx_null_string;
+    u_char rid[RL_QUOTA_ID_MAX];
+    size_t rid_len = 0;
+    ngx_str_t idv;
     size_t n = 0, denied = 0, i;
     int rc;
 
@@ -1028,6 +1318,7 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
     }
     rules = lcf->rules->elts;
     defs = mcf->defs.elts;
+    qdefs = mcf->qdefs.elts;
     for (i = 0; i < lcf->rules->nelts; i++) {
         if (ngx_http_complex_value(r, &rules[i].key, &key) != NGX_OK) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -1039,10 +1330,23 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
             /* A client chooses its header values: an over-long key is
              * refused like an over-limit request, never a 500. */
             ngx_log_error(lcf->log_level, r->connection->log, 0,
-                          "ratelimit: key of limit \"%s\" is %uz bytes (at most %d): refused",
-                          defs[rules[i].def].lim.name, key.len, RL_MAX_KEY_LEN);
+                          "ratelimit: key of %s \"%s\" is %uz bytes (at most %d): refused",
+                          rules[i].quota >= 0 ? "quota" : "limit",
+                          rules[i].quota >= 0 ? qdefs[rules[i].quota].q.name
+                                              : defs[rules[i].def].lim.name,
+                          key.len, RL_MAX_KEY_LEN);
             ngx_http_ratelimit_set_status(r, lcf->dry_run ? RL_NGX_DRY : RL_NGX_REJECTED);
             return lcf->dry_run ? NGX_DECLINED : (ngx_int_t) lcf->status;
+        }
+        if (rules[i].quota >= 0) {
+            /* A quota: charged last, once the limits admitted (below). */
+            if (mcf->qids == NULL) {
+                continue; /* a worker without Redis never gets here: -t refuses it */
+            }
+            qkey = key;
+            exact_rule = i;
+            has_quota = 1;
+            continue;
         }
         if (mcf->exact != NULL && defs[rules[i].def].lim.mode == RL_MODE_EXACT) {
             /* Redis's bucket: asked last, without blocking (below). */
@@ -1050,7 +1354,7 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
             exact.limit = mcf->ids[rules[i].def];
             exact.key = key.data;
             exact.key_len = key.len;
-            exact.cost = rules[i].cost;
+            exact.cost = (uint32_t) rules[i].cost;
             exact_rule = i;
             has_exact = 1;
             continue;
@@ -1059,13 +1363,38 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
         reqs[n].limit = mcf->ids[rules[i].def];
         reqs[n].key = key.data;
         reqs[n].key_len = key.len;
-        reqs[n].cost = rules[i].cost;
+        reqs[n].cost = (uint32_t) rules[i].cost;
         rl_decision_init(&out[n]);
         map[n] = i;
         n++;
     }
-    if (n == 0 && !has_exact) {
+    if (n == 0 && !has_exact && !has_quota) {
         return NGX_DECLINED;
+    }
+    if (has_quota) {
+        /* The quota's request id: the client's (id=, kept apart from the
+         * worker's own by its prefix), or one of this worker's. */
+        idv.len = 0;
+        if (rules[exact_rule].id != NULL
+            && ngx_http_complex_value(r, rules[exact_rule].id, &idv) != NGX_OK)
+        {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (idv.len > RL_NGX_ID_MAX) {
+            ngx_log_error(lcf->log_level, r->connection->log, 0,
+                          "ratelimit: request id of quota rule %ui is %uz bytes (at most %d): "
+                          "refused", exact_rule + 1, idv.len, RL_NGX_ID_MAX);
+            return NGX_HTTP_BAD_REQUEST;
+        }
+        if (idv.len > 0) {
+            rid_len = ngx_cpymem(ngx_cpymem(rid, "i:", 2), idv.data, idv.len) - rid;
+        } else {
+            /* At most 64 bytes of the host name: the rest always fits. */
+            rid_len = ngx_snprintf(rid, sizeof(rid), "g:%*s:%P:%T:%uL",
+                                   ngx_min(ngx_cycle->hostname.len, (size_t) 64),
+                                   ngx_cycle->hostname.data, ngx_pid, mcf->rid_epoch,
+                                   ++mcf->rid_seq) - rid;
+        }
     }
     /* All-or-nothing: a request denied by one limit charges none. Local and
      * global limits decide here without waiting. */
@@ -1078,7 +1407,7 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
             return ngx_http_ratelimit_verdict(r, mcf, lcf, 0, NULL, 0, map[denied], &out[denied],
                                               "");
         }
-        if (!has_exact) {
+        if (!has_exact && !has_quota) {
             return ngx_http_ratelimit_verdict(r, mcf, lcf, 1, out, n, 0, NULL, "");
         }
     }
@@ -1103,6 +1432,16 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
     ngx_memcpy(ctx->out, out, sizeof(rl_decision_t) * n);
     ngx_memcpy(ctx->map, map, sizeof(ngx_uint_t) * n);
     ngx_http_set_ctx(r, ctx, ngx_http_ratelimit_module);
+    if (has_quota) {
+        ctx->is_quota = 1;
+        rc = ngx_http_ratelimit_quota_charge(r, ctx, mcf->qids[rules[exact_rule].quota], &qkey,
+                                             rules[exact_rule].cost, rid, rid_len, &ctx->qr);
+        if (rc == RL_PENDING) {
+            return NGX_AGAIN;
+        }
+        ctx->rc = rc;
+        return ngx_http_ratelimit_quota_finish(r, lcf, ctx);
+    }
     rc = ngx_http_ratelimit_exact_check(r, ctx, &exact);
     if (rc == RL_PENDING) {
         return NGX_AGAIN;

@@ -371,6 +371,23 @@ BAD_CONFIGS = [
     ("ratelimit_limit name=a rate=5/s mode=exact;\nratelimit_limit name=b rate=5/s mode=exact;",
      "location / { ratelimit a $uri; ratelimit b $uri; }", "ratelimit", '"b"'),
     ("ratelimit_exact_timeout 61s;", "", "ratelimit_exact_timeout", "60s"),
+    # Quotas: the spec's word at fault, and the rules that use them.
+    ("ratelimit_quota name=p amount=5 perod=month;", "", "ratelimit_quota", "perod"),
+    ("ratelimit_quota name=p amount=5 period=fortnight;", "", "ratelimit_quota", "fortnight"),
+    ("ratelimit_quota name=p amount=5;", "location / { ratelimit p $uri; }", "ratelimit_quota",
+     "ratelimit_redis"),
+    ("ratelimit_limit name=api rate=5/s;\nratelimit_quota name=api amount=5;", "",
+     "ratelimit_quota", '"api"'),
+    ("ratelimit_quota name=p amount=5;\nratelimit_quota name=p amount=6;", "",
+     "ratelimit_quota", '"p"'),
+    ("ratelimit_quota name=p amount=5;", "location / { ratelimit p $uri cost=6; }",
+     "ratelimit", "cost=6"),
+    ("ratelimit_limit name=api rate=5/s;", "location / { ratelimit api $uri id=$http_x; }",
+     "ratelimit", "id=$http_x"),
+    ("ratelimit_quota name=p amount=5;", "location / { ratelimit p $uri idem=$http_x; }",
+     "ratelimit", "idem=$http_x"),
+    ("ratelimit_quota name=p amount=5;\nratelimit_limit name=e rate=5/s mode=exact;",
+     "location / { ratelimit e $uri; ratelimit p $uri; }", "ratelimit", '"p"'),
 ]
 
 
@@ -707,6 +724,100 @@ class TestExact(unittest.TestCase):
         wait_until(lambda: pending() == 0, "every check to be answered")
         self.assertEqual(n.worker_pids(), pid)  # no crash, no respawn
         self.assertNotIn("exited on signal", n.error_log())
+
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestQuota(unittest.TestCase):
+    """Quotas through rl_quota_charge_async: one id charged once, 429 to the reset."""
+
+    def setUp(self):
+        self.redis = Redis()
+        self.addCleanup(self.redis.stop)
+        d = tempfile.mkdtemp(prefix="rl-secret-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.secret = os.path.join(d, "secret")
+        with open(self.secret, "w") as f:
+            f.write("fleet-secret-0123456789\n")
+
+    def quota_nginx(self, http_conf, server_conf, workers=1):
+        n = Nginx(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
+                  f"ratelimit_secret_file {self.secret};\n"
+                  "ratelimit_node_id q;\n"
+                  "ratelimit_exact_timeout 5s;\n" + http_conf,
+                  workers=workers, server_conf=server_conf)
+        self.addCleanup(n.stop)
+        n.start()
+        return n
+
+    def test_idempotent_charges_refunds_and_429_to_the_reset(self):
+        n = self.quota_nginx(
+            "ratelimit_limit name=loc rate=1/h burst=10 mode=local;\n"
+            "ratelimit_quota name=plan amount=3 period=month dedup=1h;",
+            "location = /q { ratelimit loc $http_x_api_key; "
+            "ratelimit plan $http_x_api_key id=$http_idempotency_key; alias html/index.html; }\n"
+            "location = /local { ratelimit loc $http_x_api_key; alias html/index.html; }")
+
+        def q(idem=None, user="u"):
+            h = {"X-API-Key": user}
+            if idem is not None:
+                h["Idempotency-Key"] = idem
+            return get(n.port, "/q", h)
+
+        st, h, _ = q("a")
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "2"))
+        self.assertNotIn("x-quota-duplicate", h)
+        st, h, _ = q("a")  # the client's retry: its first answer, not charged again
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "2"))
+        self.assertEqual(h.get("x-quota-duplicate"), "true")
+        st, h, _ = q()  # no id: the worker's own, charged
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "1"))
+        st, h, _ = q("b")
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "0"))
+        st, h, _ = q("c")
+        self.assertEqual(st, 429)
+        retry = int(h["retry-after"])
+        self.assertGreaterEqual(retry, 1)
+        self.assertLessEqual(retry, 31 * 86400)  # up to the month's reset
+        st, h, _ = q("c")
+        self.assertEqual(st, 429)
+        self.assertEqual(h.get("x-quota-duplicate"), "true")
+        # Another key has its own quota.
+        self.assertEqual(q("a", user="v")[0], 200)
+        # 4 requests of u were served, 2 denied by the quota and refunded:
+        # loc (burst 10) has 6 of u's tokens left.
+        self.assertEqual([get(n.port, "/local", {"X-API-Key": "u"})[0] for _ in range(7)],
+                         [200] * 6 + [429])
+        self.assertIn('denied by quota "plan"', n.error_log())
+        # An id longer than the module takes is refused, never charged.
+        st, _, _ = q("x" * 300)
+        self.assertEqual(st, 400)
+
+    def test_a_frozen_redis_blocks_no_worker(self):
+        n = self.quota_nginx(
+            "ratelimit_quota name=plan amount=1000000 period=day on_failure=open;\n"
+            "ratelimit_limit name=pl rate=1000/s burst=1000;",
+            "location = /q { ratelimit plan $arg_k; alias html/index.html; }\n"
+            "location = /plain { ratelimit pl k; alias html/index.html; }")
+        self.assertEqual(get(n.port, "/q?k=warm")[0], 200)  # connected
+
+        def pending():
+            return metric_value(get(n.port, "/metrics")[2].decode(),
+                                "ratelimit_nginx_exact_pending")
+
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, self.redis.proc.pid, signal.SIGCONT)
+        with ThreadPoolExecutor(2) as ex:
+            fut = ex.submit(get, n.port, "/q?k=frozen")
+            try:
+                # The only worker answers while the charge waits on Redis.
+                wait_until(lambda: pending() >= 1, "the charge to wait")
+                self.assertEqual(get(n.port, "/plain")[0], 200)
+            finally:
+                os.kill(self.redis.proc.pid, signal.SIGCONT)
+            self.assertEqual(fut.result(timeout=60)[0], 200)  # Redis, or on_failure=open
+        wait_until(lambda: pending() == 0, "the charge to be answered")
 
 
 if __name__ == "__main__":

@@ -75,22 +75,39 @@ static const char *rule_key(const limit_rule_t *r, const keys_t *k)
     return "shared"; /* one bucket: the limit is this rule's alone */
 }
 
-/* A request waiting for its exact rules' answers (mode=exact with Redis):
- * its local rules are already charged (all admitted). */
+/* A request waiting for Redis: first its quotas' charges, then (all
+ * allowed) its exact rules' answers. Its local rules are already charged
+ * (all admitted). */
+enum { PHASE_QUOTAS, PHASE_EXACT };
+
 typedef struct pending {
     struct pending *next;
     gateway_t *g;
     void *conn;
-    unsigned n;                /* exact checks */
+    int phase;
+    unsigned n;                /* answers awaited in this phase */
     _Atomic unsigned answered; /* of them, answered (exact thread or inline) */
     struct ref {
         struct pending *p;
         unsigned i;
     } refs[RL_MULTI_MAX];
+    /* the exact rules, asked once the quotas allowed */
+    size_t nexact;
+    int exact_id[RL_MULTI_MAX];
+    const char *exact_key[RL_MULTI_MAX]; /* into keys */
     int rc[RL_MULTI_MAX];
     bool have_d[RL_MULTI_MAX];
     rl_decision_t d[RL_MULTI_MAX];
-    /* the local part, to refund when an exact rule denies */
+    /* the quotas, charged first, all with one request id */
+    size_t nquotas;
+    int quota_id[RL_MULTI_MAX];
+    const char *quota_key[RL_MULTI_MAX]; /* into keys */
+    char quota_name[RL_MULTI_MAX][RL_NAME_MAX];
+    int qrc[RL_MULTI_MAX];
+    rl_quota_result_t qres[RL_MULTI_MAX];
+    char rid[RL_QUOTA_ID_MAX];
+    size_t rid_len;
+    /* the local part, to refund when a quota or an exact rule denies */
     size_t nlocal;
     int local_id[RL_MULTI_MAX];
     const char *local_key[RL_MULTI_MAX]; /* into keys */
@@ -104,8 +121,8 @@ typedef struct pending {
     char path[2 * HTTP_TARGET_CAP + 1];
 } pending_t;
 
-/* Counted once per exact check, from whichever thread answers it; the one
- * that answers last hands the request back to the loop. */
+/* Counted once per answer of the phase, from whichever thread answers it;
+ * the one that answers last hands the request back to the loop. */
 static void exact_answered(pending_t *p)
 {
     /* acq_rel: the last one sees every other answer's writes. */
@@ -129,6 +146,16 @@ static void on_exact(void *ud, int rc, const rl_decision_t *d)
         p->d[r->i] = *d;
         p->have_d[r->i] = true;
     }
+    exact_answered(p);
+}
+
+/* rl_quota_cb: on the library's exact thread. */
+static void on_quota(void *ud, int rc, const rl_quota_result_t *q)
+{
+    struct ref *r = ud;
+    pending_t *p = r->p;
+    p->qrc[r->i] = rc;
+    p->qres[r->i] = *q;
     exact_answered(p);
 }
 
@@ -209,58 +236,6 @@ static void metrics_reply(gateway_t *g, reply_t *out)
     out->resp.body_len = len;
 }
 
-/*
- * The quotas of a request its local rate limits allowed, before its exact
- * rules are sent (so a burst the per-second limit turns away never spends
- * the month). A quota that denies gets a 429 with Retry-After up to the
- * quota's reset, and the local rate charges are refunded: the request was
- * not served. Each request gets its own id here; a gateway that takes an
- * idempotency key from its clients passes that instead, so a client's
- * retry is charged once. rl_quota_charge blocks the loop for one Redis
- * round trip (at most quota_timeout_ms): a busy gateway would charge on a
- * worker thread. Returns true when the reply is made (a deny or an error).
- */
-static bool charge_quotas(gateway_t *g, const keys_t *k, const limit_rule_t **quotas,
-                          size_t nquotas, const rl_request_t *local, size_t nlocal,
-                          reply_t *out)
-{
-    char rid[96];
-    int rid_len = snprintf(rid, sizeof rid, "%s:%llu", g->node_id ? g->node_id : "gw",
-                           (unsigned long long)++g->request_seq);
-    for (size_t i = 0; i < nquotas; i++) {
-        rl_quota_result_t q;
-        rl_quota_result_init(&q);
-        const char *key = rule_key(quotas[i], k);
-        int rc = rl_quota_charge(g->rl, quotas[i]->id, key, strlen(key), 1, rid,
-                                 (size_t)rid_len, &q);
-        if (rc == RL_ALLOW)
-            continue;
-        for (size_t j = 0; j < nlocal; j++)
-            rl_refund(g->rl, local[j].limit, local[j].key, local[j].key_len, 1);
-        if (rc < 0) {
-            g->metrics.check_errors++;
-            gw_log("quota charge failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
-            out->resp.status = 500;
-            json_body(out, "{\"error\":\"quota check failed\"}\n");
-            return true;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-        uint64_t wait_s = q.reset_unix_ms > now ? (q.reset_unix_ms - now + 999) / 1000 : 1;
-        out->resp.status = 429;
-        snprintf(out->headers, sizeof out->headers, "Retry-After: %llu\r\n",
-                 (unsigned long long)(wait_s > 0 ? wait_s : 1));
-        out->resp.headers = out->headers;
-        json_body(out, "{\"error\":\"quota exhausted\",\"quota\":\"%s\",\"used\":%llu,"
-                       "\"amount\":%llu,\"reset_unix_ms\":%llu}\n",
-                  quotas[i]->quota.name, (unsigned long long)q.used,
-                  (unsigned long long)q.amount, (unsigned long long)q.reset_unix_ms);
-        return true;
-    }
-    return false;
-}
-
 /* The reply for a decided request (rc RL_ALLOW, RL_DENY or an error). */
 static void decided(gateway_t *g, int rc, const rl_decision_t *d, size_t nrules, bool metrics,
                     const char *path, bool by_key, reply_t *out)
@@ -289,16 +264,95 @@ static void decided(gateway_t *g, int rc, const rl_decision_t *d, size_t nrules,
               by_key ? "key" : "ip", nrules);
 }
 
-/* On the loop: a pending request's exact answers are all in. */
+/* Append one header line to a reply's headers (whatever rl_headers put
+ * there first); a line that does not fit is left out. */
+__attribute__((format(printf, 2, 3))) static void add_header(reply_t *out, const char *fmt, ...)
+{
+    size_t used = out->resp.headers != NULL ? strlen(out->headers) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out->headers + used, sizeof out->headers - used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof out->headers - used) {
+        out->headers[used] = '\0';
+        return;
+    }
+    out->resp.headers = out->headers;
+}
+
+/* What the quotas said, on a reply: the fewest units left among them, and
+ * whether this request id was seen before (a client's retry, not charged
+ * again). */
+static void quota_headers(const pending_t *p, reply_t *out)
+{
+    if (p->nquotas == 0)
+        return;
+    uint64_t least = UINT64_MAX;
+    bool dup = false;
+    for (size_t i = 0; i < p->nquotas; i++) {
+        if (p->qrc[i] < 0)
+            continue;
+        if (p->qres[i].remaining < least)
+            least = p->qres[i].remaining;
+        dup = dup || (p->qres[i].flags & RL_FLAG_DUPLICATE);
+    }
+    if (least != UINT64_MAX)
+        add_header(out, "X-Quota-Remaining: %llu\r\n", (unsigned long long)least);
+    if (dup)
+        add_header(out, "X-Quota-Duplicate: true\r\n");
+}
+
+static void refund_local(pending_t *p)
+{
+    for (size_t i = 0; i < p->nlocal; i++)
+        rl_refund(p->g->rl, p->local_id[i], p->local_key[i], strlen(p->local_key[i]), 1);
+}
+
+/* On the loop: a pending request's quota answers are all in. true with
+ * *out made when the request is decided by them (a deny, an error); false
+ * when every quota allowed. A quota that denies gets a 429 with
+ * Retry-After up to the quota's reset, and the local rate charges are
+ * refunded: the request was not served. */
+static bool quotas_decide(pending_t *p, reply_t *out)
+{
+    gateway_t *g = p->g;
+    for (size_t i = 0; i < p->nquotas; i++) {
+        int rc = p->qrc[i];
+        if (rc == RL_ALLOW)
+            continue;
+        refund_local(p);
+        if (rc < 0) {
+            g->metrics.check_errors++;
+            gw_log("quota charge failed: %s (%s)", rl_strerror(rc), rl_err_name(rc));
+            out->resp.status = 500;
+            json_body(out, "{\"error\":\"quota check failed\"}\n");
+            return true;
+        }
+        const rl_quota_result_t *q = &p->qres[i];
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        uint64_t wait_s = q->reset_unix_ms > now ? (q->reset_unix_ms - now + 999) / 1000 : 1;
+        out->resp.status = 429;
+        add_header(out, "Retry-After: %llu\r\n", (unsigned long long)(wait_s > 0 ? wait_s : 1));
+        quota_headers(p, out);
+        json_body(out, "{\"error\":\"quota exhausted\",\"quota\":\"%s\",\"used\":%llu,"
+                       "\"amount\":%llu,\"reset_unix_ms\":%llu}\n",
+                  p->quota_name[i], (unsigned long long)q->used, (unsigned long long)q->amount,
+                  (unsigned long long)q->reset_unix_ms);
+        return true;
+    }
+    return false;
+}
+
+/* On the loop: a pending request's exact answers are all in (or it had
+ * none: its quotas allowed it). */
 static void finish_pending(pending_t *p, reply_t *out)
 {
     gateway_t *g = p->g;
-    reply_init(out, 200);
-    out->resp.version_minor = p->version_minor;
-    out->resp.head_only = p->head;
     int rc = RL_ALLOW;
     const rl_decision_t *shown = p->have_shown ? &p->shown : NULL;
-    for (unsigned i = 0; i < p->n; i++) {
+    for (unsigned i = 0; i < p->nexact; i++) {
         if (p->rc[i] < 0 && rc >= 0)
             rc = p->rc[i];
         if (p->rc[i] == RL_DENY && rc == RL_ALLOW) {
@@ -309,9 +363,52 @@ static void finish_pending(pending_t *p, reply_t *out)
             shown = &p->d[i];
     }
     if (rc != RL_ALLOW) /* the local rules' charges go back; Redis's stay */
-        for (size_t i = 0; i < p->nlocal; i++)
-            rl_refund(g->rl, p->local_id[i], p->local_key[i], strlen(p->local_key[i]), 1);
+        refund_local(p);
     decided(g, rc, shown, p->nrules, false, p->path, p->by_key, out);
+    quota_headers(p, out);
+}
+
+/* Send a pending request's exact checks: the answers come back through
+ * on_exact. On the loop. */
+static void send_exact(pending_t *p)
+{
+    p->phase = PHASE_EXACT;
+    p->n = (unsigned)p->nexact;
+    /* relaxed: the callbacks that read it are queued after this store (the
+     * library's queue publishes it). */
+    atomic_store_explicit(&p->answered, 0, memory_order_relaxed);
+    for (size_t i = 0; i < p->nexact; i++) {
+        p->refs[i] = (struct ref){p, (unsigned)i};
+        int rc = rl_check_async(p->g->rl, p->exact_id[i], p->exact_key[i],
+                                strlen(p->exact_key[i]), 1, on_exact, &p->refs[i]);
+        if (rc != RL_PENDING) { /* decided inline (no room in flight, an error) */
+            p->rc[i] = rc;
+            exact_answered(p);
+        }
+    }
+}
+
+/* Send a pending request's quota charges: the answers come back through
+ * on_quota. On the loop. */
+static void send_quotas(pending_t *p)
+{
+    p->phase = PHASE_QUOTAS;
+    p->n = (unsigned)p->nquotas;
+    /* relaxed: as in send_exact. */
+    atomic_store_explicit(&p->answered, 0, memory_order_relaxed);
+    for (size_t i = 0; i < p->nquotas; i++) {
+        p->refs[i] = (struct ref){p, (unsigned)i};
+        rl_quota_result_init(&p->qres[i]);
+        int rc = rl_quota_charge_async(p->g->rl, p->quota_id[i], p->quota_key[i],
+                                       strlen(p->quota_key[i]), 1, p->rid, p->rid_len,
+                                       on_quota, &p->refs[i]);
+        if (rc != RL_PENDING) { /* on_failure inline (no room in flight), an error */
+            p->qrc[i] = rc;
+            if (rc >= 0)
+                p->qres[i].flags = RL_FLAG_DEGRADED;
+            exact_answered(p);
+        }
+    }
 }
 
 static void on_exact_done(uv_async_t *h)
@@ -324,7 +421,16 @@ static void on_exact_done(uv_async_t *h)
     while (p != NULL) {
         pending_t *next = p->next;
         reply_t r;
-        finish_pending(p, &r);
+        reply_init(&r, 200);
+        r.resp.version_minor = p->version_minor;
+        r.resp.head_only = p->head;
+        if (p->phase == PHASE_QUOTAS && !quotas_decide(p, &r) && p->nexact > 0) {
+            send_exact(p); /* the quotas allowed: now the exact rules */
+            p = next;
+            continue;
+        }
+        if (r.resp.status == 200)
+            finish_pending(p, &r);
         g->pending--;
         g->done(p->conn, &r);
         free(p);
@@ -356,27 +462,68 @@ void handler_stop(gateway_t *g)
         uv_close((uv_handle_t *)&g->wake, NULL);
 }
 
-/* Send a request's exact checks: the answer comes back through on_exact. */
-static int start_exact(gateway_t *g, const http_request_t *req, const keys_t *k,
-                       const rl_decision_t *shown, size_t nrules, const limit_rule_t **exact,
-                       size_t nexact, const rl_request_t *local, size_t nlocal, void *conn,
-                       const char *path)
+/* A key of keys_make's, moved into the pending request's copy. */
+static const char *moved_key(const char *key, const keys_t *from, const keys_t *to)
+{
+    return key == from->client ? to->client : key == from->ip ? to->ip : "shared";
+}
+
+/*
+ * The quotas' request id: the client's Idempotency-Key when it sent one, so
+ * its retry through the gateway is charged once, scoped to the client (two
+ * clients' equal keys never meet, even on a shared quota); else one of the
+ * gateway's own (node id + a sequence number: each request charged once).
+ * false when the client's identity and key together are too long for an
+ * id (RL_QUOTA_ID_MAX).
+ */
+static bool request_id(gateway_t *g, const http_request_t *req, const keys_t *k, char *rid,
+                       size_t *rid_len)
+{
+    int n;
+    if (req->idem_key_len > 0)
+        n = snprintf(rid, RL_QUOTA_ID_MAX, "i:%s %s", k->client, req->idem_key);
+    else
+        n = snprintf(rid, RL_QUOTA_ID_MAX, "g:%s:%llu", g->node_id ? g->node_id : "gw",
+                     (unsigned long long)++g->request_seq);
+    if (n < 0 || n >= RL_QUOTA_ID_MAX)
+        return false;
+    *rid_len = (size_t)n;
+    return true;
+}
+
+/* Start a request's Redis part: quotas first, then exact rules (the local
+ * ones admitted it). HANDLER_PENDING, or RL_ENOMEM. */
+static int start_pending(gateway_t *g, const http_request_t *req, const keys_t *k,
+                         const rl_decision_t *shown, size_t nrules, const limit_rule_t **exact,
+                         size_t nexact, const limit_rule_t **quotas, size_t nquotas,
+                         const char *rid, size_t rid_len, const rl_request_t *local,
+                         size_t nlocal, void *conn, const char *path)
 {
     pending_t *p = calloc(1, sizeof *p);
     if (p == NULL)
         return RL_ENOMEM;
     p->g = g;
     p->conn = conn;
-    p->n = (unsigned)nexact;
     atomic_init(&p->answered, 0);
     p->keys = *k;
     p->nlocal = nlocal;
     for (size_t i = 0; i < nlocal; i++) {
         p->local_id[i] = local[i].limit;
-        p->local_key[i] = local[i].key == k->client ? p->keys.client
-                          : local[i].key == k->ip   ? p->keys.ip
-                                                    : "shared";
+        p->local_key[i] = moved_key(local[i].key, k, &p->keys);
     }
+    p->nexact = nexact;
+    for (size_t i = 0; i < nexact; i++) {
+        p->exact_id[i] = exact[i]->id;
+        p->exact_key[i] = moved_key(rule_key(exact[i], k), k, &p->keys);
+    }
+    p->nquotas = nquotas;
+    for (size_t i = 0; i < nquotas; i++) {
+        p->quota_id[i] = quotas[i]->id;
+        p->quota_key[i] = moved_key(rule_key(quotas[i], k), k, &p->keys);
+        snprintf(p->quota_name[i], sizeof p->quota_name[i], "%s", quotas[i]->quota.name);
+    }
+    memcpy(p->rid, rid, rid_len);
+    p->rid_len = rid_len;
     p->have_shown = nlocal > 0;
     if (nlocal > 0)
         p->shown = *shown;
@@ -386,15 +533,10 @@ static int start_exact(gateway_t *g, const http_request_t *req, const keys_t *k,
     p->by_key = req->api_key_len > 0;
     snprintf(p->path, sizeof p->path, "%s", path);
     g->pending++;
-    for (size_t i = 0; i < nexact; i++) {
-        p->refs[i] = (struct ref){p, (unsigned)i};
-        const char *key = rule_key(exact[i], &p->keys);
-        int rc = rl_check_async(g->rl, exact[i]->id, key, strlen(key), 1, on_exact, &p->refs[i]);
-        if (rc != RL_PENDING) { /* decided inline (no room in flight, an error) */
-            p->rc[i] = rc;
-            exact_answered(p);
-        }
-    }
+    if (nquotas > 0)
+        send_quotas(p);
+    else
+        send_exact(p);
     return HANDLER_PENDING;
 }
 
@@ -424,14 +566,22 @@ int handler_request(gateway_t *g, const http_request_t *req, const char *client_
                           &nlocal, quotas, &nquotas);
     char path[2 * HTTP_TARGET_CAP + 1];
     json_string(path, req->target, path_len);
-    if (rc == RL_ALLOW && nquotas > 0 && !metrics) {
-        if (nlocal > 0 && rl_headers(&d, out->headers, sizeof out->headers) >= 0)
-            out->resp.headers = out->headers;
-        if (charge_quotas(g, &k, quotas, nquotas, local, nlocal, out))
+    if (metrics)
+        nquotas = nexact = 0;
+    if (rc == RL_ALLOW && (nquotas > 0 || nexact > 0)) {
+        char rid[RL_QUOTA_ID_MAX];
+        size_t rid_len = 0;
+        if (nquotas > 0 && !request_id(g, req, &k, rid, &rid_len)) {
+            for (size_t j = 0; j < nlocal; j++)
+                rl_refund(g->rl, local[j].limit, local[j].key, local[j].key_len, 1);
+            out->resp.status = 400;
+            json_body(out, "{\"error\":\"X-API-Key and Idempotency-Key together too long "
+                           "for a quota request id (%d bytes)\"}\n",
+                      RL_QUOTA_ID_MAX - 1);
             return 0;
-    }
-    if (rc == RL_ALLOW && nexact > 0 && !metrics) {
-        rc = start_exact(g, req, &k, &d, nrules, exact, nexact, local, nlocal, conn, path);
+        }
+        rc = start_pending(g, req, &k, &d, nrules, exact, nexact, quotas, nquotas, rid, rid_len,
+                           local, nlocal, conn, path);
         if (rc == HANDLER_PENDING)
             return HANDLER_PENDING;
     }

@@ -22,7 +22,8 @@
 struct pending;
 struct reply;
 
-/* A request answered later (an exact rule): the server's hook, on the loop. */
+/* A request answered later (a quota or an exact rule): the server's hook,
+ * on the loop. */
 typedef void handler_done_fn(void *conn, struct reply *r);
 
 typedef struct gateway {
@@ -31,9 +32,10 @@ typedef struct gateway {
     gw_metrics_t metrics;
     uint64_t request_seq; /* quota request ids: node id + this (loop thread only) */
     const char *node_id;  /* in quota request ids; NULL: "gw" */
-    /* Exact rules (mode=exact with --redis): checked with rl_check_async;
-     * their answers come on the library's exact thread and are handed back
-     * to the loop through `wake` (uv_async_send). */
+    /* Quotas (charged with rl_quota_charge_async) and exact rules
+     * (mode=exact with --redis, checked with rl_check_async): their answers
+     * come on the library's exact thread and are handed back to the loop
+     * through `wake` (uv_async_send). */
     bool exact_async;
     uv_async_t wake;
     uv_mutex_t done_mu;
@@ -62,7 +64,8 @@ void handler_stop(gateway_t *g);
 #define HANDLER_PENDING 1
 
 /* The reply to a parsed request from client_ip (a numeric address): 0 with
- * *out ready, or HANDLER_PENDING when an exact rule waits for Redis: then
+ * *out ready, or HANDLER_PENDING when a quota or an exact rule waits for
+ * Redis (quotas first, then, all allowed, the exact rules): then
  * g->done(conn, reply) runs later on the loop, once. */
 int handler_request(gateway_t *g, const http_request_t *req, const char *client_ip, reply_t *out,
                     void *conn);

@@ -27,7 +27,7 @@ enum {
 };
 
 /* The fields the parser acts on. */
-enum { F_OTHER, F_HOST, F_LENGTH, F_TE, F_CONNECTION, F_EXPECT, F_API_KEY };
+enum { F_OTHER, F_HOST, F_LENGTH, F_TE, F_CONNECTION, F_EXPECT, F_API_KEY, F_IDEM_KEY };
 
 static const struct {
     const char *name; /* lower case */
@@ -39,6 +39,7 @@ static const struct {
     {"connection", F_CONNECTION},
     {"expect", F_EXPECT},
     {"x-api-key", F_API_KEY},
+    {"idempotency-key", F_IDEM_KEY},
 };
 
 http_limits_t http_limits_default(void)
@@ -127,6 +128,7 @@ static http_error_t begin_value(http_parser_t *p)
     case F_HOST: seen = &p->has_host; break;
     case F_LENGTH: seen = &p->has_length; break;
     case F_API_KEY: seen = &p->has_api_key; break;
+    case F_IDEM_KEY: seen = &p->has_idem_key; break;
     default: break;
     }
     if (seen != NULL) {
@@ -220,6 +222,18 @@ static http_error_t value_byte(http_parser_t *p, unsigned char c)
         r->api_key[r->api_key_len++] = (char)c;
         p->value_started = true;
         return HTTP_ERR_NONE;
+    case F_IDEM_KEY:
+        if (is_ws(c)) {
+            p->value_ended = p->value_started;
+            return HTTP_ERR_NONE;
+        }
+        if (!is_vchar(c) || p->value_ended)
+            return HTTP_ERR_BAD_IDEM_KEY;
+        if (r->idem_key_len == HTTP_IDEM_KEY_CAP)
+            return HTTP_ERR_IDEM_KEY_TOO_LONG;
+        r->idem_key[r->idem_key_len++] = (char)c;
+        p->value_started = true;
+        return HTTP_ERR_NONE;
     default:
         return HTTP_ERR_NONE;
     }
@@ -233,6 +247,8 @@ static http_error_t end_value(http_parser_t *p)
         return p->value_started ? HTTP_ERR_NONE : HTTP_ERR_BAD_CONTENT_LENGTH;
     case F_API_KEY:
         return p->value_started ? HTTP_ERR_NONE : HTTP_ERR_BAD_API_KEY;
+    case F_IDEM_KEY:
+        return p->value_started ? HTTP_ERR_NONE : HTTP_ERR_BAD_IDEM_KEY;
     case F_TE:
         /* a second Transfer-Encoding line makes a list: not "chunked" alone */
         p->te_chunked_only = !p->has_te && small_is(p, "chunked");
@@ -274,6 +290,7 @@ static http_error_t end_head(http_parser_t *p)
     r->method[r->method_len] = '\0';
     r->target[r->target_len] = '\0';
     r->api_key[r->api_key_len] = '\0';
+    r->idem_key[r->idem_key_len] = '\0';
     p->body_left = r->content_length;
     return HTTP_ERR_NONE;
 }

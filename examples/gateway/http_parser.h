@@ -20,6 +20,8 @@
  *   400, even when the copies agree);
  * - Host must appear exactly once in HTTP/1.1, at most once in 1.0;
  * - X-API-Key, at most once, is visible ASCII without inner whitespace;
+ * - Idempotency-Key likewise, at most HTTP_IDEM_KEY_CAP bytes (a UUID,
+ *   quoted as the IETF draft writes it, is 38);
  * - the target is origin-form ("/path?query") or "*" (absolute-form is
  *   refused: this gateway is not a forward proxy).
  * Up to max_head bytes of empty lines before a request line are skipped
@@ -36,6 +38,7 @@
 #define HTTP_METHOD_CAP 16
 #define HTTP_TARGET_CAP 4096
 #define HTTP_API_KEY_CAP 256
+#define HTTP_IDEM_KEY_CAP 64
 
 /* Every error, its HTTP status and its message; the name is
  * the label the gateway's metrics use. */
@@ -56,7 +59,8 @@
     XX(TOO_MANY_HEADERS, 431, "too many field lines")                                        \
     XX(HEAD_TOO_LARGE, 431, "request head too large")                                        \
     XX(MISSING_HOST, 400, "HTTP/1.1 request without Host")                                   \
-    XX(DUPLICATE_HEADER, 400, "Host, Content-Length or X-API-Key given more than once")      \
+    XX(DUPLICATE_HEADER, 400,                                                                \
+       "Host, Content-Length, X-API-Key or Idempotency-Key given more than once")             \
     XX(BAD_CONTENT_LENGTH, 400, "Content-Length is not a single decimal number")             \
     XX(BODY_TOO_LARGE, 413, "Content-Length above the body limit")                          \
     XX(LENGTH_AND_CHUNKED, 400, "Transfer-Encoding with Content-Length (request smuggling)") \
@@ -66,7 +70,9 @@
     XX(BAD_CONNECTION, 400, "Connection is not a list of tokens")                            \
     XX(BAD_API_KEY, 400, "X-API-Key empty or not visible ASCII")                             \
     XX(API_KEY_TOO_LONG, 431, "X-API-Key too long")                                          \
-    XX(EXPECTATION_FAILED, 417, "Expect other than 100-continue")
+    XX(EXPECTATION_FAILED, 417, "Expect other than 100-continue")                            \
+    XX(BAD_IDEM_KEY, 400, "Idempotency-Key empty or not visible ASCII")                      \
+    XX(IDEM_KEY_TOO_LONG, 400, "Idempotency-Key longer than 64 bytes")
 
 typedef enum http_error {
 #define HTTP_ERRNO_ENUM_(name, status, msg) HTTP_ERR_##name,
@@ -99,6 +105,8 @@ typedef struct http_request {
     int version_minor;         /* HTTP/1.0 or HTTP/1.1 */
     char api_key[HTTP_API_KEY_CAP + 1];
     size_t api_key_len;        /* 0: no X-API-Key */
+    char idem_key[HTTP_IDEM_KEY_CAP + 1];
+    size_t idem_key_len;       /* 0: no Idempotency-Key */
     uint64_t content_length;   /* 0 without Content-Length */
     bool keep_alive;           /* from the version and Connection */
     bool expect_continue;      /* HTTP/1.1, Expect: 100-continue, a body */
@@ -134,7 +142,7 @@ typedef struct http_parser {
     size_t small_len;
     bool small_mismatch;     /* longer than small, or inner whitespace */
     /* across the field lines of one head */
-    bool has_host, has_length, has_api_key, has_te, te_chunked_only;
+    bool has_host, has_length, has_api_key, has_idem_key, has_te, te_chunked_only;
     bool expect_seen, expect_other;
     bool conn_close, conn_keep_alive;
     size_t version_pos;

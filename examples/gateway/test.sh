@@ -427,6 +427,7 @@ EOF
     cat >"$tmp/quota.conf" <<'EOF'
 /q client name=q_rate rate=1/h burst=6 mode=local
 /q client name=q_month amount=5 period=month dedup=1h on_failure=closed
+/idem client name=i_month amount=3 period=month dedup=1h on_failure=closed
 EOF
     start_gateway quota --limits "$tmp/quota.conf" --redis "redis://127.0.0.1:$redis_port" \
       --key-secret-file "$tmp/secret" --node-id quota1
@@ -443,6 +444,42 @@ EOF
     check "the seventh meets the quota too: the rate charges were refunded" \
       has "$r" '"error":"quota exhausted"'
     check "another client has its own quota" eq "$(code -H 'X-API-Key: other' "$(url /q)")" 200
+    echo "== a client's retry with the same Idempotency-Key is charged once"
+    # 3 a month; the charge goes through rl_quota_charge_async (the loop
+    # never waits for Redis). The request id is the client's key, scoped to
+    # the client; without one the gateway makes its own (each charged).
+    idem() { curl -si -H 'X-API-Key: idem-user' "$@" "$(url /idem)"; }
+    r=$(idem -H 'Idempotency-Key: "k-a"')
+    check "a first Idempotency-Key is charged" eq "$(status_of "$r")" 200
+    check "... 2 left" has "$r" $'X-Quota-Remaining: 2\r'
+    check "... not a duplicate" test "$(grep -ci '^X-Quota-Duplicate' <<<"$r")" -eq 0
+    r=$(idem -H 'Idempotency-Key: "k-a"')
+    check "its retry is allowed again" eq "$(status_of "$r")" 200
+    check "... flagged a duplicate (RL_FLAG_DUPLICATE)" has "$r" $'X-Quota-Duplicate: true\r'
+    check "... and not charged: still 2 left" has "$r" $'X-Quota-Remaining: 2\r'
+    r=$(idem)
+    check "a request without a key is charged" has "$r" $'X-Quota-Remaining: 1\r'
+    r=$(idem -H 'Idempotency-Key: k-b')
+    check "another key is charged: 0 left" has "$r" $'X-Quota-Remaining: 0\r'
+    r=$(idem -H 'Idempotency-Key: k-c')
+    check "over the quota: 429" eq "$(status_of "$r")" 429
+    check "... with Retry-After up to the reset" hasre "$r" $'Retry-After: [0-9]+\r'
+    r=$(idem -H 'Idempotency-Key: k-c')
+    check "its retry gets the same 429" eq "$(status_of "$r")" 429
+    check "... flagged a duplicate" has "$r" $'X-Quota-Duplicate: true\r'
+    r=$(idem -H 'Idempotency-Key: "k-a"')
+    check "the first key, retried after exhaustion, gets its first answer" \
+      eq "$(status_of "$r")" 200
+    check "... with its first figures" has "$r" $'X-Quota-Remaining: 2\r'
+    r=$(curl -si -H 'X-API-Key: other-idem' -H 'Idempotency-Key: "k-a"' "$(url /idem)")
+    check "another client's equal key is its own: charged" has "$r" $'X-Quota-Remaining: 2\r'
+    check "... not a duplicate" test "$(grep -ci '^X-Quota-Duplicate' <<<"$r")" -eq 0
+    check "a malformed Idempotency-Key is a 400" \
+      eq "$(code -H 'X-API-Key: idem-user' -H 'Idempotency-Key: a b' "$(url /idem)")" 400
+    check "an over-long one too" eq "$(code -H "Idempotency-Key: $(printf 'k%.0s' {1..65})" \
+      "$(url /idem)")" 400
+    m=$(curl -s "$(url /metrics)")
+    check "duplicates counted in the metrics" has "$m" 'ratelimit_quota_duplicates_total 3'
     kill -TERM "${gw_pid[quota]}"
     rc=0
     wait "${gw_pid[quota]}" || rc=$?

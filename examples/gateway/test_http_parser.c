@@ -668,6 +668,34 @@ START_TEST(api_key_rules)
 }
 END_TEST
 
+START_TEST(idempotency_key_rules)
+{
+    http_request_t r = parse_ok("GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: \t \"8e03978e-40d5\" \r\n\r\n");
+    ck_assert_str_eq(r.idem_key, "\"8e03978e-40d5\"");
+    ck_assert_uint_eq(r.idem_key_len, 15);
+    ck_assert_uint_eq(parse_ok("GET / HTTP/1.1\r\nHost: h\r\n\r\n").idem_key_len, 0);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key:\r\n\r\n"),
+                     HTTP_ERR_BAD_IDEM_KEY);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: a b\r\n\r\n"),
+                     HTTP_ERR_BAD_IDEM_KEY);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: caf\xc3\xa9\r\n\r\n"),
+                     HTTP_ERR_BAD_IDEM_KEY);
+    ck_assert_int_eq(
+        ERR("GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: a\r\nidempotency-key: a\r\n\r\n"),
+        HTTP_ERR_DUPLICATE_HEADER);
+    char ok[256], over[256];
+    char k[HTTP_IDEM_KEY_CAP + 2];
+    memset(k, 'k', sizeof k);
+    k[HTTP_IDEM_KEY_CAP] = '\0';
+    snprintf(ok, sizeof ok, "GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: %s\r\n\r\n", k);
+    ck_assert_uint_eq(parse_ok(ok).idem_key_len, HTTP_IDEM_KEY_CAP);
+    k[HTTP_IDEM_KEY_CAP] = 'k';
+    k[HTTP_IDEM_KEY_CAP + 1] = '\0';
+    snprintf(over, sizeof over, "GET / HTTP/1.1\r\nHost: h\r\nIdempotency-Key: %s\r\n\r\n", k);
+    ck_assert_int_eq(ERR(over), HTTP_ERR_IDEM_KEY_TOO_LONG);
+}
+END_TEST
+
 START_TEST(expect_rules)
 {
     ck_assert_int_eq(parse_ok("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\n"
@@ -736,6 +764,7 @@ static Suite *parser_suite(void)
     tcase_add_test(tc, versions);
     tcase_add_test(tc, host_rules);
     tcase_add_test(tc, api_key_rules);
+    tcase_add_test(tc, idempotency_key_rules);
     tcase_add_test(tc, expect_rules);
     tcase_add_test(tc, error_table);
     suite_add_tcase(s, tc);
