@@ -15,11 +15,8 @@
 #include "errbuf.h"
 #include "limitdef.h"
 #include "structsize.h"
+#include "speclex.h"
 
-typedef struct span {
-    const char *p;
-    size_t n;
-} span_t;
 
 enum { W_NAME, W_AMOUNT, W_PERIOD, W_DEDUP, W_ON_FAILURE, W_COUNT };
 
@@ -46,53 +43,10 @@ static const keyword_t units[] = {
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A printable excerpt of hostile bytes (see spec.c's quote). */
-#define QUOTE_SRC_MAX 40
-typedef struct quote {
-    char s[QUOTE_SRC_MAX * 4 + 4];
-} quote_t;
-
-static const char *quote(quote_t *q, span_t v)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (size_t i = 0; i < v.n && i < QUOTE_SRC_MAX; i++) {
-        unsigned char c = (unsigned char)v.p[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-            q->s[o++] = (char)c;
-        } else {
-            q->s[o++] = '\\';
-            q->s[o++] = 'x';
-            q->s[o++] = hex[c >> 4];
-            q->s[o++] = hex[c & 15];
-        }
-    }
-    if (v.n > QUOTE_SRC_MAX) {
-        memcpy(q->s + o, "...", 3);
-        o += 3;
-    }
-    q->s[o] = '\0';
-    return q->s;
-}
-
-static int span_is(span_t v, const char *s)
-{
-    size_t n = strlen(s);
-    return v.n == n && memcmp(v.p, s, n) == 0;
-}
-
-static size_t digit_run(span_t v)
-{
-    size_t i = 0;
-    while (i < v.n && v.p[i] >= '0' && v.p[i] <= '9')
-        i++;
-    return i;
-}
-
-static const keyword_t *find_keyword(const keyword_t *t, size_t n, span_t v)
+static const keyword_t *find_keyword(const keyword_t *t, size_t n, rl_span_t v)
 {
     for (size_t i = 0; i < n; i++)
-        if (span_is(v, t[i].text))
+        if (rl__span_is(v, t[i].text))
             return &t[i];
     return NULL;
 }
@@ -106,47 +60,47 @@ const char *rl__quota_period_name(int32_t period)
 }
 
 /* A whole number 1..max of decimal digits. */
-static int read_positive(span_t v, uint64_t max, const char *word, uint64_t *out, char *err,
+static int read_positive(rl_span_t v, uint64_t max, const char *word, uint64_t *out, char *err,
                          size_t errlen)
 {
-    quote_t q;
-    if (v.n == 0 || digit_run(v) != v.n)
+    rl_spec_quote_t q;
+    if (v.n == 0 || rl__span_digits(v) != v.n)
         return rl__errf(err, errlen, RL_ESPEC,
                         "%s: \"%s\" is not a whole number (decimal digits only: no sign, "
                         "point or exponent)",
-                        word, quote(&q, v));
+                        word, rl__spec_quote(&q, v));
     uint64_t x = 0;
     for (size_t i = 0; i < v.n; i++) {
         unsigned d = (unsigned)(v.p[i] - '0');
         /* Checked before the multiply: unsigned wrap would hide the overflow. */
         if (x > (max - d) / 10)
             return rl__errf(err, errlen, RL_ERANGE, "%s: \"%s\" is too large (at most %llu)",
-                            word, quote(&q, v), (unsigned long long)max);
+                            word, rl__spec_quote(&q, v), (unsigned long long)max);
         x = x * 10 + d;
     }
     if (x == 0)
         return rl__errf(err, errlen, RL_ERANGE, "%s: \"%s\" must be at least 1", word,
-                        quote(&q, v));
+                        rl__spec_quote(&q, v));
     *out = x;
     return 0;
 }
 
 /* COUNT UNIT ("30d", "600s"): milliseconds in [lo, hi]. */
-static int read_duration(span_t v, const char *word, uint64_t lo, uint64_t hi, uint64_t *out,
+static int read_duration(rl_span_t v, const char *word, uint64_t lo, uint64_t hi, uint64_t *out,
                          char *err, size_t errlen)
 {
-    quote_t q, qu;
-    span_t count = {v.p, digit_run(v)};
-    span_t unit = {v.p + count.n, v.n - count.n};
+    rl_spec_quote_t q, qu;
+    rl_span_t count = {v.p, rl__span_digits(v)};
+    rl_span_t unit = {v.p + count.n, v.n - count.n};
     if (count.n == 0)
         return rl__errf(err, errlen, RL_ESPEC,
                         "%s: \"%s\" is not a duration (COUNT UNIT, e.g. 30d, 24h, 600s)", word,
-                        quote(&q, v));
+                        rl__spec_quote(&q, v));
     const keyword_t *u = find_keyword(units, COUNT_OF(units), unit);
     if (u == NULL)
         return rl__errf(err, errlen, RL_ESPEC, "%s: \"%s\" has %s unit \"%s\" (use ms, s, m, h "
-                        "or d)", word, quote(&q, v), unit.n ? "unknown" : "no",
-                        quote(&qu, unit));
+                        "or d)", word, rl__spec_quote(&q, v), unit.n ? "unknown" : "no",
+                        rl__spec_quote(&qu, unit));
     uint64_t n;
     int rc = read_positive(count, UINT64_MAX / u->value, word, &n, err, errlen);
     if (rc != 0)
@@ -154,27 +108,27 @@ static int read_duration(span_t v, const char *word, uint64_t lo, uint64_t hi, u
     n *= u->value;
     if (n < lo || n > hi)
         return rl__errf(err, errlen, RL_ERANGE, "%s: \"%s\" is outside %llu s..%llu d", word,
-                        quote(&q, v), (unsigned long long)(lo / 1000),
+                        rl__spec_quote(&q, v), (unsigned long long)(lo / 1000),
                         (unsigned long long)(hi / 86400000));
     *out = n;
     return 0;
 }
 
-static int parse_name(rl_quota_t *q, span_t v, char *err, size_t errlen)
+static int parse_name(rl_quota_t *q, rl_span_t v, char *err, size_t errlen)
 {
-    quote_t qq;
+    rl_spec_quote_t qq;
     if (v.n > RL_NAME_MAX - 1)
         return rl__errf(err, errlen, RL_ENAME, "name: \"%s\" is longer than %d bytes",
-                        quote(&qq, v), RL_NAME_MAX - 1);
+                        rl__spec_quote(&qq, v), RL_NAME_MAX - 1);
     memcpy(q->name, v.p, v.n);
     q->name[v.n] = '\0';
     if (!rl__name_valid(q->name, sizeof q->name))
         return rl__errf(err, errlen, RL_ENAME, "name: \"%s\" has a byte outside [A-Za-z0-9_.:-]",
-                        quote(&qq, v));
+                        rl__spec_quote(&qq, v));
     return 0;
 }
 
-static int parse_period(rl_quota_t *q, span_t v, char *err, size_t errlen)
+static int parse_period(rl_quota_t *q, rl_span_t v, char *err, size_t errlen)
 {
     const keyword_t *k = find_keyword(periods, COUNT_OF(periods), v);
     if (k != NULL && k->value != RL_PERIOD_FIXED) {
@@ -182,30 +136,30 @@ static int parse_period(rl_quota_t *q, span_t v, char *err, size_t errlen)
         q->period_ms = 0;
         return 0;
     }
-    if (digit_run(v) == 0) {
-        quote_t qq;
+    if (rl__span_digits(v) == 0) {
+        rl_spec_quote_t qq;
         return rl__errf(err, errlen, RL_ESPEC, "period: unknown value \"%s\" (use hour, day, "
-                        "week, month, or a duration such as 30d)", quote(&qq, v));
+                        "week, month, or a duration such as 30d)", rl__spec_quote(&qq, v));
     }
     q->period = RL_PERIOD_FIXED;
     return read_duration(v, "period", RL_QUOTA_FIXED_MIN_MS, RL_QUOTA_FIXED_MAX_MS,
                          &q->period_ms, err, errlen);
 }
 
-static int parse_on_failure(rl_quota_t *q, span_t v, char *err, size_t errlen)
+static int parse_on_failure(rl_quota_t *q, rl_span_t v, char *err, size_t errlen)
 {
-    quote_t qq;
-    if (span_is(v, "open"))
+    rl_spec_quote_t qq;
+    if (rl__span_is(v, "open"))
         q->on_failure = RL_FAIL_OPEN;
-    else if (span_is(v, "closed"))
+    else if (rl__span_is(v, "closed"))
         q->on_failure = RL_FAIL_CLOSED;
     else
         return rl__errf(err, errlen, RL_EMODE, "on_failure: unknown value \"%s\" (use open or "
-                        "closed; a quota has no local mode)", quote(&qq, v));
+                        "closed; a quota has no local mode)", rl__spec_quote(&qq, v));
     return 0;
 }
 
-static int parse_value(rl_quota_t *q, int word, span_t v, char *err, size_t errlen)
+static int parse_value(rl_quota_t *q, int word, rl_span_t v, char *err, size_t errlen)
 {
     switch (word) {
     case W_NAME:
@@ -222,27 +176,8 @@ static int parse_value(rl_quota_t *q, int word, span_t v, char *err, size_t errl
     }
 }
 
-static int parse_pair(rl_quota_t *q, span_t tok, unsigned *seen, char *err, size_t errlen)
+static int value_of(void *q, int word, rl_span_t v, char *err, size_t errlen)
 {
-    quote_t qq;
-    const char *eq = memchr(tok.p, '=', tok.n);
-    if (eq == NULL)
-        return rl__errf(err, errlen, RL_ESPEC, "\"%s\" has no '=' (expected word=value)",
-                        quote(&qq, tok));
-    span_t w = {tok.p, (size_t)(eq - tok.p)};
-    span_t v = {eq + 1, tok.n - w.n - 1};
-    int word = -1;
-    for (int i = 0; i < W_COUNT; i++)
-        if (span_is(w, word_names[i]))
-            word = i;
-    if (word < 0)
-        return rl__errf(err, errlen, RL_ESPEC, "unknown word \"%s\" (use name, amount, period, "
-                        "dedup or on_failure)", quote(&qq, w));
-    if (*seen & (1u << word))
-        return rl__errf(err, errlen, RL_ESPEC, "duplicate word \"%s\"", word_names[word]);
-    *seen |= 1u << word;
-    if (v.n == 0)
-        return rl__errf(err, errlen, RL_ESPEC, "%s: empty value", word_names[word]);
     return parse_value(q, word, v, err, errlen);
 }
 
@@ -310,20 +245,10 @@ int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t err_len)
      * rl_limit_parse does with rl_limit_t's). */
     rl_quota_init_sized(q, RL_QUOTA_SIZE_MIN);
     unsigned seen = 0;
-    const char *p = spec;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '\0')
-            break;
-        span_t tok = {p, 0};
-        while (p[tok.n] != '\0' && p[tok.n] != ' ' && p[tok.n] != '\t')
-            tok.n++;
-        p += tok.n;
-        int rc = parse_pair(q, tok, &seen, err, err_len);
-        if (rc != 0)
-            return rc;
-    }
+    int rc = rl__spec_walk(spec, word_names, W_COUNT, "name, amount, period, dedup or on_failure",
+                           value_of, q, &seen, err, err_len);
+    if (rc != 0)
+        return rc;
     if (!(seen & (1u << W_NAME)))
         return rl__errf(err, err_len, RL_ESPEC, "missing name (e.g. name=plan)");
     if (!(seen & (1u << W_AMOUNT)))
