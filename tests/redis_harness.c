@@ -79,6 +79,43 @@ static int free_loopback_port(void)
     return port;
 }
 
+/* Whether a loopback port can be bound right now. */
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A Cluster node also listens on its bus port, port + 10000, so Redis
+ * refuses a port above 55535 (the kernel's ephemeral range, where
+ * free_loopback_port's picks fall, reaches 60999): a port at most that
+ * whose bus port is free too. Candidates come from the kernel's pick
+ * folded into range, so concurrent runs rarely try the same ones. */
+#define CLUSTER_PORT_MAX 55535
+#define CLUSTER_PORT_MIN 20000
+static int free_cluster_port(void)
+{
+    for (int i = 0; i < 200; i++) {
+        int p = free_loopback_port();
+        if (p <= 0)
+            return -1;
+        if (p > CLUSTER_PORT_MAX)
+            p = CLUSTER_PORT_MIN + (p * 7919 + i * 104729) % (CLUSTER_PORT_MAX - CLUSTER_PORT_MIN);
+        if (port_free(p) && port_free(p + 10000))
+            return p;
+    }
+    return -1;
+}
+
 /* A Sentinel's configuration (it rewrites the file as it learns). */
 static int write_sentinel_conf(const rl_test_redis_t *srv, char *path, size_t cap)
 {
@@ -207,7 +244,7 @@ static int spawn_on_port(rl_test_redis_t *srv, char *err, size_t errlen);
 
 static int spawn_once(rl_test_redis_t *srv, char *err, size_t errlen)
 {
-    srv->port = free_loopback_port();
+    srv->port = srv->mode == RL_TEST_REDIS_CLUSTER ? free_cluster_port() : free_loopback_port();
     if (srv->port <= 0) {
         snprintf(err, errlen, "no free loopback port: %s", strerror(errno));
         return -1;
