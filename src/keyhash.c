@@ -37,7 +37,7 @@ uint64_t rl__siphash24(const uint64_t key[2], const void *data, size_t len)
         SIPROUND(v0, v1, v2, v3);
         v0 ^= m;
     }
-    uint64_t b = (uint64_t)len << 56;
+    uint64_t b = (uint64_t)(len & 0xff) << 56; /* SipHash: the length mod 256 */
     for (size_t i = 0; i < (len & 7); i++)
         b |= (uint64_t)p[full + i] << (8 * i);
     v3 ^= b;

@@ -36,6 +36,7 @@ static void *run(void *arg)
         int silent = atomic_load(&b->silent);
         for (int i = 0; i < n; i++)
             p[1 + i] = (struct pollfd){.fd = fds[i], .events = silent ? 0 : POLLIN};
+        int polled = n; /* only these have revents: accept appends after them */
         if (poll(p, (nfds_t)(1 + n), 20) <= 0)
             continue;
         if ((p[0].revents & POLLIN) && n + 2 <= 2 * MAX_PAIRS) {
@@ -51,7 +52,9 @@ static void *run(void *arg)
                     close(u);
             }
         }
-        for (int i = 0; i < n && !silent; i++) {
+        /* A pair accepted above was not polled: its revents slot is stale,
+         * and a read on its silent socket would block the proxy for good. */
+        for (int i = 0; i < polled && !silent; i++) {
             if (!(p[1 + i].revents & (POLLIN | POLLHUP)))
                 continue;
             ssize_t got = read(fds[i], buf, sizeof buf);

@@ -268,7 +268,9 @@ START_TEST(heartbeat_written_each_round_and_removed_on_close)
     freeReplyObject(v);
     rl_nodes_record_t rec;
     long long deadline;
-    record_and_deadline(r, "r1", inc, &rec, &deadline);
+    /* The heartbeat runs from rl_open on: a record written before the
+     * limits were added counts none; wait for one that counts them. */
+    WAIT_FOR((record_and_deadline(r, "r1", inc, &rec, &deadline), rec.limits == 1));
     char host[65] = "";
     gethostname(host, sizeof host);
     host[64] = '\0';

@@ -53,6 +53,7 @@ static void *run(void *arg)
         p[0] = (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
         for (int i = 0; i < n; i++)
             p[1 + i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        int polled = n; /* only these have revents: accept appends after them */
         if (poll(p, (nfds_t)(1 + n), 5) <= 0)
             continue;
         if (p[0].revents & POLLIN) {
@@ -65,7 +66,10 @@ static void *run(void *arg)
                 close(cl);
             }
         }
-        for (int i = 0; i < n; i++) {
+        /* A pair accepted above was not polled: its revents slot is stale,
+         * and a read on its silent socket would block this thread for good
+         * (the proxy then stops forwarding, and acc_cut_stop never joins). */
+        for (int i = 0; i < polled; i++) {
             if (!(p[1 + i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
             ssize_t got = read(fds[i], buf, sizeof buf);

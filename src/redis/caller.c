@@ -119,7 +119,7 @@ static void logf_(rl_redis_caller_t *c, int level, const char *fmt, ...)
 
 /* ------------------------------------------------------------ slots */
 
-static void release(rl_redis_caller_t *c, slot_t *s)
+static void slot_release(rl_redis_caller_t *c, slot_t *s)
 {
     /* acq_rel: the last owner sees every write of the other before the slot
      * is reused (the loop's answer, the waiter's reads). */
@@ -175,7 +175,7 @@ static void settle(rl_redis_caller_t *c, slot_t *s)
     if (atomic_load_explicit(&s->state, memory_order_acquire) == S_WAITING)
         return;
     s->loop_done = 1;
-    release(c, s);
+    slot_release(c, s);
 }
 
 /* ---------------------------------------------------- deadline list */
@@ -299,7 +299,7 @@ static uint32_t route_of(const rl_redis_caller_t *c, const slot_t *s)
     const char *tag = rl__redis_hash_tag(s->buf, s->len[0], &tl);
     uint32_t h = 2166136261u; /* FNV-1a: spreads tags, keeps one per route */
     for (size_t i = 0; i < tl; i++)
-        h = (h ^ (unsigned char)tag[i]) * 16777619u;
+        h = (uint32_t)((uint64_t)(h ^ (unsigned char)tag[i]) * 16777619u); /* mod 2^32 */
     return h % c->pool;
 }
 
@@ -508,11 +508,12 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     }
     for (int i = 0; i < K_N; i++)
         atomic_init(&c->k[i], 0);
-    for (uint32_t i = c->nslots; i-- > 0;) {
-        atomic_init(&c->slots[i].state, S_FREE);
-        atomic_init(&c->slots[i].refs, 0);
-        c->slots[i].qnext = c->free;
-        c->free = &c->slots[i];
+    for (uint32_t i = c->nslots; i > 0; i--) { /* slot 0 ends first on the free list */
+        slot_t *s = &c->slots[i - 1];
+        atomic_init(&s->state, S_FREE);
+        atomic_init(&s->refs, 0);
+        s->qnext = c->free;
+        c->free = s;
     }
     c->nfree = c->nslots;
     if (uv_mutex_init(&c->qmu) != 0) {
@@ -725,7 +726,7 @@ int rl__redis_caller_wait(rl_redis_caller_t *c, const rl_redis_call_t *call,
         uv_cond_timedwait(&w.cv, &c->wmu, deadline - now);
     }
     uv_mutex_unlock(&c->wmu);
-    release(c, s);
+    slot_release(c, s);
     uv_cond_destroy(&w.cv);
     return rc;
 }

@@ -247,7 +247,7 @@ int table_print(const table_t *t, FILE *f)
     size_t rows = (t->ncells + (size_t)t->ncols - 1) / (size_t)t->ncols;
     for (size_t r = 0; r <= rows; r++) {
         for (int c = 0; c < t->ncols; c++) {
-            size_t i = (r - 1) * (size_t)t->ncols + (size_t)c;
+            size_t i = r == 0 ? 0 : (r - 1) * (size_t)t->ncols + (size_t)c;
             const char *s = r == 0 ? t->head[c] : i < t->ncells ? t->cells[i] : "";
             size_t gap = w[c] - width(s);
             int last = c == t->ncols - 1;
