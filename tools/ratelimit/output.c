@@ -229,7 +229,7 @@ static size_t width(const char *s)
 
 static void pad(FILE *f, size_t n)
 {
-    while (n-- > 0)
+    for (; n > 0; n--)
         fputc(' ', f);
 }
 
