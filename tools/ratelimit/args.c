@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
+#include "fleetkey.h"
+#include "ratelimit.h"
 
 static const cli_opt_t *find_opt(const cli_opt_t *opts, const char *arg, size_t n)
 {
@@ -127,4 +129,21 @@ int cli_read_file(const char *path, size_t max, char **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
+}
+
+int cli_key_arg(const cli_t *cli, const char *cmd, const char *arg, int hex,
+                unsigned char *key, size_t *len)
+{
+    if (hex) {
+        if (fleet_hex_decode(arg, key, RL_MAX_KEY_LEN, len) != 0)
+            return cli_usage_error(cli, cmd, "KEY: not hex, or longer than %d bytes",
+                                   RL_MAX_KEY_LEN);
+    } else {
+        *len = strlen(arg);
+        if (*len <= RL_MAX_KEY_LEN)
+            memcpy(key, arg, *len);
+    }
+    if (*len == 0 || *len > RL_MAX_KEY_LEN)
+        return cli_usage_error(cli, cmd, "KEY: 1..%d bytes", RL_MAX_KEY_LEN);
+    return CLI_OK;
 }

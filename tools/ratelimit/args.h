@@ -22,6 +22,11 @@ int cli_parse_args(const cli_t *cli, const char *cmd, int argc, char **argv,
                    const cli_opt_t *opts, const char **pos, int maxpos);
 
 /* A decimal integer in [min, max]; 0, or -1 if s is not one. */
+/* A KEY argument into key[RL_MAX_KEY_LEN]: the bytes as given, or decoded
+ * from hex (--key-hex). CLI_OK, or a usage error (printed) naming KEY. */
+int cli_key_arg(const cli_t *cli, const char *cmd, const char *arg, int hex,
+                unsigned char *key, size_t *len);
+
 int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* Read a whole file (at most max bytes). The caller frees *out. 0, or -1

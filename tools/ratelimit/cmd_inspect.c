@@ -381,21 +381,9 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
     int rc = resolve_limit(cli, in, pos[0], limits);
     if (rc != CLI_OK)
         goto out;
-    if (key_hex) {
-        if (fleet_hex_decode(pos[1], in->key, sizeof in->key, &in->key_len) != 0) {
-            rc = cli_usage_error(cli, CMD, "KEY: not hex, or longer than %d bytes",
-                                 RL_MAX_KEY_LEN);
-            goto out;
-        }
-    } else {
-        in->key_len = strlen(pos[1]);
-        if (in->key_len <= RL_MAX_KEY_LEN)
-            memcpy(in->key, pos[1], in->key_len);
-    }
-    if (in->key_len == 0 || in->key_len > RL_MAX_KEY_LEN) {
-        rc = cli_usage_error(cli, CMD, "KEY: 1..%d bytes", RL_MAX_KEY_LEN);
+    rc = cli_key_arg(cli, CMD, pos[1], key_hex, in->key, &in->key_len);
+    if (rc != CLI_OK)
         goto out;
-    }
     unsigned char *secret;
     size_t secret_len;
     char err[256];

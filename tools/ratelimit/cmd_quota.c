@@ -149,21 +149,9 @@ int cli_quota(cli_t *cli, int argc, char **argv)
                              err, rl_err_name(rc));
         goto out;
     }
-    if (key_hex) {
-        if (fleet_hex_decode(pos[1], v->key, sizeof v->key, &v->key_len) != 0) {
-            rc = cli_usage_error(cli, CMD, "KEY: not hex, or longer than %d bytes",
-                                 RL_MAX_KEY_LEN);
-            goto out;
-        }
-    } else {
-        v->key_len = strlen(pos[1]);
-        if (v->key_len <= RL_MAX_KEY_LEN)
-            memcpy(v->key, pos[1], v->key_len);
-    }
-    if (v->key_len == 0 || v->key_len > RL_MAX_KEY_LEN) {
-        rc = cli_usage_error(cli, CMD, "KEY: 1..%d bytes", RL_MAX_KEY_LEN);
+    rc = cli_key_arg(cli, CMD, pos[1], key_hex, v->key, &v->key_len);
+    if (rc != CLI_OK)
         goto out;
-    }
     unsigned char *secret;
     size_t secret_len;
     if (fleet_secret_load(secret_file, secret_hex, &secret, &secret_len, err, sizeof err) != 0) {
