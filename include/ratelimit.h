@@ -545,15 +545,18 @@ RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
  * (what the journal still holds is lost: see rl_stats_t.quota_lost).
  * No other call on the same instance may run concurrently with or after it
  * (a check racing rl_close is undefined behaviour). In a child after fork(),
- * rl_close frees only what the parent's copy owns, safely.
+ * rl_close frees only what the parent's copy owns, safely. A shared
+ * instance (rl_open_shared): this process's view only, after detaching it
+ * from the host's sync if it attached (rl_shared_attach says what the last
+ * one out does).
  */
 RL_EXTERN void rl_close(rl_t *rl);
 
 /*
- * Create a local-only instance shared by this process and every process
- * forked from it afterwards: the multi-process mode for pre-fork servers
- * (nginx, gunicorn, php-fpm, Apache prefork). Open it in the parent before
- * the workers are forked; each worker uses the same handle, and all of them
+ * Create an instance shared by this process and every process forked from
+ * it afterwards: the multi-process mode for pre-fork servers (nginx,
+ * gunicorn, php-fpm, Apache prefork). Open it in the parent before the
+ * workers are forked; each worker uses the same handle, and all of them
  * share one key table, one limit registry and one set of counters, so a
  * limit holds per host, not per process: with 2 workers, a burst of 5 admits
  * 5. Every call works from every such process as it does from threads:
@@ -569,14 +572,48 @@ RL_EXTERN void rl_close(rl_t *rl);
  * sized from cfg (max_keys, max_limits) and fixed for the instance's life.
  * rl_close in any process drops that process's view only; the others keep
  * working, and the memory goes with the last of them.
- * An unrelated process cannot attach (there is no name to attach by), and
- * the global tier is not built for shared instances yet.
+ * An unrelated process cannot attach (there is no name to attach by).
+ *
+ * With cfg->redis_url, the host is one node of the fleet (node_id, the host
+ * name by default): global limits are synced for all its processes by one
+ * of them at a time. This call starts no thread and opens no connection
+ * (nothing a fork could break); each process that should take part calls
+ * rl_shared_attach after the fork, and rl_close detaches it. Until some
+ * process attached, keys run at their pre-sync share. Exact and tiered
+ * limits (rl_limit_add/update answer RL_ENOTSUP, logged), quotas
+ * (rl_quota_add: RL_ENOTSUP, logged) and hot-key detection (rl_hotkeys:
+ * RL_ENOTSUP) are not supported: they need a connection of the calling
+ * process on every check.
  * Errors (with cfg->err's message, as rl_open): those of rl_open, and
- *   RL_ENOTSUP  cfg->redis_url set (a shared instance is local-only), or
- *               cfg->allocator set (the shared mapping is the allocator)
+ *   RL_ENOTSUP  cfg->allocator set (the shared mapping is the allocator)
  *   RL_ENOMEM   the mapping could not be created
  */
 RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
+
+/*
+ * Join this process to the host's sync of a shared instance opened with a
+ * redis_url (rl_open_shared): call it in each process after the fork (a
+ * worker's start), never before one. Every attached process runs one lease
+ * thread; one of them at a time holds the sync lease and runs the host's
+ * sync thread and connection, the others wait. When the holder detaches
+ * (rl_close) the next takes over at once; when it dies (even by SIGKILL)
+ * the next takes over within about a millisecond (the kernel frees a dead
+ * thread's robust mutex). Either way the host stays one node in Redis and
+ * keeps its shares and counts: the new holder continues the same report
+ * state (epochs and cumulative counters live in the shared mapping), so
+ * Redis counts every admitted request once and no share is dropped.
+ * (One gap: a holder killed between taking a key's counters to 0 and
+ * storing them, a few instructions, loses that key's counts since the last
+ * round.) rl_close detaches; the last attached process to close sends the
+ * host's final round, which hands its shares back, waiting at most
+ * max(500 ms, 3 sync intervals) for the lease.
+ * Returns 0 (also when already attached, and on a shared instance without
+ * a redis_url, where there is nothing to join).
+ * Errors: RL_EINVAL rl is NULL; RL_ENOTSUP rl is not a shared instance;
+ * RL_ENOMEM no thread or memory, or more than 512 processes attached.
+ * Thread-safe; one attachment per process.
+ */
+RL_EXTERN int rl_shared_attach(rl_t *rl);
 
 /* ------------------------------------------------------------------ limits */
 

@@ -31,10 +31,26 @@ static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
     return tmp;
 }
 
+/* A shared instance's global tier syncs shares only: exact and tiered
+ * checks go to Redis on a connection of the calling process, which a
+ * pre-fork worker does not have (rl_open_shared). Refused, and logged,
+ * since these calls have no message buffer. */
+static int mode_ok(rl_t *rl, const rl_limit_t *lim)
+{
+    if (rl->shsync == NULL || (lim->mode != RL_MODE_EXACT && lim->mode != RL_MODE_TIERED))
+        return 0;
+    rl__log(&rl->logger, RL_LOG_ERROR,
+            "limit %.64s: mode %s is not supported by a shared instance (rl_open_shared): "
+            "use global or local", lim->name, lim->mode == RL_MODE_EXACT ? "exact" : "tiered");
+    return RL_ENOTSUP;
+}
+
 int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
     rl_limit_t tmp;
+    if (rc == 0)
+        rc = mode_ok(rl, full_limit(lim, &tmp));
     return rc != 0 ? rc : rl__limits_add(&rl->limits, full_limit(lim, &tmp), &rl->clock);
 }
 
@@ -55,6 +71,8 @@ int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
     rl_limit_t tmp;
+    if (rc == 0)
+        rc = mode_ok(rl, full_limit(lim, &tmp));
     return rc != 0 ? rc
                    : rl__limits_update(&rl->limits, id, full_limit(lim, &tmp), &rl->clock,
                                        convert_keys, rl);

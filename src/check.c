@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id
     t->detail = detail;
     t->near = 0;
     /* relaxed: one self-contained word (health.h); it orders nothing else. */
-    t->health = rl->sync ? atomic_load_explicit(&rl->health.word, memory_order_relaxed) : 0;
+    t->health = rl__has_global(rl) ? atomic_load_explicit(&rl->health.word, memory_order_relaxed) : 0;
     rl__params_read_n(t->ls, &t->p, RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED, detail);
     if (cost > t->p.normal.burst)
         return RL_ECOST;

@@ -11,6 +11,7 @@
 #include "errbuf.h"
 #include "structsize.h"
 #include "shared.h"
+#include "shsync.h"
 #include "limitdef.h"
 #include "share.h"
 #include "redis/url.h"
@@ -227,6 +228,7 @@ void rl_close(rl_t *rl)
     if (rl == NULL)
         return;
     if (rl__alloc_is_shared(&rl->alloc) && rl->fork_page != NULL) {
+        rl__shsync_close(rl); /* detach this process from the host's sync */
         rl__shared_close(rl); /* this process's view; the others keep theirs */
         return;
     }
@@ -254,6 +256,7 @@ void rl_close(rl_t *rl)
         else
             rl__sync_forget(rl->sync);
     }
+    rl__shsync_free(rl);
     rl__hot_destroy(rl);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
@@ -375,6 +378,8 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
+    if (manual_sync == RL__OPEN_SHARED)
+        return rl__shsync_create(rl, &url, &rl->shsync); /* no thread: after fork */
     int rc = rl__quotas_create(rl, c->quota_journal_max, c->quota_timeout_ms, &rl->quotas);
     if (rc == 0)
         rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);

@@ -23,7 +23,10 @@ struct rl {
     /* One page mapped MADV_WIPEONFORK holding 1: it reads 0 in a child. */
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
-    struct rl_sync *sync; /* the global tier; NULL when local-only */
+    struct rl_sync *sync; /* the global tier; NULL when local-only or shared */
+    /* A shared instance's global tier (shsync.h), in the mapping; NULL
+     * otherwise. Per-process state is reached through its private page. */
+    struct rl_shsync *shsync;
     struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
     struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
@@ -51,8 +54,14 @@ struct rl {
     _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
 };
 
-/* rl_open, optionally with manual sync rounds (see rl__sync_step). */
+/* rl_open, optionally with manual sync rounds (see rl__sync_step), or
+ * RL__OPEN_SHARED: rl_open_shared's passes, where a redis_url builds the
+ * host's sync state (shsync.h) and starts no thread. */
+#define RL__OPEN_SHARED 2
 int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync);
+
+/* Whether the instance has a global tier (its own sync, or its host's). */
+static inline int rl__has_global(const rl_t *rl) { return rl->sync != NULL || rl->shsync != NULL; }
 
 /* RL_EFORKED when called in a child on an inherited instance, else 0. */
 static inline int rl__fork_check(const rl_t *rl)

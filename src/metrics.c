@@ -476,12 +476,12 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
 
     rl_sink_t s = {buf, len, 0};
     render_limits(&s, e, n);
-    if (rl->sync != NULL)
+    if (rl__has_global(rl))
         render_limits_global(&s, e, n);
     if (got >= 0 && hk != NULL)
         render_hot(&s, e, n, hk, got);
     render_instance(&s, &st);
-    if (rl->sync != NULL)
+    if (rl__has_global(rl))
         render_global(&s, &st);
     rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));
     rl__free(&rl->alloc, hk, hk_bytes, _Alignof(rl_hotkey_t));

@@ -373,8 +373,12 @@ int rl_quota_add(rl_t *rl, const rl_quota_t *q)
     if ((rc = rl__quota_validate(q, NULL, 0)) != 0)
         return rc;
     rl_quotas_t *qs = rl->quotas;
-    if (qs == NULL)
+    if (qs == NULL) {
+        if (rl->shsync != NULL) /* see rl_open_shared */
+            rl__log(&rl->logger, RL_LOG_ERROR, "quota %.64s: quotas are not supported by a "
+                    "shared instance (rl_open_shared)", q->name);
         return RL_ENOTSUP;
+    }
     rl_quota_t def;
     rl_quota_init(&def);
     memcpy(&def, q, q->size < sizeof def ? q->size : sizeof def);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rl_open_shared: a local-only instance whose every byte the check path
- * touches (the rl_t, its key table, limit registry, counters and clock
- * state) lives in one MAP_SHARED anonymous mapping. fork() gives each child
+ * rl_open_shared: an instance whose every byte the check path touches (the
+ * rl_t, its key table, limit registry, counters and clock state, and with a
+ * redis_url the host's sync state, shsync.h) lives in one MAP_SHARED
+ * anonymous mapping. fork() gives each child
  * the same mapping at the same address, so the instance's pointers hold in
  * every process and the table's lock-free protocol, written for threads,
  * runs unchanged between processes: a CAS on a shared line is the same
@@ -120,10 +121,6 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
         c.size = sizeof c;
         if (c.err != NULL && c.errlen > 0)
             c.err[0] = '\0';
-        if (c.redis_url != NULL)
-            return rl__errf(c.err, c.errlen, RL_ENOTSUP,
-                            "redis_url: a shared instance is local-only (the global tier "
-                            "of the multi-process mode is not built)");
         if (c.allocator.alloc != NULL || c.allocator.free != NULL)
             return rl__errf(c.err, c.errlen, RL_ENOTSUP,
                             "allocator: a shared instance allocates from its shared mapping");
@@ -135,7 +132,7 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
     probe.allocator.free = measure_free;
     probe.allocator.opaque = &m;
     rl_t *rl = NULL;
-    int rc = rl__open(&rl, &probe, 0);
+    int rc = rl__open(&rl, &probe, RL__OPEN_SHARED);
     if (rc != 0)
         return rc;
     rl_close(rl);
@@ -157,7 +154,7 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
     real.allocator.alloc = arena_alloc;
     real.allocator.free = arena_free;
     real.allocator.opaque = a;
-    rc = rl__open(&rl, &real, 0);
+    rc = rl__open(&rl, &real, RL__OPEN_SHARED);
     if (rc != 0) {
         munmap(p, size);
         return rc;

@@ -6,6 +6,7 @@
 #include "quota.h"
 #include "structsize.h"
 #include "sync.h"
+#include "shsync.h"
 #include "redis/errclass.h"
 
 /* The public per-class fields are the error-class table in its order, one
@@ -154,7 +155,7 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     uint64_t w = atomic_load_explicit(&rl->health.word, memory_order_relaxed);
     uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
     uint64_t since = RL_HEALTH_SINCE(w);
-    uint64_t stay = rl->sync != NULL && now > since ? (now - since) / RL_FP_PER_MS : 0;
+    uint64_t stay = rl__has_global(rl) && now > since ? (now - since) / RL_FP_PER_MS : 0;
     o->health = RL_HEALTH_STATE(w);
     o->health_since_ms = stay;
     uint64_t in[3];
@@ -166,9 +167,12 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     o->ms_recovering = in[RL_HEALTH_RECOVERING];
     o->health_transitions = atomic_load_explicit(&rl->health.transitions, memory_order_relaxed);
     o->health_since_round = atomic_load_explicit(&rl->health.since_round, memory_order_relaxed);
-    if (rl->sync != NULL) {
+    if (rl__has_global(rl)) {
         rl_sync_counters_t c;
-        rl__sync_counters(rl->sync, &c);
+        if (rl->sync != NULL)
+            rl__sync_counters(rl->sync, &c);
+        else
+            rl__shsync_counters(rl->shsync, &c); /* the host's, from any process */
 #define RL_X_(field, counter) o->field = c.counter;
         RL_STATS_SYNC_MAP(RL_X_)
 #undef RL_X_

@@ -19,6 +19,7 @@
 #include "scripts.h"
 #include "backoff.h"
 #include "policy.h"
+#include "shsync.h"
 
 /* Transition log lines: at most one in this many ms. */
 #define HEALTH_LOG_EVERY_MS 1000
@@ -348,7 +349,7 @@ static void on_wake(uv_async_t *async)
     if (s->leaving)
         return;
     uv_timer_stop(&s->round_timer);
-    if (!rl__redis_route_can_send(&s->route, NULL, 0) ||
+    if (!s->hand_back || !rl__redis_route_can_send(&s->route, NULL, 0) ||
         !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT)) {
         finish_loop(s); /* nothing to hand back to */
         return;
@@ -397,7 +398,8 @@ static void free_sync(rl_sync_t *s)
     }
     const rl_allocator_t *a = &s->rl->alloc;
     size_t n = s->rl->table.nslots;
-    rl__free(a, s->slots, n * sizeof *s->slots, 8);
+    if (s->sh == NULL) /* a shared instance's are the host's */
+        rl__free(a, s->slots, n * sizeof *s->slots, 8);
     rl__free(a, s->order, 3 * n * sizeof *s->order, 8);
     rl__free(a, s->bucket_of, ((size_t)s->rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     rl__free(a, s->limits, s->rl->limits.cap * sizeof *s->limits, 8);
@@ -406,7 +408,7 @@ static void free_sync(rl_sync_t *s)
 
 /* The memory a sync thread needs, sized by the table and the limit
  * registry, and who this node is (incarnation, host, pid, start time). */
-static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
+static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t *sh)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
@@ -414,9 +416,11 @@ static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
         return NULL;
     s->rl = rl;
     s->url = *url;
+    s->sh = sh;
+    s->hand_back = 1;
     rl__redisurl_where(url, s->where, sizeof s->where);
     size_t n = rl->table.nslots;
-    s->slots = rl__calloc(a, n * sizeof *s->slots, 8);
+    s->slots = sh != NULL ? sh->slots : rl__calloc(a, n * sizeof *s->slots, 8);
     s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
     s->bucket_of = rl__calloc(a, ((size_t)rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     s->limits = rl__calloc(a, rl->limits.cap * sizeof *s->limits, 8);
@@ -429,8 +433,11 @@ static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url)
     s->rng = seed[0] | 1;
     /* node_id plus a random instance id: two instances in one process, or a
      * restarted node, are different incarnations. */
-    snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
-             (unsigned long long)seed[1]);
+    if (sh != NULL) /* the host's one node, whichever process holds the lease */
+        memcpy(s->incarnation, sh->incarnation, sizeof s->incarnation);
+    else
+        snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
+                 (unsigned long long)seed[1]);
     /* CLIENT LIST then names the node and instance holding a connection
      * (cut to RL_REDIS_CONN_NAME_MAX - 1 bytes; a node_id is 64 at most). */
     snprintf(s->client_name, sizeof s->client_name, "%s%.*s", RL_SYNC_CLIENT_NAME_PREFIX,
@@ -459,7 +466,8 @@ static int init_shared(rl_sync_t *s)
     }
     s->prims_ready = 1;
     for (int i = 0; i < C_N; i++)
-        atomic_init(&s->counters[i], 0);
+        atomic_init(&s->own_counters[i], 0);
+    s->counters = s->sh != NULL ? s->sh->counters : s->own_counters;
     return 0;
 }
 
@@ -519,11 +527,32 @@ static int start_thread(rl_sync_t *s)
     return -1;
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+/* A new lease holder picks the host's sync up where the last one left it
+ * (shsync.h): the same round and epoch numbers, nothing queued, and every
+ * slot visited once (the last holder may have died between clearing a
+ * dirty word and taking its counters). */
+static void resume_host(rl_sync_t *s)
 {
-    rl_sync_t *s = alloc_sync(rl, url);
+    /* relaxed: the lease (a mutex) ordered the last holder's stores. */
+    s->round_id = atomic_load_explicit(&s->sh->round_id, memory_order_relaxed);
+    s->next_epoch = atomic_load_explicit(&s->sh->next_epoch, memory_order_relaxed);
+    rl_table_t *t = &s->rl->table;
+    for (size_t i = 0; i < t->nslots; i++) {
+        s->slots[i].queued = 0;
+        /* relaxed: only the lease holder harvests the bitmap. */
+        atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
+                                 memory_order_relaxed);
+    }
+}
+
+static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_shsync_t *sh,
+                      rl_sync_t **out)
+{
+    rl_sync_t *s = alloc_sync(rl, url, sh);
     if (s == NULL)
         return RL_ENOMEM;
+    if (sh != NULL)
+        resume_host(s);
     s->driver = manual ? &rl__sync_step_driver : &timer_driver;
     if (init_shared(s) != 0 || init_loop(s) != 0) {
         free_sync(s);
@@ -542,15 +571,29 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
     }
     *out = s;
     if (!manual && wait_first_outcome(s) == FIRST_AUTH) {
-        rl__sync_stop(s, rl->sync_close_ms);
+        rl__sync_stop_ex(s, rl->sync_close_ms, sh == NULL);
         *out = NULL;
         return RL_EAUTH;
     }
     return 0;
 }
 
-void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms)
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
 {
+    return sync_start(rl, url, manual, NULL, out);
+}
+
+int rl__sync_start_host(struct rl *rl, rl_shsync_t *sh, rl_sync_t **out)
+{
+    return sync_start(rl, &sh->url, 0, sh, out);
+}
+
+void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms) { rl__sync_stop_ex(s, deadline_ms, 1); }
+
+void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back)
+{
+    /* Read by on_wake, on the loop thread: uv_async_send orders it. */
+    s->hand_back = hand_back;
     /* Read by on_wake, on the loop thread: uv_async_send orders it. */
     s->close_ms = deadline_ms;
     /* relaxed: published to the loop thread by uv_async_send. */

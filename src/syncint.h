@@ -146,9 +146,15 @@ struct rl_sync {
     uint64_t step_asked;      /* under step_mu */
     uint64_t step_done;       /* under step_mu */
     int step_failed;          /* under step_mu */
+    /* A shared instance's host sync (shsync.h), NULL otherwise: its slots,
+     * counters, incarnation, round and epoch numbers live in the shared
+     * mapping, so the next lease holder continues where this one stopped. */
+    struct rl_shsync *sh;
+    int hand_back;         /* the final round hands the shares back (leaving) */
     /* Shared with other threads. */
     _Atomic int stopping;
-    _Atomic uint64_t counters[C_N]; /* rl_sync_counters_t, in field order */
+    _Atomic uint64_t *counters; /* own_counters, or the host's (sh) */
+    _Atomic uint64_t own_counters[C_N]; /* rl_sync_counters_t, in field order */
 };
 
 static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)

@@ -13,6 +13,7 @@
 #include "share.h"
 #include "shareword.h"
 #include "hot.h"
+#include "shsync.h"
 
 
 /* Beyond a burst's time and the quiet reporters' entries, how long a key's
@@ -49,7 +50,7 @@ _Static_assert(sizeof ((call_t *)0)->ctrl / sizeof ((call_t *)0)->ctrl[0] == RL_
 static void snapshot_limits(rl_sync_t *s)
 {
     rl_limits_t *ls = &s->rl->limits;
-    pthread_mutex_lock(&ls->lock);
+    rl__limits_lock(ls); /* robust: a dead holder of a shared instance blocks nobody */
     for (uint32_t i = 0; i < ls->cap; i++) {
         rl_synclimit_t *l = &s->limits[i];
         /* relaxed: under the writers' lock, which orders every id store. */
@@ -113,6 +114,8 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         memset(ss, 0, sizeof *ss);
         ss->ctrl = c;
         ss->epoch = ++s->next_epoch;
+        if (s->sh != NULL) /* relaxed: under the lease (shsync.h) */
+            atomic_store_explicit(&s->sh->next_epoch, s->next_epoch, memory_order_relaxed);
         ss->last_round = s->round_id - 1; /* its counts span this round */
     }
     /* relaxed: values only; the bitmap swap (acq_rel) ordered them. */
@@ -694,6 +697,8 @@ void rl__sync_round(rl_sync_t *s)
 {
     rl_table_t *t = &s->rl->table;
     s->round_id++;
+    if (s->sh != NULL) /* relaxed: under the lease (shsync.h) */
+        atomic_store_explicit(&s->sh->round_id, s->round_id, memory_order_relaxed);
     s->round_failed = 0;
     s->in_flight = 0;
     s->round_start_ns = uv_hrtime();

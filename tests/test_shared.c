@@ -309,6 +309,22 @@ START_TEST(close_in_one_process)
 }
 END_TEST
 
+static void *no_alloc(void *opaque, size_t size, size_t align)
+{
+    (void)opaque;
+    (void)size;
+    (void)align;
+    return NULL;
+}
+
+static void no_free(void *opaque, void *p, size_t size, size_t align)
+{
+    (void)opaque;
+    (void)p;
+    (void)size;
+    (void)align;
+}
+
 START_TEST(errors)
 {
     rl_t *rl = (rl_t *)1;
@@ -316,12 +332,13 @@ START_TEST(errors)
     rl_config_t cfg;
     rl_config_init(&cfg);
     char msg[256];
-    cfg.redis_url = "redis://127.0.0.1:1";
+    cfg.allocator.alloc = no_alloc;
+    cfg.allocator.free = no_free;
     cfg.err = msg;
     cfg.errlen = sizeof msg;
     ck_assert_int_eq(rl_open_shared(&rl, &cfg), RL_ENOTSUP);
     ck_assert_ptr_null(rl);
-    ck_assert_msg(strstr(msg, "redis_url") != NULL, "%s", msg);
+    ck_assert_msg(strstr(msg, "allocator") != NULL, "%s", msg);
     rl_config_init(&cfg);
     cfg.max_keys = 1;
     cfg.err = msg;

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The global tier of a shared instance (rl_open_shared with a redis_url):
+ * the host is one node of the fleet. Its processes share the key table and
+ * one sync state, in the shared mapping; one of them at a time holds the
+ * lease and runs the sync thread for the whole host.
+ *
+ * The lease is a robust process-shared mutex. Every attached process
+ * (rl_shared_attach) runs a lease thread that blocks on it: the holder's
+ * death gives the next waiter EOWNERDEAD at once (the kernel walks a dead
+ * thread's robust list even while the process is an unreaped zombie, where
+ * kill(pid, 0) still answers 0), and a graceful holder unlocks it when it
+ * detaches. What a holder knows of each key (rl_syncslot_t: its epoch and
+ * cumulative counters) and the round and epoch numbers live in the mapping,
+ * under the lease, so a new holder continues as the same incarnation: Redis
+ * sees one node whose reports go on, counts nothing twice (they are
+ * cumulative) and drops no share. A holder may die between clearing a
+ * dirty word and taking its slots' counters: a new holder marks every slot
+ * dirty once.
+ *
+ * Which processes are attached: one record each, whose robust mutex its
+ * lease thread holds; a dead process's record answers EOWNERDEAD and is
+ * reclaimed. The last process out (no other live record) sends the final
+ * leaving round, which hands the host's shares back.
+ */
+#ifndef RL_SHSYNC_H
+#define RL_SHSYNC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "syncint.h"
+
+/* Attached processes a shared instance tracks at once. */
+#define RL_SHARED_PROCS_MAX 512
+
+/* A lease thread waiting for the lease wakes this often to see whether its
+ * process detaches (ms). A holder's death wakes it at once. */
+#define RL_SHARED_LEASE_POLL_MS 50
+
+/* One attached process. */
+typedef struct rl_shproc {
+    pthread_mutex_t alive; /* robust, process-shared: held by its lease thread */
+    _Atomic int64_t pid;   /* 0: free, or its process is detaching */
+} rl_shproc_t;
+
+typedef struct rl_shsync {
+    pthread_mutex_t lease; /* robust, process-shared: held by the sync's process */
+    rl_redisurl_t url;     /* written at open, read-only after */
+    char incarnation[300]; /* the host's one node in Redis; read-only after open */
+    rl_syncslot_t *slots;  /* one per table slot; only the lease holder touches them */
+    struct rl_shlocal *local; /* a MAP_PRIVATE page: each process's own state */
+    /* Under the lease: the holder's round and epoch numbers, written through. */
+    _Atomic uint64_t round_id;
+    _Atomic uint64_t next_epoch;
+    /* Statistics, any process. */
+    _Atomic int64_t holder_pid; /* 0: nobody holds the lease */
+    _Atomic uint64_t takeovers; /* leases taken from a dead holder */
+    _Atomic uint64_t handovers; /* leases taken from a holder that detached */
+    _Atomic uint64_t counters[C_N]; /* the host's rl_sync_counters_t */
+    rl_shproc_t procs[RL_SHARED_PROCS_MAX];
+} rl_shsync_t;
+
+/* At rl_open_shared, in the opener (the allocator carves the mapping):
+ * the state above for a table of rl->table.nslots. 0 or RL_ENOMEM. */
+int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t **out);
+
+/* rl_close in any process: detach if this process attached (the last one
+ * out hands the host's shares back), then drop the private page. */
+void rl__shsync_close(struct rl *rl);
+
+/* rl_close of the opening pass that only measures the mapping (its blocks
+ * are heap blocks). */
+void rl__shsync_free(struct rl *rl);
+
+/* The host's sync counters (any process). */
+void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out);
+
+#endif

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/* rl_open_shared with a redis_url: the host is one node of the fleet, its
+ * forked processes attach (rl_shared_attach) and one of them at a time
+ * runs the host's sync. Raced from several processes with the clock frozen
+ * through the clock hook: the bound holds exactly and Redis counts exactly
+ * what callers were told; a lease holder killed with SIGKILL or closed
+ * gracefully is replaced without a lost count or a dropped share; the last
+ * process out hands the share back. */
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "redis_harness.h"
+#include "instance.h"
+#include "shsync.h"
+
+#define NPROC 4
+#define NKEYS 8
+#define BURST 40
+
+static rl_test_redis_t srv;
+static char url[64];
+
+static void start_redis(void)
+{
+    char err[256];
+    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
+        fprintf(stderr, "test_shared_global: %s\n", err);
+        exit(1);
+    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+}
+
+static void stop_redis(void) { rl_test_redis_stop(&srv); }
+
+/* What the processes share besides the instance. */
+typedef struct {
+    _Atomic uint64_t now_ns;  /* the frozen clock */
+    _Atomic uint32_t phase;   /* what the children do: see child_main */
+    _Atomic uint32_t attached;
+    _Atomic uint32_t parked;  /* children done with the current phase */
+    _Atomic int32_t park_pid; /* phase 2: this child checks nothing... */
+    _Atomic uint32_t park_closes; /* ... and closes at once when this is 1 */
+    uint32_t rounds1, rounds2;    /* each child's rounds of checks per phase */
+    _Atomic uint64_t told[NKEYS]; /* admits the callers were told, per key */
+} ctl_t;
+
+static uint64_t frozen_clock(void *ud, int32_t source)
+{
+    (void)source;
+    /* relaxed: the test never moves it. */
+    return atomic_load_explicit(&((ctl_t *)ud)->now_ns, memory_order_relaxed);
+}
+
+static ctl_t *ctl_map(uint32_t rounds1, uint32_t rounds2)
+{
+    void *p = mmap(NULL, sizeof(ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                   0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    memset(p, 0, sizeof(ctl_t));
+    ctl_t *c = p;
+    atomic_store(&c->now_ns, UINT64_C(5000000000));
+    c->rounds1 = rounds1; /* before any fork */
+    c->rounds2 = rounds2;
+    return c;
+}
+
+static void flushall(void)
+{
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    ck_assert(r != NULL && r->err == 0);
+    freeReplyObject(redisCommand(r, "FLUSHALL"));
+    redisFree(r);
+}
+
+static rl_t *open_host(ctl_t *ctl, const char *prefix, int *id)
+{
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = "host-a";
+    c.sync_interval_ms = 50;
+    c.expected_nodes = 1;
+    c.key_secret = "fleet-secret-0123456789";
+    c.key_secret_len = 23;
+    c.key_prefix = prefix;
+    c.clock = frozen_clock;
+    c.clock_ud = ctl;
+    char err[256];
+    c.err = err;
+    c.errlen = sizeof err;
+    rl_t *rl = NULL;
+    int rc = rl_open_shared(&rl, &c);
+    ck_assert_msg(rc == 0, "rl_open_shared: %s (%s)", rl_err_name(rc), err);
+    /* A rate the frozen clock never refills: the bound is the burst. */
+    *id = rl_test_add(rl, "name=g rate=40/h burst=40 mode=global");
+    return rl;
+}
+
+static void key_of(int k, char *buf) { snprintf(buf, 16, "key-%d", k); }
+
+/* Check every key `rounds` times round robin, tallying the admits. */
+static void hammer(rl_t *rl, ctl_t *ctl, int id, int rounds)
+{
+    char key[16];
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < NKEYS; k++) {
+            key_of(k, key);
+            int rc = rl_check(rl, id, key, strlen(key), 1, NULL);
+            if (rc == RL_ALLOW)
+                atomic_fetch_add(&ctl->told[k], 1);
+            else if (rc != RL_DENY)
+                _exit(3);
+        }
+}
+
+static void wait_phase(ctl_t *ctl, uint32_t phase)
+{
+    while (atomic_load(&ctl->phase) < phase)
+        rl_test_sleep_ms(1);
+}
+
+/* A worker: attach, phase 1 checks, park; phase 2 checks (unless it is the
+ * one parked out, which may close at once), park; phase 3: close, exit. */
+static void child_main(rl_t *rl, ctl_t *ctl, int id)
+{
+    if (rl_shared_attach(rl) != 0)
+        _exit(2);
+    atomic_fetch_add(&ctl->attached, 1);
+    wait_phase(ctl, 1);
+    hammer(rl, ctl, id, (int)ctl->rounds1);
+    atomic_fetch_add(&ctl->parked, 1);
+    wait_phase(ctl, 2);
+    int closed = 0;
+    if (atomic_load(&ctl->park_pid) != (int32_t)getpid())
+        hammer(rl, ctl, id, (int)ctl->rounds2);
+    else if (atomic_load(&ctl->park_closes)) {
+        rl_close(rl);
+        closed = 1;
+    }
+    atomic_fetch_add(&ctl->parked, 1);
+    wait_phase(ctl, 3);
+    if (!closed)
+        rl_close(rl);
+    _exit(0);
+}
+
+static void spawn(rl_t *rl, ctl_t *ctl, int id, pid_t *pids)
+{
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0)
+            child_main(rl, ctl, id);
+    }
+    WAIT_FOR(atomic_load(&ctl->attached) == NPROC);
+}
+
+static void reap(pid_t pid, int killed)
+{
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    if (killed)
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
+    else
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+}
+
+/* What Redis holds for the limit's keys. */
+typedef struct {
+    long long admitted; /* the keys' fleet totals ('a') summed */
+    int keys;
+    int nodes_max;      /* most node entries (<inc>|e) on one key */
+    int live_max;       /* most live entries (<inc>|x) on one key */
+    int live_min;
+} redis_view_t;
+
+static redis_view_t redis_view(const char *prefix)
+{
+    redis_view_t v = {0, 0, 0, 0, 1 << 30};
+    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    ck_assert(r != NULL && r->err == 0);
+    redisReply *keys = redisCommand(r, "KEYS {%s:v1:g:*", prefix);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < keys->elements; i++) {
+        redisReply *h = redisCommand(r, "HGETALL %s", keys->element[i]->str);
+        int nodes = 0, live = 0;
+        for (size_t j = 0; j + 1 < h->elements; j += 2) {
+            const char *f = h->element[j]->str;
+            size_t len = strlen(f);
+            if (strcmp(f, "a") == 0)
+                v.admitted += atoll(h->element[j + 1]->str);
+            nodes += len > 2 && strcmp(f + len - 2, "|e") == 0;
+            live += len > 2 && strcmp(f + len - 2, "|x") == 0;
+        }
+        v.nodes_max = nodes > v.nodes_max ? nodes : v.nodes_max;
+        v.live_max = live > v.live_max ? live : v.live_max;
+        v.live_min = live < v.live_min ? live : v.live_min;
+        freeReplyObject(h);
+    }
+    v.keys = (int)keys->elements;
+    freeReplyObject(keys);
+    redisFree(r);
+    return v;
+}
+
+static long long told_total(ctl_t *ctl)
+{
+    long long n = 0;
+    for (int k = 0; k < NKEYS; k++)
+        n += (long long)atomic_load(&ctl->told[k]);
+    return n;
+}
+
+/* Redis has every admit the callers were told of, for every key. */
+static int redis_has_all(const char *prefix, ctl_t *ctl)
+{
+    redis_view_t v = redis_view(prefix);
+    return v.keys == NKEYS && v.admitted == told_total(ctl);
+}
+
+static int64_t holder(rl_t *rl)
+{
+    return atomic_load(&rl->shsync->holder_pid);
+}
+
+static void run_phase(ctl_t *ctl, uint32_t phase, uint32_t parked)
+{
+    atomic_store(&ctl->phase, phase);
+    WAIT_FOR(atomic_load(&ctl->parked) == parked);
+}
+
+/* Each key admits exactly its burst across the host (the model: a frozen
+ * clock never refills a bucket; the host is the only node, so its share is
+ * the whole limit and rescaling to it keeps the tokens), Redis counts
+ * exactly the admits callers were told of, the host is one node, and the
+ * last process out hands the share back. */
+START_TEST(host_is_one_node_with_exact_counts)
+{
+    flushall();
+    /* Phase 1 checks each key 3 bursts' worth: it runs out. */
+    ctl_t *ctl = ctl_map(3 * BURST / NPROC, BURST / NPROC);
+    int id;
+    rl_t *rl = open_host(ctl, "h1", &id);
+    pid_t pids[NPROC];
+    spawn(rl, ctl, id, pids);
+    run_phase(ctl, 1, NPROC);
+    for (int k = 0; k < NKEYS; k++)
+        ck_assert_uint_eq(atomic_load(&ctl->told[k]), BURST);
+    WAIT_FOR(redis_has_all("h1", ctl));
+    redis_view_t v = redis_view("h1");
+    ck_assert_int_eq(v.nodes_max, 1);
+    ck_assert_int_eq(v.live_min, 1);
+    /* rl_stats from the opener, which never attached, reports the host. */
+    rl_stats_t st;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(rl, &st), 0);
+    ck_assert_uint_ge(st.sync_reports, NKEYS);
+    ck_assert_uint_eq(st.admitted, (uint64_t)NKEYS * BURST);
+    run_phase(ctl, 2, 2 * NPROC);
+    for (int k = 0; k < NKEYS; k++)
+        ck_assert_uint_eq(atomic_load(&ctl->told[k]), BURST);
+    atomic_store(&ctl->phase, 3);
+    for (int i = 0; i < NPROC; i++)
+        reap(pids[i], 0);
+    v = redis_view("h1");
+    ck_assert_int_eq(v.keys, NKEYS);
+    ck_assert_int_eq(v.admitted, (long long)NKEYS * BURST);
+    ck_assert_int_eq(v.nodes_max, 1);
+    ck_assert_int_eq(v.live_max, 0); /* the last one out handed the share back */
+    ck_assert_int_eq(holder(rl), 0);
+    rl_close(rl);
+    munmap(ctl, sizeof *ctl);
+}
+END_TEST
+
+/* The holder, killed with SIGKILL while the others check: another process
+ * takes the lease over, as the same node (Redis keeps one entry per key,
+ * its share still live), and Redis ends with every admit counted once. */
+START_TEST(holder_killed_is_taken_over)
+{
+    flushall();
+    /* Half the burst in phase 1, so phase 2 admits too. */
+    ctl_t *ctl = ctl_map(BURST / 2 / NPROC, 2 * BURST / NPROC);
+    int id;
+    rl_t *rl = open_host(ctl, "h2", &id);
+    pid_t pids[NPROC];
+    spawn(rl, ctl, id, pids);
+    WAIT_FOR(holder(rl) != 0);
+    pid_t victim = (pid_t)holder(rl);
+    atomic_store(&ctl->park_pid, (int32_t)victim);
+    run_phase(ctl, 1, NPROC);
+    ck_assert_int_eq(told_total(ctl), NKEYS * BURST / 2);
+    WAIT_FOR(redis_has_all("h2", ctl));
+    /* Phase 2 checks run while the holder dies. */
+    atomic_store(&ctl->phase, 2);
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    reap(victim, 1);
+    WAIT_FOR(holder(rl) != 0 && holder(rl) != victim);
+    ck_assert_uint_eq(atomic_load(&rl->shsync->takeovers), 1);
+    WAIT_FOR(atomic_load(&ctl->parked) == NPROC + NPROC - 1);
+    WAIT_FOR(redis_has_all("h2", ctl));
+    redis_view_t v = redis_view("h2");
+    ck_assert_int_eq(v.nodes_max, 1);  /* the same node: no second incarnation */
+    ck_assert_int_eq(v.live_min, 1);   /* its share was not dropped */
+    for (int k = 0; k < NKEYS; k++)
+        ck_assert_uint_eq(atomic_load(&ctl->told[k]), BURST);
+    atomic_store(&ctl->phase, 3);
+    for (int i = 0; i < NPROC; i++)
+        if (pids[i] != victim)
+            reap(pids[i], 0);
+    v = redis_view("h2");
+    ck_assert_int_eq(v.admitted, (long long)NKEYS * BURST);
+    ck_assert_int_eq(v.live_max, 0); /* the dead holder did not stop the hand-back */
+    rl_close(rl);
+    munmap(ctl, sizeof *ctl);
+}
+END_TEST
+
+/* The holder closes while the others live: the lease passes on without a
+ * leaving round (Redis keeps the host's live entry), and the counts of the
+ * checks after it reach Redis through the next holder. */
+START_TEST(holder_closing_hands_the_lease_over)
+{
+    flushall();
+    ctl_t *ctl = ctl_map(BURST / 2 / NPROC, 2 * BURST / NPROC);
+    int id;
+    rl_t *rl = open_host(ctl, "h3", &id);
+    pid_t pids[NPROC];
+    spawn(rl, ctl, id, pids);
+    WAIT_FOR(holder(rl) != 0);
+    pid_t first = (pid_t)holder(rl);
+    atomic_store(&ctl->park_pid, (int32_t)first);
+    atomic_store(&ctl->park_closes, 1);
+    run_phase(ctl, 1, NPROC);
+    WAIT_FOR(redis_has_all("h3", ctl));
+    uint64_t taken = atomic_load(&rl->shsync->handovers);
+    run_phase(ctl, 2, 2 * NPROC);
+    /* The first holder closed while the others checked. */
+    WAIT_FOR(holder(rl) != 0 && holder(rl) != first);
+    ck_assert_uint_eq(atomic_load(&rl->shsync->handovers), taken + 1);
+    ck_assert_uint_eq(atomic_load(&rl->shsync->takeovers), 0);
+    WAIT_FOR(redis_has_all("h3", ctl));
+    redis_view_t v = redis_view("h3");
+    ck_assert_int_eq(v.nodes_max, 1);
+    ck_assert_int_eq(v.live_min, 1); /* no leaving round: the share stays */
+    for (int k = 0; k < NKEYS; k++)
+        ck_assert_uint_eq(atomic_load(&ctl->told[k]), BURST);
+    atomic_store(&ctl->phase, 3);
+    for (int i = 0; i < NPROC; i++)
+        reap(pids[i], 0);
+    v = redis_view("h3");
+    ck_assert_int_eq(v.admitted, (long long)NKEYS * BURST);
+    ck_assert_int_eq(v.live_max, 0);
+    rl_close(rl);
+    munmap(ctl, sizeof *ctl);
+}
+END_TEST
+
+START_TEST(unsupported_features_are_refused)
+{
+    ctl_t *ctl = ctl_map(0, 0);
+    int id;
+    rl_t *rl = open_host(ctl, "h4", &id);
+    rl_limit_t lim;
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=x rate=10/s mode=exact", NULL, 0), 0);
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ENOTSUP);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=y rate=10/s mode=tiered", NULL, 0), 0);
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ENOTSUP);
+    ck_assert_int_eq(rl_limit_parse(&lim, "name=g rate=10/s mode=exact", NULL, 0), 0);
+    ck_assert_int_eq(rl_limit_update(rl, id, &lim), RL_ENOTSUP);
+    rl_close(rl);
+    /* Not a shared instance: nothing to attach to. */
+    rl_t *plain = NULL;
+    ck_assert_int_eq(rl_open(&plain, NULL), 0);
+    ck_assert_int_eq(rl_shared_attach(plain), RL_ENOTSUP);
+    rl_close(plain);
+    ck_assert_int_eq(rl_shared_attach(NULL), RL_EINVAL);
+    /* A local-only shared instance: nothing to join. */
+    rl_t *local = NULL;
+    ck_assert_int_eq(rl_open_shared(&local, NULL), 0);
+    ck_assert_int_eq(rl_shared_attach(local), 0);
+    rl_close(local);
+    munmap(ctl, sizeof *ctl);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shared_global");
+    TCase *tc = tcase_create("redis");
+    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, host_is_one_node_with_exact_counts);
+    tcase_add_test(tc, holder_killed_is_taken_over);
+    tcase_add_test(tc, holder_closing_hands_the_lease_over);
+    tcase_add_test(tc, unsupported_features_are_refused);
+    suite_add_tcase(s, tc);
+    return rl_test_run(s);
+}
