@@ -36,9 +36,11 @@ typedef struct {
     ngx_array_t qdefs;    /* ngx_http_ratelimit_qdef_t */
     size_t metrics_slot;  /* bytes of one worker's metrics text */
     ngx_shm_zone_t *metrics_zone; /* NULL: no ratelimit_metrics anywhere */
-    /* Local-only: one instance for all workers (rl_open_shared), opened by
-     * the master in init_module and inherited by the workers. With a Redis:
-     * each worker's own, from init_process to exit_process. */
+    /* One instance for all workers (rl_open_shared), opened by the master in
+     * init_module and inherited by the workers (with a Redis, each attaches
+     * to the host's sync in init_process); with an exact or tiered limit or
+     * a quota and a Redis, each worker's own, from init_process to
+     * exit_process. */
     rl_t *rl;
     ngx_flag_t shared;
     int *ids;             /* limit id of defs[i] in rl */

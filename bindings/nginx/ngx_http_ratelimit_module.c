@@ -3,10 +3,13 @@
  * ngx_http_ratelimit_module: libratelimit's limits as nginx directives.
  *
  * Configuration is parsed and validated in the master (so `nginx -t` fails on
- * a bad spec, an unknown limit or an unreadable secret); each worker opens
- * its own instance in init_process and closes it in exit_process, because an
- * instance inherited across fork() is unusable (RL_EFORKED) and the master
- * must own no thread or connection a fork would break. See README.md.
+ * a bad spec, an unknown limit or an unreadable secret). The master opens one
+ * shared instance for the host (rl_open_shared: no thread, no connection a
+ * fork would break); with a Redis each worker joins the host's sync in
+ * init_process (rl_shared_attach) and leaves it in exit_process (rl_close).
+ * Only a configuration with exact or tiered limits or quotas, which a shared
+ * instance does not support, makes each worker open its own instance (and
+ * be its own node) in init_process. See README.md.
  */
 #include "ngx_http_ratelimit.h"
 
@@ -783,12 +786,15 @@ ngx_http_ratelimit_log(void *ud, int32_t level, const char *msg)
 }
 
 /*
- * The master's shared instance for local-only configurations, kept across
- * reloads so the new workers go on from the old workers' buckets: a reload
- * neither refills nor empties a limit. It is replaced only when its sizing
- * changes (ratelimit_max_keys, the number of limits past its room).
+ * The master's shared instance, kept across reloads so the new workers go on
+ * from the old workers' buckets (and, with a Redis, the host stays the same
+ * node with the same shares): a reload neither refills nor empties a limit.
+ * It is replaced only when its sizing changes (ratelimit_max_keys, the
+ * number of limits past its room) or its fleet does (ratelimit_redis, the
+ * secret, the node id, ratelimit_expected_nodes).
  */
 static rl_t *ngx_http_ratelimit_shared;
+static uint64_t ngx_http_ratelimit_shared_fleet;
 static ngx_uint_t ngx_http_ratelimit_shared_keys;
 static ngx_uint_t ngx_http_ratelimit_shared_cap;
 static char (*ngx_http_ratelimit_shared_names)[RL_NAME_MAX];
@@ -847,22 +853,92 @@ ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_
     return NGX_OK;
 }
 
+/* Whether the host's workers share one instance: always local-only; with
+ * a Redis unless a limit is exact or tiered or a quota is defined (a shared
+ * instance refuses them: they need the calling worker's own connection). */
+static ngx_flag_t
+ngx_http_ratelimit_host_mode(ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    ngx_uint_t i;
+
+    if (mcf->redis_url.len == 0) {
+        return 1;
+    }
+    if (mcf->qdefs.nelts > 0) {
+        return 0;
+    }
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        if (defs[i].lim.mode == RL_MODE_EXACT || defs[i].lim.mode == RL_MODE_TIERED) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The node id: ratelimit_node_id or the host name, bytes outside the
+ * library's alphabet replaced; `suffix` bytes of room left. */
+static u_char *
+ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
+    char *node, size_t cap)
+{
+    ngx_str_t host;
+    ngx_uint_t i;
+    u_char *p;
+
+    host = mcf->node_id.len ? mcf->node_id : cycle->hostname;
+    p = ngx_snprintf((u_char *) node, cap - 1, "%*s", ngx_min(host.len, (size_t) 32), host.data);
+    for (i = 0; i < (ngx_uint_t) (p - (u_char *) node); i++) {
+        if (!ngx_http_ratelimit_node_char((u_char) node[i])) {
+            node[i] = '_';
+        }
+    }
+    *p = '\0';
+    return p;
+}
+
+/* FNV-1a of the settings that make the host's node: a change reopens. */
+static uint64_t
+ngx_http_ratelimit_fleet_hash(ngx_http_ratelimit_main_conf_t *mcf, const char *node)
+{
+    const ngx_str_t parts[] = { mcf->redis_url, mcf->secret,
+                                { ngx_strlen(node), (u_char *) node } };
+    uint64_t h = 14695981039346656037ULL;
+    ngx_uint_t i, j;
+
+    for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        for (j = 0; j < parts[i].len; j++) {
+            h = (h ^ parts[i].data[j]) * 1099511628211ULL;
+        }
+        h = (h ^ 0xff ^ parts[i].len) * 1099511628211ULL;
+    }
+    return (h ^ mcf->expected_nodes) * 1099511628211ULL;
+}
+
 /* Master, at start and at each reload (before the workers are forked). */
 static ngx_int_t
 ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
+    char node[RL_NAME_MAX], url[2048];
+    uint64_t fleet;
     ngx_uint_t cap;
     rl_config_t cfg;
     rl_t *rl;
     int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL || mcf->redis_url.len > 0
+    if (mcf == NULL || !ngx_http_ratelimit_host_mode(mcf)
         || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL))
     {
         return NGX_OK;
     }
+    if (mcf->redis_url.len >= sizeof(url)) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit_redis: URL too long");
+        return NGX_ERROR;
+    }
+    ngx_http_ratelimit_node_name(cycle, mcf, node, sizeof(node));
+    fleet = ngx_http_ratelimit_fleet_hash(mcf, node);
     mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
     if (mcf->ids == NULL) {
         return NGX_ERROR;
@@ -871,7 +947,8 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
      * once (a reload adds before the old names are gone). */
     cap = ngx_max(256, 2 * mcf->defs.nelts);
     if (ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
-        || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts)
+        || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts
+        || ngx_http_ratelimit_shared_fleet != fleet)
     {
         rl_config_init(&cfg);
         cfg.max_keys = (uint32_t) mcf->max_keys;
@@ -880,6 +957,16 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
         cfg.log_ud = NULL;
         if (mcf->expected_nodes > 0) {
             cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+        }
+        if (mcf->redis_url.len > 0) {
+            /* The host is one node of the fleet: its workers attach in
+             * init_process; nothing runs in the master. */
+            ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
+            cfg.redis_url = url;
+            cfg.key_secret = mcf->secret.data;
+            cfg.key_secret_len = mcf->secret.len;
+            cfg.node_id = node;
+            cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
         }
         rc = rl_open_shared(&rl, &cfg);
         if (rc < 0) {
@@ -892,6 +979,7 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
          * they exit; the master lets go of its view now. */
         rl_close(ngx_http_ratelimit_shared);
         ngx_http_ratelimit_shared = rl;
+        ngx_http_ratelimit_shared_fleet = fleet;
         ngx_http_ratelimit_shared_keys = mcf->max_keys;
         ngx_http_ratelimit_shared_cap = cfg.max_limits;
         ngx_http_ratelimit_shared_n = 0;
@@ -911,7 +999,6 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     ngx_http_ratelimit_def_t *defs;
     ngx_http_ratelimit_qdef_t *qdefs;
     char node[RL_NAME_MAX], url[2048];
-    ngx_str_t host;
     rl_config_t cfg;
     u_char *p;
     ngx_uint_t i;
@@ -924,7 +1011,14 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
     if (mcf->shared) {
-        return NGX_OK; /* the master's shared instance, inherited */
+        /* The master's shared instance, inherited; with a Redis, this
+         * worker joins the host's sync (one worker at a time runs it). */
+        if (mcf->redis_url.len > 0 && (rc = rl_shared_attach(mcf->rl)) < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: rl_shared_attach failed: "
+                          "%s (%s)", rl_strerror(rc), rl_err_name(rc));
+            return NGX_ERROR;
+        }
+        return NGX_OK;
     }
     rl_config_init(&cfg);
     cfg.max_keys = (uint32_t) mcf->max_keys;
@@ -940,16 +1034,10 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
         cfg.redis_url = url;
         cfg.key_secret = mcf->secret.data;
         cfg.key_secret_len = mcf->secret.len;
-        /* Each worker is one node of the fleet; the pid keeps the node of an
-         * old worker still draining after a reload apart from its successor. */
-        host = mcf->node_id.len ? mcf->node_id : cycle->hostname;
-        p = ngx_snprintf((u_char *) node, sizeof(node) - 1, "%*s",
-                         ngx_min(host.len, (size_t) 32), host.data);
-        for (i = 0; i < (ngx_uint_t) (p - (u_char *) node); i++) {
-            if (!ngx_http_ratelimit_node_char((u_char) node[i])) {
-                node[i] = '_';
-            }
-        }
+        /* Exact or tiered limits or quotas: each worker is one node of the
+         * fleet; the pid keeps the node of an old worker still draining
+         * after a reload apart from its successor. */
+        p = ngx_http_ratelimit_node_name(cycle, mcf, node, sizeof(node));
         p = ngx_snprintf(p, sizeof(node) - 1 - (p - (u_char *) node), "-w%ui-%P", ngx_worker,
                          ngx_pid);
         *p = '\0';
@@ -1017,8 +1105,18 @@ ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
     ngx_http_ratelimit_main_conf_t *mcf;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL || mcf->rl == NULL || mcf->shared) {
-        return; /* a shared instance outlives its workers */
+    if (mcf == NULL || mcf->rl == NULL) {
+        return;
+    }
+    if (mcf->shared) {
+        /* A shared instance outlives its workers. With a Redis, this worker
+         * leaves the host's sync: another worker takes it over, and the
+         * last one out hands the host's shares back. */
+        if (mcf->redis_url.len > 0) {
+            rl_close(mcf->rl);
+            mcf->rl = NULL;
+        }
+        return;
     }
     /* Reports the last usage to Redis and hands this node's shares back, so
      * a reload loses no count (bounded wait, see rl_close). */
