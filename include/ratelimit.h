@@ -596,9 +596,11 @@ RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
  * worker's start), never before one. Every attached process runs one lease
  * thread; one of them at a time holds the sync lease and runs the host's
  * sync thread and connection, the others wait. When the holder detaches
- * (rl_close) the next takes over at once; when it dies (even by SIGKILL)
- * the next takes over within about a millisecond (the kernel frees a dead
- * thread's robust mutex). Either way the host stays one node in Redis and
+ * (rl_close) the next takes the lease at once; when it dies (even by
+ * SIGKILL) within about a millisecond (the kernel frees a dead thread's
+ * robust mutex). The new holder then connects (at most 1 s) and runs its
+ * first round a sync interval later; until then checks go on at the shares
+ * they hold. Either way the host stays one node in Redis and
  * keeps its shares and counts: the new holder continues the same report
  * state (epochs and cumulative counters live in the shared mapping), so
  * Redis counts every admitted request once and no share is dropped.

@@ -9,6 +9,9 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
 #include "shsync.h"
 #include "alloc.h"
 #include "instance.h"
@@ -99,6 +102,16 @@ static int robust_lock(pthread_mutex_t *m, uint64_t ms)
         rc = pthread_mutex_timedlock(m, &ts);
     }
     if (rc == EOWNERDEAD) {
+#ifdef __SANITIZE_THREAD__
+        /* ThreadSanitizer's timedlock interceptor records a lock only when
+         * it returns 0 (its trylock and lock ones also take EOWNERDEAD):
+         * tell it this thread holds the mutex, or the unlock reads as one
+         * of an unlocked mutex. */
+        if (ms != 0) {
+            __tsan_mutex_pre_lock(m, __tsan_mutex_try_lock);
+            __tsan_mutex_post_lock(m, __tsan_mutex_try_lock, 0);
+        }
+#endif
         pthread_mutex_consistent(m);
         return 1;
     }

@@ -530,7 +530,11 @@ static int start_thread(rl_sync_t *s)
 /* A new lease holder picks the host's sync up where the last one left it
  * (shsync.h): the same round and epoch numbers, nothing queued, and every
  * slot visited once (the last holder may have died between clearing a
- * dirty word and taking its counters). */
+ * dirty word and taking its counters). Every key Redis has an entry of
+ * reports in the first round (one lingering round): the last holder may
+ * have died after recording a report as sent and before sending it, and
+ * an entry it never refreshed would expire while the host still admits at
+ * its share. */
 static void resume_host(rl_sync_t *s)
 {
     /* relaxed: the lease (a mutex) ordered the last holder's stores. */
@@ -539,6 +543,8 @@ static void resume_host(rl_sync_t *s)
     rl_table_t *t = &s->rl->table;
     for (size_t i = 0; i < t->nslots; i++) {
         s->slots[i].queued = 0;
+        if (s->slots[i].period != 0 && s->slots[i].linger == 0)
+            s->slots[i].linger = 1;
         /* relaxed: only the lease holder harvests the bitmap. */
         atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
                                  memory_order_relaxed);
