@@ -675,7 +675,8 @@ RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spe
  * the rl_limit_* calls serialise on one mutex of the instance (checks never
  * take it). No allocation.
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
- * RL_ELIMITS, RL_EFORKED.
+ * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for an exact or tiered limit in a
+ * shared instance with a redis_url (rl_open_shared; logged).
  */
 RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
 

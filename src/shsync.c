@@ -216,7 +216,8 @@ static void hold_lease(rl_attach_t *at)
         if (wait_stop(at, 1000))
             break;
     }
-    wait_stop(at, UINT32_MAX);
+    while (!wait_stop(at, 60000)) {
+    }
     int stop, last;
     read_stop(at, &stop, &last);
     if (s != NULL)
@@ -230,7 +231,8 @@ static void *lease_main(void *arg)
     rl_attach_t *at = arg;
     rl_shsync_t *sh = at->sh;
     rl_shproc_t *me = &sh->procs[at->proc];
-    robust_lock(&me->alive, UINT32_MAX); /* free, or a dead process's */
+    while (robust_lock(&me->alive, 60000) < 0) { /* free, or a dead process's */
+    }
     att_set(at, &at->started, 1);
     uint64_t last_waited_ms = 0;
     for (;;) {

@@ -56,7 +56,8 @@ typedef struct rl_shsync {
     /* Statistics, any process. */
     _Atomic int64_t holder_pid; /* 0: nobody holds the lease */
     _Atomic uint64_t takeovers; /* leases taken from a dead holder */
-    _Atomic uint64_t handovers; /* leases taken from a holder that detached */
+    _Atomic uint64_t handovers; /* leases taken otherwise: the first, and
+                                   each from a holder that detached */
     _Atomic uint64_t counters[C_N]; /* the host's rl_sync_counters_t */
     rl_shproc_t procs[RL_SHARED_PROCS_MAX];
 } rl_shsync_t;

@@ -876,8 +876,9 @@ ngx_http_ratelimit_host_mode(ngx_http_ratelimit_main_conf_t *mcf)
     return 1;
 }
 
-/* The node id: ratelimit_node_id or the host name, bytes outside the
- * library's alphabet replaced; `suffix` bytes of room left. */
+/* The node id into node (cap bytes): ratelimit_node_id or the host name
+ * (at most 32 bytes), bytes outside the library's alphabet replaced; its
+ * end, where a worker's suffix may go. */
 static u_char *
 ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
     char *node, size_t cap)
