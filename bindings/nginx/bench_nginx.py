@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """nginx serving a static file: no limiter, nginx's limit_req, this module
 (local-only and global), in one run, rounds interleaved; wrk's requests/s
-and p99, the median of the rounds.
+and p99, the median of the rounds; then what the global rounds made the
+redis-server do (its CPU time and report script calls, per second).
 
     RL_NGINX_MODULE=/path/ngx_http_ratelimit_module.so \
         python3 bench_nginx.py [--seconds 5] [--rounds 3] [--conns 32] [--keys 1000]
@@ -15,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +44,23 @@ def wrk(port, seconds, conns, script):
     p99_ms = float(m[1]) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m[2]]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return rps, p99_ms, int(non2xx[1]) if non2xx else 0
+
+
+def redis_work(redis):
+    """The redis-server's CPU seconds so far and its script calls (EVALSHA)."""
+    with open(f"/proc/{redis.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with socket.create_connection(("127.0.0.1", redis.port), timeout=5) as c:
+        c.sendall(b"INFO commandstats\r\n")
+        data = b""
+        while b"\r\n" not in data:  # the bulk reply's $<length> line
+            data += c.recv(65536)
+        head, _, data = data.partition(b"\r\n")
+        while len(data) < int(head[1:]) + 2:
+            data += c.recv(65536)
+    m = re.search(rb"cmdstat_evalsha:calls=(\d+)", data)
+    return cpu, int(m[1]) if m else 0
 
 
 def main():
@@ -80,9 +99,16 @@ def main():
             servers[name] = Nginx(http_conf, server_conf=server_conf)
             servers[name].start()
         res = {name: [] for name in configs}
+        redis_cpu = redis_calls = 0.0
         for r in range(a.rounds):
             for name, n in servers.items():
+                if name == "ratelimit global":
+                    cpu0, calls0 = redis_work(redis)
                 res[name].append(wrk(n.port, a.seconds, a.conns, script))
+                if name == "ratelimit global":
+                    cpu1, calls1 = redis_work(redis)
+                    redis_cpu += cpu1 - cpu0
+                    redis_calls += calls1 - calls0
                 print(f"round {r + 1} {name}: {res[name][-1][0]:.0f} req/s "
                       f"p99 {res[name][-1][1]:.2f} ms", file=sys.stderr)
         base = statistics.median(x[0] for x in res["none"])
@@ -92,6 +118,10 @@ def main():
             p99 = statistics.median(x[1] for x in rows)
             bad = sum(x[2] for x in rows)
             print(f"{name:<18} {rps:>10.0f} {100 * rps / base:>7.1f}% {p99:>8.2f} {bad:>8}")
+        # The sync's cost outside nginx: what the global rounds made Redis do.
+        span = a.rounds * a.seconds
+        print(f"global: redis-server CPU {100 * redis_cpu / span:.1f}% of a core, "
+              f"{redis_calls / span:.0f} report script calls/s")
     finally:
         for n in servers.values():
             n.stop()
