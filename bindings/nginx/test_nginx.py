@@ -582,6 +582,28 @@ class TestFleet(unittest.TestCase):
         self.assertEqual(metric_value(get(a.port, "/metrics")[2].decode(),
                                       "ratelimit_fleet_nodes"), 2.0)
 
+    def test_workers_killed_under_load_keep_the_band(self):
+        # Both of a server's workers killed with SIGKILL one after the
+        # other, so the one holding the host's sync lease is among them:
+        # another worker takes the sync over as the same node, the master's
+        # respawned workers attach, and the fleet stays in its band.
+        a = self.fleet_nginx("a")
+        b = self.fleet_nginx("b")
+        wa = WrkRun(a.port, 9)
+        wb = WrkRun(b.port, 9)
+        wait_until(lambda: metric_sum(get(a.port, "/metrics")[2].decode(),
+                                      "ratelimit_limit_denied_total") > 0,
+                   "the load to reach the limit")
+        for victim in sorted(a.worker_pids()):
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: victim not in a.worker_pids() and
+                       len(a.worker_pids()) == 2, "a respawned worker")
+        per_a, per_b = wa.result(), wb.result()
+        self.check_windows(per_a, per_b)
+        self.assertIn("takes the host's sync over from a dead holder", a.error_log())
+        self.assertEqual(metric_value(get(a.port, "/metrics")[2].decode(),
+                                      "ratelimit_fleet_nodes"), 2.0)
+
 
 def metric_value(text, name):
     for line in text.splitlines():
