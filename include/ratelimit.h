@@ -607,8 +607,11 @@ RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
  * (One gap: a holder killed between taking a key's counters to 0 and
  * storing them, a few instructions, loses that key's counts since the last
  * round.) rl_close detaches; the last attached process to close sends the
- * host's final round, which hands its shares back, waiting at most
- * max(500 ms, 3 sync intervals) for the lease.
+ * host's final round, which hands its shares back: it waits at most
+ * max(500 ms, 3 sync intervals) for the lease, then (if it did not hold it)
+ * at most about 1 s to connect, then for the round as rl_close does.
+ * A child forked from an attached process is not attached (it may attach
+ * itself). The lease and sync threads block every signal.
  * Returns 0 (also when already attached, and on a shared instance without
  * a redis_url, where there is nothing to join).
  * Errors: RL_EINVAL rl is NULL; RL_ENOTSUP rl is not a shared instance;

@@ -101,6 +101,12 @@ static int robust_lock(pthread_mutex_t *m, uint64_t ms)
         abs_after_ms(&ts, ms);
         rc = pthread_mutex_timedlock(m, &ts);
     }
+    if (rc != 0 && rc != EOWNERDEAD && rc != ETIMEDOUT && rc != EBUSY && ms != 0) {
+        /* Not a wait that ended (ENOTRECOVERABLE, which nothing here
+         * causes: every EOWNERDEAD is made consistent): never spin. */
+        struct timespec pause = {0, (long)(ms < 1000 ? ms : 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     if (rc == EOWNERDEAD) {
 #ifdef __SANITIZE_THREAD__
         /* ThreadSanitizer's timedlock interceptor records a lock only when
@@ -206,13 +212,14 @@ static void hold_lease(rl_attach_t *at)
     /* relaxed: statistics. */
     atomic_store_explicit(&sh->holder_pid, (int64_t)getpid(), memory_order_relaxed);
     rl_sync_t *s = NULL;
-    for (;;) {
+    for (int failed = 0;; failed++) {
         int rc = rl__sync_start_host(rl, sh, &s);
         if (rc == 0)
             break;
         s = NULL;
-        rl__log(&rl->logger, RL_LOG_ERROR, "shared sync: cannot start the host's sync (%s); "
-                "retrying in 1 s", rl_strerror(rc));
+        if (failed == 0) /* once a streak: a retry a second would flood the log */
+            rl__log(&rl->logger, RL_LOG_ERROR, "shared sync: cannot start the host's sync "
+                    "(%s); retrying every second", rl_strerror(rc));
         if (wait_stop(at, 1000))
             break;
     }
