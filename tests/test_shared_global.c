@@ -303,7 +303,7 @@ START_TEST(holder_killed_is_taken_over)
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
     reap(victim, 1);
     WAIT_FOR(holder(rl) != 0 && holder(rl) != victim);
-    ck_assert_uint_eq(atomic_load(&rl->shsync->takeovers), 1);
+    WAIT_FOR(atomic_load(&rl->shsync->takeovers) == 1);
     WAIT_FOR(atomic_load(&ctl->parked) == NPROC + NPROC - 1);
     WAIT_FOR(redis_has_all("h2", ctl));
     redis_view_t v = redis_view("h2");
@@ -344,7 +344,7 @@ START_TEST(holder_closing_hands_the_lease_over)
     run_phase(ctl, 2, 2 * NPROC);
     /* The first holder closed while the others checked. */
     WAIT_FOR(holder(rl) != 0 && holder(rl) != first);
-    ck_assert_uint_eq(atomic_load(&rl->shsync->handovers), taken + 1);
+    WAIT_FOR(atomic_load(&rl->shsync->handovers) == taken + 1);
     ck_assert_uint_eq(atomic_load(&rl->shsync->takeovers), 0);
     WAIT_FOR(redis_has_all("h3", ctl));
     redis_view_t v = redis_view("h3");
