@@ -540,6 +540,10 @@ static void resume_host(rl_sync_t *s)
     /* relaxed: the lease (a mutex) ordered the last holder's stores. */
     s->round_id = atomic_load_explicit(&s->sh->round_id, memory_order_relaxed);
     s->next_epoch = atomic_load_explicit(&s->sh->next_epoch, memory_order_relaxed);
+    /* A dead holder left its connection's state: not ours. relaxed:
+     * statistics. */
+    atomic_store_explicit(&s->counters[C_CONNECTED], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->counters[C_NODES_READY], 0, memory_order_relaxed);
     rl_table_t *t = &s->rl->table;
     for (size_t i = 0; i < t->nslots; i++) {
         s->slots[i].queued = 0;
@@ -557,13 +561,13 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sh
     rl_sync_t *s = alloc_sync(rl, url, sh);
     if (s == NULL)
         return RL_ENOMEM;
-    if (sh != NULL)
-        resume_host(s);
     s->driver = manual ? &rl__sync_step_driver : &timer_driver;
     if (init_shared(s) != 0 || init_loop(s) != 0) {
         free_sync(s);
         return RL_ENOMEM;
     }
+    if (sh != NULL)
+        resume_host(s);
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
      * share, not at its on_failure policy. */
