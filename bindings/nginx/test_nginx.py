@@ -557,6 +557,10 @@ class TestFleet(unittest.TestCase):
         text = get(a.port, "/metrics")[2].decode()
         check_exposition(self, text, worker_labels=False)
         self.assertEqual(metric_value(text, "ratelimit_fleet_nodes"), 2.0, text)
+        # The master opened the instance and holds no thread of it (nothing
+        # a fork would break): the sync runs in a worker.
+        with open(f"/proc/{a.master_pid()}/status") as f:
+            self.assertIn("\nThreads:\t1\n", f.read())
         # wrk may stop with requests in flight: nginx admitted them, wrk
         # never counted their answers (at most one per connection).
         self.assertLessEqual(m - total_ok, 16, (m, total_ok, admitted))
