@@ -24,6 +24,8 @@
  *              what two threads can give on this machine at all.
  *   redis      the centralized design: one EVALSHA of token_bucket.lua per
  *              request, synchronous hiredis, on a redis-server started here.
+ *   same line  hash + clock + CAS, every thread on ONE shared word: what
+ *              any design that writes one word per check of a key gives.
  *
  * Exit status: 0, unless --gate is given and a ratio or count target is
  * missed (1), or the bench could not set up (2). Absolute ns/op targets are
@@ -46,7 +48,8 @@
 #include <x86intrin.h>
 #endif
 #include "ratelimit.h"
-#include "instance.h" /* internals: which clock source a limit got, and the floor */
+#include "instance.h" /* internals: which clock source a limit got, the floor, hot marks */
+#include "shareword.h"
 #include "mutex_map.h"
 #include "redis_server.h"
 #include "token_bucket_lua.h"
@@ -64,17 +67,19 @@
 /* ------------------------------------------------------------ options */
 
 static struct {
-    int quick, gate, no_redis;
+    int quick, gate, no_redis, one_key;
     int runs;
     uint64_t run_ns;
-} opt = {0, 0, 0, 9, 200000000};
+} opt = {0, 0, 0, 0, 9, 200000000};
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rl_bench [--quick] [--gate] [--no-redis] [--runs N] [--run-ms MS]\n"
+    fprintf(f, "usage: rl_bench [--quick] [--gate] [--no-redis] [--one-key] [--runs N] "
+               "[--run-ms MS]\n"
                "  --quick     3 runs of ~40 ms per figure (CI smoke, ~30 s in all)\n"
                "  --gate      exit 1 when a ratio or count target is missed\n"
                "  --no-redis  skip the per-request Redis baseline\n"
+               "  --one-key   only the one-key group (hot key marked hot or not)\n"
                "  --runs N    runs per figure (median), 1..%d; default 9\n"
                "  --run-ms MS length of one run; default 200\n",
             MAX_RUNS);
@@ -92,6 +97,8 @@ static void parse_args(int argc, char **argv)
             opt.gate = 1;
         } else if (strcmp(a, "--no-redis") == 0) {
             opt.no_redis = 1;
+        } else if (strcmp(a, "--one-key") == 0) {
+            opt.one_key = 1;
         } else if (strcmp(a, "--runs") == 0 && i + 1 < argc) {
             opt.runs = atoi(argv[++i]);
             if (opt.runs < 1 || opt.runs > MAX_RUNS) {
@@ -531,6 +538,28 @@ static uint64_t loop_parallel(void *vc, unsigned tid, unsigned nthreads, uint64_
     return acc;
 }
 
+/* Every thread's CAS on one shared word (the floor's w[0]). */
+static uint64_t loop_sameline(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)nthreads;
+    floor_ctx_t *c = vc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *w = &c->w[0].v;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: nothing is published; the shared line is the cost. A
+         * failed CAS is retried, as a bucket's charge would be. */
+        uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(w, &old, old + (id.lo ^ now),
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+        acc += old;
+    }
+    return acc;
+}
+
 static uint64_t loop_clock_precise(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
 {
     (void)vc, (void)tid, (void)nthreads;
@@ -604,6 +633,10 @@ typedef struct row {
 /* [dist][mode][threads - 1] */
 static row_t g_row[D_N][M_N][MAX_THREADS];
 static fig_t g_hot_decision; /* hot key, mostly-allow, 1 thread, with a decision */
+/* One key, many threads: [0] not marked, [1] marked hot, [2] same-line CAS,
+ * [3] parallel loop; [.][threads - 1]. */
+static fig_t g_onekey[4][MAX_THREADS];
+static int g_onekey_ran;
 static fig_t g_clock[3];
 static fig_t g_redis;
 static char g_redis_note[160];
@@ -901,6 +934,79 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
     rl_close(rl);
 }
 
+/* Mark every live key of an instance hot, as rl_hotkeys does for a key
+ * whose demand passed its limit's hot= (hot.c): the bench's key would need
+ * 50M checks/s for hot=0.5 of 100M/s, so the mark is set directly. */
+static void mark_all_hot(rl_t *rl)
+{
+    for (size_t i = 0; i < rl->table.nslots; i++) {
+        rl_slot_t *s = &rl->table.slots[i];
+        /* relaxed: set before the threads that read it are started. */
+        if (RL_CTRL_STATE(atomic_load_explicit(&s->ctrl, memory_order_relaxed)) == RL_SLOT_LIVE)
+            atomic_fetch_or_explicit(&s->share, RL_SHAREWORD_HOT, memory_order_relaxed);
+    }
+}
+
+/* Issue #14, "one key, many threads": the hot key's mostly-allow limit on 1
+ * and 2 threads, not marked (one bucket word) and marked hot (leases,
+ * src/lease.h), beside what this machine gives one shared word (same-line
+ * CAS) and no shared line (parallel loop), all in one group. */
+static void bench_onekey(void)
+{
+    fprintf(stderr, "one key, many threads: warming up...\n");
+    int id_plain, id_hot;
+    rl_t *plain = open_instance(1, M_ALLOW, &id_plain);
+    rl_t *hot = open_instance(1, M_ALLOW, &id_hot);
+    mark_all_hot(hot);
+    int32_t source = limit_source(plain, id_plain);
+    ours_ctx_t oc_plain = {.rl = plain, .id = id_plain, .s = g_stream[D_HOT]};
+    ours_ctx_t oc_hot = {.rl = hot, .id = id_hot, .s = g_stream[D_HOT]};
+    floor_ctx_t *fc = floor_ctx_new(source, g_stream[D_HOT], table_slots(plain));
+    static const char *const what[4] = {"not marked", "marked hot", "same-line CAS",
+                                        "parallel loop"};
+    static const op_loop_fn fn[4] = {loop_ours, loop_ours, loop_sameline, loop_parallel};
+    void *ctx[4] = {&oc_plain, &oc_hot, fc, fc};
+    contender_t c[4 * MAX_THREADS];
+    char name[4 * MAX_THREADS][64];
+    int k = 0;
+    for (unsigned t = 1; t <= MAX_THREADS; t++)
+        for (int v = 0; v < 4; v++) {
+            snprintf(name[k], sizeof name[k], "one key %uT: %s", t, what[v]);
+            c[k] = (contender_t){name[k], fn[v], ctx[v], t, &g_onekey[v][t - 1], 0};
+            k++;
+        }
+    measure_group(c, k);
+    /* relaxed: the threads were joined. */
+    int err = atomic_load_explicit(&oc_plain.err, memory_order_relaxed);
+    if (err == 0)
+        err = atomic_load_explicit(&oc_hot.err, memory_order_relaxed);
+    if (err != 0)
+        die("rl_check", err);
+    floor_ctx_free(fc);
+    rl_close(plain);
+    rl_close(hot);
+    g_onekey_ran = 1;
+}
+
+static void print_onekey(void)
+{
+    if (!g_onekey_ran)
+        return;
+    static const char *const what[4] = {"rl_check, key not marked", "rl_check, key marked hot",
+                                        "same-line CAS (baseline)", "parallel loop (baseline)"};
+    printf("\none key, many threads (hot key, mostly-allow; ns/op, 2T = wall / ops of both;\n"
+           "scale = 2T throughput / 1T throughput of the same row, median of per-round ratios)\n");
+    printf("%-28s | %7s %7s | %5s | %s\n", "contender", "1T", "2T", "scale", "2T / not marked 1T");
+    for (int v = 0; v < 4; v++) {
+        const fig_t *f = g_onekey[v];
+        printf("%-28s | %7.1f %7.1f | %5.2f | %.2f\n", what[v], f[0].med, f[1].med,
+               ratio(&f[0], &f[1]), ratio(&g_onekey[0][0], &f[1]));
+    }
+    printf("allowed: not marked %.1f%% / %.1f%%, marked hot %.1f%% / %.1f%%\n",
+           100.0 * g_onekey[0][0].allow, 100.0 * g_onekey[0][1].allow,
+           100.0 * g_onekey[1][0].allow, 100.0 * g_onekey[1][1].allow);
+}
+
 static void bench_clocks(void)
 {
     contender_t c[3] = {
@@ -1066,16 +1172,24 @@ int main(int argc, char **argv)
     cpu_use_t u0 = cpu_use();
     fprintf(stderr, "generating key streams...\n");
     make_streams();
-    bench_clocks();
-    for (int m = 0; m < M_N; m++) {
-        bench_keyset(D_HOT, D_HOT, m);
-        bench_keyset(D_K1, D_K1, m);
-        bench_keyset(D_M1U, D_M1Z, m);
+    if (opt.one_key) {
+        bench_onekey();
+    } else {
+        bench_clocks();
+        for (int m = 0; m < M_N; m++) {
+            bench_keyset(D_HOT, D_HOT, m);
+            bench_keyset(D_K1, D_K1, m);
+            bench_keyset(D_M1U, D_M1Z, m);
+        }
+        bench_onekey();
     }
     cpu_use_t u1 = cpu_use();
     double wall = (double)(mono_ns() - t0) / 1e9;
-    print_table();
-    print_targets();
+    if (!opt.one_key) {
+        print_table();
+        print_targets();
+    }
+    print_onekey();
     /* Tick-granular accounting: a few hundredths of a CPU are noise. */
     double others = (u1.busy - u0.busy - (u1.self - u0.self)) / wall;
     printf("\nother processes used %.2f CPUs on average during the run (steal %.2f): %s\n",
