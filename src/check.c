@@ -532,6 +532,23 @@ static __attribute__((noinline)) void lease_steal(rl_t *rl, target_t *t, outcome
     }
 }
 
+/* charge_word for a key marked hot: from a lease when the check may take
+ * one (lease_eligible), and before a deny from another CPU's. */
+static __attribute__((noinline)) int charge_hot(rl_t *rl, target_t *t, rl_slotref_t *ref,
+                                                uint32_t cost, outcome_t *o, const void *key,
+                                                size_t len)
+{
+    int leasing = lease_eligible(rl, t, o, cost);
+    if (leasing && lease_charge(rl, t, ref, o, key, len))
+        return 0;
+    int rc = charge_word(t, &ref->slot->tat, ref->tat, o->g, cost, !t->p.synced, o);
+    if (rc == 0 && leasing && !o->allowed) {
+        o->slot = ref->slot;
+        lease_steal(rl, t, o);
+    }
+    return rc;
+}
+
 /* Charge cost > 0 to the target's key. */
 static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, uint32_t cost,
                                                          outcome_t *o, const void *key,
@@ -556,16 +573,11 @@ static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, 
                 break;
             continue;
         }
-        int leased = lease && __builtin_expect(lease_eligible(rl, t, o, cost), 0);
-        if (leased && lease_charge(rl, t, &ref, o, key, len)) {
+        int rc = lease && __builtin_expect((o->flags & RL_FLAG_HOT) != 0, 0)
+                     ? charge_hot(rl, t, &ref, cost, o, key, len)
+                     : charge_word(t, &ref.slot->tat, ref.tat, o->g, cost, !t->p.synced, o);
+        if (rc == 0) {
             o->slot = ref.slot;
-            o->bucket = &ref.slot->tat;
-            break;
-        }
-        if (charge_word(t, &ref.slot->tat, ref.tat, o->g, cost, !t->p.synced, o) == 0) {
-            o->slot = ref.slot;
-            if (leased && !o->allowed)
-                lease_steal(rl, t, o);
             o->bucket = o->allowed ? &ref.slot->tat : NULL;
             break;
         }
