@@ -12,7 +12,9 @@
  * The difference of the two totals over 100000 is one check plus this
  * loop's own few instructions. Modes: allow (NULL decision), deny, decision
  * (an allowed check that fills an rl_decision_t), batch32 (rl_check_batch of
- * 32 requests of the one key, counted per request).
+ * 32 requests of the one key, counted per request), hot (allow, the key
+ * marked hot through hot= and rl_hotkeys first: its checks take their
+ * tokens from a lease, src/lease.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "allow";
     long n = argc > 2 ? atol(argv[2]) : 100000;
     int deny = strcmp(mode, "deny") == 0;
+    int hot = strcmp(mode, "hot") == 0;
     rl_config_t cfg;
     rl_config_init(&cfg);
     rl_t *rl;
@@ -32,7 +35,8 @@ int main(int argc, char **argv)
     rl_limit_t lim;
     char err[256];
     const char *spec = deny ? "name=d rate=1/m burst=1 mode=local"
-                            : "name=a rate=100000/1ms burst=1000000 mode=local";
+                  : hot ? "name=a rate=100000/1ms burst=1000000 mode=local hot=0.000001"
+                        : "name=a rate=100000/1ms burst=1000000 mode=local";
     if (rl_limit_parse(&lim, spec, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -41,6 +45,23 @@ int main(int argc, char **argv)
     if (id < 0)
         return 2;
     long allowed = 0;
+    if (hot) {
+        /* Demand far past hot= (100/s) over RL_HOT_ENTER calls: marked. */
+        rl_decision_t d;
+        rl_decision_init(&d);
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 10000; i++)
+                rl_check(rl, id, "user:00000001", 13, 1, NULL);
+            rl_hotkey_t hk;
+            rl_hotkey_init(&hk);
+            rl_hotkeys(rl, id, &hk, 1);
+        }
+        rl_check(rl, id, "user:00000001", 13, 1, &d);
+        if (!(d.flags & RL_FLAG_HOT)) {
+            fprintf(stderr, "rl_bench_instr: the key was not marked hot\n");
+            return 2;
+        }
+    }
     if (strcmp(mode, "batch32") == 0) {
         rl_request_t req[32];
         for (int i = 0; i < 32; i++) {

@@ -481,8 +481,8 @@ static void lease_admitted(target_t *t, outcome_t *o, uint64_t tat, uint64_t lef
  * with the batch); 0: the bucket could not pay a batch, or the slot
  * changed: charge as any key.
  */
-static __attribute__((noinline)) int lease_charge(rl_t *rl, target_t *t, rl_slotref_t *ref,
-                                                  outcome_t *o, const void *key, size_t len)
+static inline int lease_charge(rl_t *rl, target_t *t, rl_slotref_t *ref, outcome_t *o,
+                               const void *key, size_t len)
 {
     uint64_t b = rl__lease_batch(&rl->leases, o->g);
     rl_slot_t *s = ref->slot;
@@ -515,7 +515,7 @@ static __attribute__((noinline)) int lease_charge(rl_t *rl, target_t *t, rl_slot
 
 /* Before a hot key's check is denied: a token still leased on another CPU
  * (the bucket could not pay). Admits o from it when there is one. */
-static __attribute__((noinline)) void lease_steal(rl_t *rl, target_t *t, outcome_t *o)
+static __attribute__((noinline, cold)) void lease_steal(rl_t *rl, target_t *t, outcome_t *o)
 {
     rl_slot_t *s = o->slot;
     size_t i = (size_t)(s - rl->table.slots);

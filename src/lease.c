@@ -9,10 +9,13 @@
 int rl__leases_init(rl_leases_t *l, const rl_allocator_t *a)
 {
     long n = sysconf(_SC_NPROCESSORS_CONF);
-    unsigned s = 1;
-    while (s < RL_LEASE_STRIPES_MAX && (long)s < n)
+    unsigned s = 1, shift = 2;
+    while (s < RL_LEASE_STRIPES_MAX && (long)s < n) {
         s <<= 1;
+        shift++;
+    }
     l->stripes = s;
+    l->shift = shift;
     l->line = rl__calloc(a, (size_t)RL_LEASE_GROUPS * s * sizeof *l->line, 64);
     return l->line != NULL ? 0 : RL_ENOMEM;
 }
@@ -24,10 +27,10 @@ void rl__leases_destroy(rl_leases_t *l, const rl_allocator_t *a)
     l->line = NULL;
 }
 
-unsigned rl__lease_cpu(void)
+unsigned rl__lease_cpu_slow(void)
 {
-    /* glibc reads it from the thread's rseq area when the kernel keeps one
-     * (no system call); otherwise the vDSO's getcpu. */
+    /* the vDSO's getcpu when the thread has no rseq area (valgrind, older
+     * kernels or C libraries) */
     int c = sched_getcpu();
     return c > 0 ? (unsigned)c : 0;
 }

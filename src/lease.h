@@ -43,6 +43,11 @@
 #include <stdint.h>
 #include "ratelimit.h"
 #include "bucket.h"
+#if defined(__GLIBC__) && defined(__x86_64__) &&                                          \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#include <sys/rseq.h>
+#define RL_HAVE_RSEQ 1
+#endif
 
 #define RL_LEASE_GROUPS 64u
 #define RL_LEASE_GROUP_BITS 6
@@ -64,6 +69,7 @@ typedef struct rl_lease_line {
 typedef struct rl_leases {
     rl_lease_line_t *line; /* RL_LEASE_GROUPS x stripes; NULL: leases off */
     unsigned stripes;      /* lines per group: a power of two */
+    unsigned shift;        /* log2(4 x stripes): the batch is burst >> shift */
 } rl_leases_t;
 
 /* Allocate the lines (stripes from the CPUs configured, at most
@@ -73,8 +79,25 @@ void rl__leases_destroy(rl_leases_t *l, const rl_allocator_t *a);
 
 /* The CPU the calling thread runs on (0 when unknown). A hint only: a
  * thread that migrates after reading it uses another CPU's line, which the
- * CAS on it keeps correct. */
-unsigned rl__lease_cpu(void);
+ * CAS on it keeps correct. Out of line: sched_getcpu. */
+unsigned rl__lease_cpu_slow(void);
+
+/* The same, from the thread's rseq area when glibc registered one (2.35 and
+ * later; the kernel keeps its cpu_id_start current): one load, where
+ * sched_getcpu is a call. */
+static inline unsigned rl__lease_cpu(void)
+{
+#if defined(RL_HAVE_RSEQ)
+    if (__builtin_expect(__rseq_size != 0, 1)) {
+        const struct rseq *r =
+            (const struct rseq *)(void *)((char *)__builtin_thread_pointer() + __rseq_offset);
+        /* relaxed: the running thread's own area, written by the kernel
+         * only between its instructions; any value read is a CPU number. */
+        return __atomic_load_n(&r->cpu_id_start, __ATOMIC_RELAXED);
+    }
+#endif
+    return rl__lease_cpu_slow();
+}
 
 /* The slowest rate that leases: 100,000 per second (T = 10 us). A key
  * admits at most its rate, so a slower one cannot admit often enough for
@@ -92,7 +115,7 @@ static inline uint64_t rl__lease_batch(const rl_leases_t *l, const rl_gcra_t *g)
 {
     if (g->t_fp > RL_LEASE_T_FP_MAX)
         return 0;
-    uint64_t b = g->burst / (4 * (uint64_t)l->stripes);
+    uint64_t b = g->burst >> l->shift;
     return b < RL_LEASE_BATCH_MAX ? b : RL_LEASE_BATCH_MAX;
 }
 
