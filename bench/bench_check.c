@@ -560,6 +560,94 @@ static uint64_t loop_sameline(void *vc, unsigned tid, unsigned nthreads, uint64_
     return acc;
 }
 
+/*
+ * Models of the two designs issue #14 named for one key on many threads,
+ * on one skeleton (the floor's hash and clock, a read of the key's slot line
+ * as a lookup does, then the design's writes), so they compare with each
+ * other and with the baselines rather than with the library's whole check:
+ * - striped: S = threads stripes, each a GCRA word of rate/S and burst/S
+ *   plus its admitted counter, on a line of the thread's own (two locked
+ *   RMWs per check, none on a shared line);
+ * - lease: a lease word on the thread's own line (one locked RMW per
+ *   check); every B = 64 checks, a batch charged to the key's one GCRA word
+ *   and counted on the key's line (the shared line written once per batch).
+ */
+#define MODEL_BATCH 64
+
+typedef struct model_ctx {
+    floor_ctx_t *fc;
+    uint64_t t_fp, tau_fp; /* the key's GCRA parameters (the mostly-allow limit) */
+    line_t slot;           /* the key's bucket word and counter */
+    line_t own[MAX_THREADS];
+} model_ctx_t;
+
+static inline int model_gcra(_Atomic uint64_t *w, uint64_t now, uint64_t t, uint64_t tau)
+{
+    /* relaxed: a model; the CAS alone makes charges add up. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        uint64_t next = (tat > now ? tat : now) + t;
+        if (next - now > tau)
+            return 0;
+        if (atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 1;
+    }
+}
+
+static uint64_t loop_model_striped(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    model_ctx_t *m = vc;
+    floor_ctx_t *c = m->fc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *w = &m->own[tid].v;
+    /* a counter on the stripe's own line (pad[0] reused as an atomic) */
+    _Atomic uint64_t *cnt = (_Atomic uint64_t *)(void *)&m->own[tid].pad[0];
+    uint64_t t = m->t_fp * nthreads, tau = m->tau_fp; /* rate/S, burst/S: tau = burst/S x S T */
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: the lookup's read of the key's line, never written here. */
+        acc += atomic_load_explicit((_Atomic uint64_t *)(void *)&m->slot.pad[1],
+                                    memory_order_relaxed) ^ id.lo;
+        if (model_gcra(w, now, t, tau))
+            /* relaxed: a counter. */
+            atomic_fetch_add_explicit(cnt, 1, memory_order_relaxed);
+    }
+    return acc;
+}
+
+static uint64_t loop_model_lease(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)nthreads;
+    model_ctx_t *m = vc;
+    floor_ctx_t *c = m->fc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *lw = &m->own[tid].v;
+    _Atomic uint64_t *cnt = (_Atomic uint64_t *)(void *)&m->slot.pad[0];
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: as in loop_model_striped. */
+        acc += atomic_load_explicit((_Atomic uint64_t *)(void *)&m->slot.pad[1],
+                                    memory_order_relaxed) ^ id.lo;
+        /* relaxed: a model's lease word, as the library's (lease.h). */
+        uint64_t tok = atomic_load_explicit(lw, memory_order_relaxed);
+        int got = 0;
+        while (tok != 0 && !(got = atomic_compare_exchange_weak_explicit(
+                                 lw, &tok, tok - 1, memory_order_relaxed, memory_order_relaxed)))
+            ;
+        if (!got && model_gcra(&m->slot.v, now, m->t_fp * MODEL_BATCH, m->tau_fp)) {
+            /* relaxed: a counter; the batch's tokens, counted once. */
+            atomic_fetch_add_explicit(cnt, MODEL_BATCH, memory_order_relaxed);
+            atomic_fetch_add_explicit(lw, MODEL_BATCH - 1, memory_order_relaxed);
+        }
+    }
+    return acc;
+}
+
 static uint64_t loop_clock_precise(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
 {
     (void)vc, (void)tid, (void)nthreads;
@@ -634,8 +722,9 @@ typedef struct row {
 static row_t g_row[D_N][M_N][MAX_THREADS];
 static fig_t g_hot_decision; /* hot key, mostly-allow, 1 thread, with a decision */
 /* One key, many threads: [0] not marked, [1] marked hot, [2] same-line CAS,
- * [3] parallel loop; [.][threads - 1]. */
-static fig_t g_onekey[4][MAX_THREADS];
+ * [3] parallel loop, [4] striped model, [5] lease model; [.][threads - 1]. */
+#define ONEKEY_N 6
+static fig_t g_onekey[ONEKEY_N][MAX_THREADS];
 static int g_onekey_ran;
 static fig_t g_clock[3];
 static fig_t g_redis;
@@ -962,15 +1051,25 @@ static void bench_onekey(void)
     ours_ctx_t oc_plain = {.rl = plain, .id = id_plain, .s = g_stream[D_HOT]};
     ours_ctx_t oc_hot = {.rl = hot, .id = id_hot, .s = g_stream[D_HOT]};
     floor_ctx_t *fc = floor_ctx_new(source, g_stream[D_HOT], table_slots(plain));
-    static const char *const what[4] = {"not marked", "marked hot", "same-line CAS",
-                                        "parallel loop"};
-    static const op_loop_fn fn[4] = {loop_ours, loop_ours, loop_sameline, loop_parallel};
-    void *ctx[4] = {&oc_plain, &oc_hot, fc, fc};
-    contender_t c[4 * MAX_THREADS];
-    char name[4 * MAX_THREADS][64];
+    /* one model state each: a stripe's TAT is no lease's token count */
+    model_ctx_t *mc = alloc64(2 * sizeof *mc);
+    memset(mc, 0, 2 * sizeof *mc);
+    for (int i = 0; i < 2; i++) {
+        mc[i].fc = fc;
+        mc[i].t_fp = (mode_period_ms[M_ALLOW] * RL_FP_PER_MS) / mode_count[M_ALLOW];
+        mc[i].tau_fp = mc[i].t_fp * mode_burst[M_ALLOW];
+    }
+    static const char *const what[ONEKEY_N] = {"not marked", "marked hot", "same-line CAS",
+                                               "parallel loop", "model: striped",
+                                               "model: lease"};
+    static const op_loop_fn fn[ONEKEY_N] = {loop_ours,     loop_ours,          loop_sameline,
+                                            loop_parallel, loop_model_striped, loop_model_lease};
+    void *ctx[ONEKEY_N] = {&oc_plain, &oc_hot, fc, fc, &mc[0], &mc[1]};
+    contender_t c[ONEKEY_N * MAX_THREADS];
+    char name[ONEKEY_N * MAX_THREADS][64];
     int k = 0;
     for (unsigned t = 1; t <= MAX_THREADS; t++)
-        for (int v = 0; v < 4; v++) {
+        for (int v = 0; v < ONEKEY_N; v++) {
             snprintf(name[k], sizeof name[k], "one key %uT: %s", t, what[v]);
             c[k] = (contender_t){name[k], fn[v], ctx[v], t, &g_onekey[v][t - 1], 0};
             k++;
@@ -982,6 +1081,7 @@ static void bench_onekey(void)
         err = atomic_load_explicit(&oc_hot.err, memory_order_relaxed);
     if (err != 0)
         die("rl_check", err);
+    free(mc);
     floor_ctx_free(fc);
     rl_close(plain);
     rl_close(hot);
@@ -992,12 +1092,13 @@ static void print_onekey(void)
 {
     if (!g_onekey_ran)
         return;
-    static const char *const what[4] = {"rl_check, key not marked", "rl_check, key marked hot",
-                                        "same-line CAS (baseline)", "parallel loop (baseline)"};
+    static const char *const what[ONEKEY_N] = {
+        "rl_check, key not marked", "rl_check, key marked hot", "same-line CAS (baseline)",
+        "parallel loop (baseline)", "model: striped bucket",    "model: leases (B=64)"};
     printf("\none key, many threads (hot key, mostly-allow; ns/op, 2T = wall / ops of both;\n"
            "scale = 2T throughput / 1T throughput of the same row, median of per-round ratios)\n");
     printf("%-28s | %7s %7s | %5s | %s\n", "contender", "1T", "2T", "scale", "2T / not marked 1T");
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < ONEKEY_N; v++) {
         const fig_t *f = g_onekey[v];
         printf("%-28s | %7.1f %7.1f | %5.2f | %.2f\n", what[v], f[0].med, f[1].med,
                ratio(&f[0], &f[1]), ratio(&g_onekey[0][0], &f[1]));
