@@ -9,15 +9,20 @@
  *   equal what was answered plus what the leases still hold, exactly;
  * - one thread: a hot key's first check leases a batch, a drain admits the
  *   burst exactly, a refund gives back exactly what it refunds;
+ * - a synced hot key whose slot sync rounds harvest while it leases: each
+ *   token counted once;
  * - checks that must not lease: cost > 1, a small burst, a rate under
- *   100,000/s, rl_check_multi.
+ *   100,000/s, rl_check_multi, an rl_open_shared instance.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "testutil.h"
+#include "redis_harness.h"
 #include "instance.h"
+#include "sync.h"
 #include "shareword.h"
 #include "lease.h"
 
@@ -280,6 +285,129 @@ START_TEST(checks_that_do_not_lease)
 }
 END_TEST
 
+/* An rl_open_shared instance has no leases (hot.c marks no key there, and
+ * lease lines would have to live in the mapping): a key marked hot anyway
+ * is charged on its bucket word, one token a check. */
+START_TEST(shared_instance_does_not_lease)
+{
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.max_keys = 64;
+    cfg.clock = rl_test_clock_fn;
+    cfg.clock_ud = &frozen;
+    rl_t *rl;
+    ck_assert_int_eq(rl_open_shared(&rl, &cfg), 0);
+    ck_assert_ptr_null(rl->leases.line);
+    int id = rl_test_add(rl, SPEC);
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    mark_hot(rl, id, "hot");
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    ck_assert_uint_eq(remaining(rl, id, "hot"), BURST - 2);
+    ck_assert_uint_eq(stats(rl).admitted, 2);
+    ck_assert_uint_eq(2 + drain(rl, id, "hot"), BURST);
+    rl_close(rl);
+}
+END_TEST
+
+/* ------------------------------------------------ a synced hot key */
+
+static rl_test_redis_t srv;
+static char url[64];
+static int redis_skipped;
+
+static void start_redis(void)
+{
+    char err[256];
+    int rc = rl_test_redis_start(&srv, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "test_hotlease: %s\n", err);
+        exit(1);
+    }
+    redis_skipped = rc == 1;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+}
+
+static void stop_redis(void) { rl_test_redis_stop(&srv); }
+
+/* One sync round at virtual time clk + 100 ms; the first may find the
+ * script still loading: retried (bounded) until one reaches Redis. */
+static void sync_round(rl_t *rl, rl_test_clock_t *clk)
+{
+    int ok = -1;
+    for (int tries = 0; tries < 300 && ok != 0; tries++) {
+        rl_test_clock_advance(clk, 100000000);
+        ok = rl__sync_step(rl->sync, atomic_load(&clk->precise_ns) / 1000000);
+        if (ok != 0) {
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    ck_assert_int_eq(ok, 0);
+}
+
+/* A synced hot key leasing on 4 threads while sync rounds harvest its slot
+ * (manual rounds, virtual time; each round swaps the slot's counters, folds
+ * them into the limit's totals and reports the same figure): rl_stats is
+ * what the checks were answered plus what the leases still hold, each
+ * token once: none harvested twice, none lost. */
+START_TEST(synced_hot_key_reports_each_token_once)
+{
+    if (redis_skipped)
+        return;
+    static rl_test_clock_t clk = {UINT64_C(5000000000000), 0};
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = "lease";
+    c.sync_interval_ms = 100;
+    c.expected_nodes = 1;
+    c.key_secret = "lease-secret-0123456789";
+    c.key_secret_len = 23;
+    c.key_prefix = "hl";
+    c.clock = rl_test_clock_fn;
+    c.clock_ud = &clk;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
+    int id = rl_test_add(rl, "name=gh rate=1000000/s burst=4000");
+    /* Healthy first (a failed first round, the script loading, degrades
+     * it; a degraded check decides by on_failure and never leases). */
+    for (int tries = 0; tries < 100 && rl_test_health(rl) != RL_HEALTH_HEALTHY; tries++)
+        sync_round(rl, &clk);
+    ck_assert_int_eq(rl_test_health(rl), RL_HEALTH_HEALTHY);
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    mark_hot(rl, id, "hot");
+    /* before the first round the key runs at the pre-sync share (the whole
+     * rate with one node expected): it leases */
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    ck_assert_uint_eq(stats(rl).admitted, 1 + batch(rl));
+    uint64_t answered = 2;
+    for (int r = 0; r < 6; r++) {
+        checker_t ck[4];
+        _Atomic int go = 0;
+        for (int t = 0; t < 4; t++) {
+            ck[t] = (checker_t){.rl = rl, .id = id, .n = 3000 / (uint64_t)scale(), .go = &go};
+            ck_assert_int_eq(pthread_create(&ck[t].th, NULL, checker_run, &ck[t]), 0);
+        }
+        /* relaxed: as in checker_run. */
+        atomic_store_explicit(&go, 1, memory_order_relaxed);
+        sync_round(rl, &clk); /* harvests while the checkers run */
+        for (int t = 0; t < 4; t++) {
+            pthread_join(ck[t].th, NULL);
+            answered += ck[t].admitted;
+        }
+        mark_hot(rl, id, "hot");
+    }
+    sync_round(rl, &clk);
+    uint64_t held = leased(rl, id, "hot");
+    rl_stats_t st = stats(rl);
+    ck_assert_msg(st.admitted == answered + held, "%llu admitted for %llu answered + %llu leased",
+                  (unsigned long long)st.admitted, (unsigned long long)answered,
+                  (unsigned long long)held);
+    ck_assert_uint_eq(st.degraded, 0);
+    rl_close(rl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("hotlease");
@@ -289,7 +417,13 @@ static Suite *suite(void)
     tcase_add_test(tc, one_thread_leases_a_batch_and_drains_the_burst);
     tcase_add_test(tc, refund_on_a_hot_key_gives_back_exactly);
     tcase_add_test(tc, checks_that_do_not_lease);
+    tcase_add_test(tc, shared_instance_does_not_lease);
     suite_add_tcase(s, tc);
+    TCase *rd = tcase_create("redis");
+    tcase_add_unchecked_fixture(rd, start_redis, stop_redis);
+    tcase_set_timeout(rd, 300);
+    tcase_add_test(rd, synced_hot_key_reports_each_token_once);
+    suite_add_tcase(s, rd);
     return s;
 }
 
