@@ -444,8 +444,9 @@ static uint64_t lease_install(rl_t *rl, _Atomic uint64_t *lw, uint64_t me, size_
     }
 }
 
-/* Take one token from a lease word of ours: 1 taken, 0 none there. */
-static inline int lease_take(_Atomic uint64_t *lw, uint64_t me, uint64_t *left)
+/* Take one token from a lease word of ours: 1 taken (*left: what stays),
+ * 0 none there (*seen: the word as last read). */
+static inline int lease_take(_Atomic uint64_t *lw, uint64_t me, uint64_t *left, uint64_t *seen)
 {
     /* relaxed: a lease word publishes nothing; the tokens in it were
      * charged to the bucket before they were stored, and whose they are is
@@ -459,6 +460,7 @@ static inline int lease_take(_Atomic uint64_t *lw, uint64_t me, uint64_t *left)
             return 1;
         }
     }
+    *seen = w;
     return 0;
 }
 
@@ -487,14 +489,21 @@ static inline int lease_charge(rl_t *rl, target_t *t, rl_slotref_t *ref, outcome
     uint64_t b = rl__lease_batch(&rl->leases, o->g);
     rl_slot_t *s = ref->slot;
     size_t i = (size_t)(s - rl->table.slots);
-    uint64_t me, left;
+    uint64_t me, left, w;
     if (b < 2 || !lease_owner(t, s, i, &me))
         return 0;
     _Atomic uint64_t *lw = rl__lease_line(&rl->leases, i, rl__lease_cpu());
-    if (lease_take(lw, me, &left)) {
+    if (lease_take(lw, me, &left, &w)) {
         lease_admitted(t, o, ref->tat, left);
         return 1;
     }
+    /* Another live hot key's tokens on the line: no batch to store, charge
+     * as any key. A hint either way (the word was read relaxed): a batch
+     * charged on a wrong "gone" is given back by lease_install's refusal,
+     * which decides with an acquire load. */
+    if (RL_LEASE_OWNER(w) != me && RL_LEASE_TOK(w) != 0 &&
+        !lease_owner_gone(rl, RL_LEASE_OWNER(w), i))
+        return 0;
     /* A batch from the bucket: one token for this check, the rest leased. */
     if (charge_word(t, &s->tat, ref->tat, o->g, (uint32_t)b, !t->p.synced, o) != 0 ||
         !o->allowed)
@@ -519,12 +528,12 @@ static __attribute__((noinline, cold)) void lease_steal(rl_t *rl, target_t *t, o
 {
     rl_slot_t *s = o->slot;
     size_t i = (size_t)(s - rl->table.slots);
-    uint64_t me, left;
+    uint64_t me, left, w;
     if (rl__lease_batch(&rl->leases, o->g) < 2 || !lease_owner(t, s, i, &me))
         return;
     const rl_leases_t *l = &rl->leases;
     for (unsigned k = 0; k < l->stripes; k++) {
-        if (lease_take(rl__lease_line(l, i, k), me, &left)) {
+        if (lease_take(rl__lease_line(l, i, k), me, &left, &w)) {
             /* relaxed: figures only. */
             lease_admitted(t, o, atomic_load_explicit(&s->tat, memory_order_relaxed), left);
             return;
