@@ -150,7 +150,10 @@ START_TEST(threads_on_a_hot_key_keep_the_bounds)
     const uint64_t b = batch(rl);
     ck_assert_uint_ge(b, 2);
     const uint64_t slack = rl->leases.stripes * b;
-    uint64_t admitted = 1, offered = 1, elapsed_ms = 0;
+    /* the mark is in force: this check leases a batch */
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    ck_assert_uint_eq(stats(rl).admitted, 1 + b);
+    uint64_t admitted = 2, offered = 2, elapsed_ms = 0;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t cap = BURST + RATE_MS * elapsed_ms; /* what the bucket paid, at most */
         uint64_t want = 2 * (r == 0 ? BURST : RATE_MS) / (uint64_t)scale();
