@@ -48,6 +48,7 @@
 #include "ratelimit.h"
 #include "instance.h" /* internals: which clock source a limit got, and the floor */
 #include "mutex_map.h"
+#include "pages.h"
 #include "redis_server.h"
 #include "token_bucket_lua.h"
 
@@ -603,7 +604,15 @@ typedef struct row {
 
 /* [dist][mode][threads - 1] */
 static row_t g_row[D_N][M_N][MAX_THREADS];
-static fig_t g_hot_decision; /* hot key, mostly-allow, 1 thread, with a decision */
+static fig_t g_hot_decision;
+/* 1M keys, 1 thread, the key table and the loop's memory on base pages:
+ * [dist][mode], beside g_row's huge-page figures from the same rounds. */
+typedef struct pages_row {
+    fig_t ours, loop;
+    double ours_gain, loop_gain; /* median per-round 4K / 2M */
+} pages_row_t;
+static pages_row_t g_pages[D_N][M_N];
+static long g_thp_kb[2], g_thp_size_kb[2]; /* the 1M-key table: [0] default, [1] base pages */ /* hot key, mostly-allow, 1 thread, with a decision */
 static fig_t g_clock[3];
 static fig_t g_redis;
 static char g_redis_note[160];
@@ -688,10 +697,14 @@ static cpu_use_t cpu_use(void)
 
 /* --------------------------------------------------------------- runs */
 
-static rl_t *open_instance(uint32_t nkeys, int mode, int *id)
+/* small_pages: the key table on base pages (bench_small_pages_allocator);
+ * otherwise the default allocator's, which asks for huge pages. */
+static rl_t *open_instance(uint32_t nkeys, int mode, int *id, int small_pages)
 {
     rl_config_t cfg;
     rl_config_init(&cfg);
+    if (small_pages)
+        cfg.allocator = bench_small_pages_allocator();
     /* Room for every key plus a quarter (rl_open takes 16..2^28): the
      * timed runs never insert, reclaim or overflow. */
     uint32_t mk = nkeys + nkeys / 4;
@@ -728,7 +741,7 @@ static rl_t *open_instance(uint32_t nkeys, int mode, int *id)
                 st.keys_live, nkeys, st.noslot);
         exit(2);
     }
-    if (nkeys == M1_KEYS && mode == M_ALLOW) {
+    if (nkeys == M1_KEYS && mode == M_ALLOW && !small_pages) {
         g_slot_bytes = (double)st.table_bytes / (double)st.table_slots;
         g_key_bytes = (double)st.table_bytes / (double)st.keys_capacity;
     }
@@ -763,7 +776,7 @@ static mm_t *open_mutex_map(uint32_t nkeys, int mode)
     return m;
 }
 
-static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlines)
+static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlines, int huge)
 {
     floor_ctx_t *c = alloc64(sizeof *c);
     memset(c, 0, sizeof *c);
@@ -776,18 +789,17 @@ static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlin
     c->klen = KEY_LEN;
     c->s = s;
     c->nlines = nlines;
-    if (nlines > 0) {
-        c->mem = alloc64(nlines * sizeof(line_t));
-        /* Touch every page now, as the warm-up touched the library's table,
-         * so no run pays for first-touch faults. */
-        memset(c->mem, 0, nlines * sizeof(line_t));
-    }
+    /* Touched now, as the warm-up touched the library's table, so no run
+     * pays for first-touch faults; on the page size of the table it is
+     * compared with. */
+    if (nlines > 0)
+        c->mem = bench_pages_alloc(nlines * sizeof(line_t), huge);
     return c;
 }
 
 static void floor_ctx_free(floor_ctx_t *c)
 {
-    free(c->mem);
+    bench_pages_free(c->mem, c->nlines * sizeof(line_t));
     free(c);
 }
 
@@ -845,8 +857,14 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
 {
     uint32_t nkeys = dist_keys[first_dist];
     fprintf(stderr, "%u keys, %s: warming up...\n", nkeys, mode_name[mode]);
-    int id;
-    rl_t *rl = open_instance(nkeys, mode, &id);
+    int id, id4k = 0;
+    rl_t *rl = open_instance(nkeys, mode, &id, 0);
+    /* The 1M-key sets run once more on base pages, in the same rounds. */
+    rl_t *rl4k = nkeys == M1_KEYS ? open_instance(nkeys, mode, &id4k, 1) : NULL;
+    if (rl4k != NULL && mode == M_ALLOW) {
+        g_thp_kb[0] = bench_thp_kb(rl->table.slots, &g_thp_size_kb[0]);
+        g_thp_kb[1] = bench_thp_kb(rl4k->table.slots, &g_thp_size_kb[1]);
+    }
     mm_t *mm = open_mutex_map(nkeys, mode);
     int32_t source = limit_source(rl, id);
     size_t nlines = table_slots(rl);
@@ -860,10 +878,13 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
         ours_ctx_t oc = {.rl = rl, .id = id, .s = g_stream[d]};
         ours_ctx_t oc_dec = {.rl = rl, .id = id, .with_decision = 1, .s = g_stream[d]};
         mm_ctx_t mc = {.m = mm, .s = g_stream[d]};
-        floor_ctx_t *fc = floor_ctx_new(source, g_stream[d], d == D_HOT ? 0 : nlines);
+        floor_ctx_t *fc = floor_ctx_new(source, g_stream[d], d == D_HOT ? 0 : nlines, 1);
+        ours_ctx_t oc4k = {.rl = rl4k, .id = id4k, .s = g_stream[d]};
+        floor_ctx_t *fc4k = rl4k ? floor_ctx_new(source, g_stream[d], nlines, 0) : NULL;
         row_t *r = g_row[d][mode];
+        pages_row_t *pr = &g_pages[d][mode];
         r[0].source = r[1].source = source;
-        contender_t c[10];
+        contender_t c[12];
         int k = 0;
         char what[8][96];
         for (unsigned t = 1; t <= MAX_THREADS; t++) {
@@ -886,19 +907,34 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
                                    &g_hot_decision, 0};
         if (d == D_K1 && with_redis)
             c[k++] = (contender_t){"1k keys: redis EVALSHA", loop_redis, &rc, 1, &g_redis, 0};
+        if (rl4k != NULL) {
+            c[k++] = (contender_t){"1M keys 1T: rl_check, base pages", loop_ours, &oc4k, 1,
+                                   &pr->ours, 0};
+            c[k++] = (contender_t){"1M keys 1T: parallel loop, base pages", loop_parallel, fc4k,
+                                   1, &pr->loop, 0};
+        }
         measure_group(c, k);
+        if (rl4k != NULL) {
+            pr->ours_gain = ratio(&pr->ours, &r[0].ours);
+            pr->loop_gain = ratio(&pr->loop, &r[0].loop);
+        }
         /* relaxed: the threads were joined. */
         int err = atomic_load_explicit(&oc.err, memory_order_relaxed);
         if (err == 0)
             err = atomic_load_explicit(&oc_dec.err, memory_order_relaxed);
+        if (err == 0)
+            err = atomic_load_explicit(&oc4k.err, memory_order_relaxed);
         if (err != 0)
             die("rl_check", err);
         floor_ctx_free(fc);
+        if (fc4k != NULL)
+            floor_ctx_free(fc4k);
     }
     if (first_dist == D_K1 && mode == M_ALLOW)
         redis_teardown(&srv, &rc);
     mm_close(mm);
     rl_close(rl);
+    rl_close(rl4k);
 }
 
 static void bench_clocks(void)
@@ -989,6 +1025,25 @@ static void print_table(void)
     printf("key table: %.0f bytes per slot; %.0f bytes per key of max_keys (slots = 1.5 x "
            "max_keys)\n",
            g_slot_bytes, g_key_bytes);
+    printf("\nhuge pages, 1M keys, 1 thread (same rounds as above): the default allocator's "
+           "table (2M) against\none on base pages (4K); the loop's memory likewise. "
+           "4K/2M = median of per-round ratios\n");
+    printf("  1M-key table, AnonHugePages: default allocator %ld of %ld kB; base-page "
+           "allocator %ld of %ld kB\n",
+           g_thp_kb[0], g_thp_size_kb[0], g_thp_kb[1], g_thp_size_kb[1]);
+    printf("%-32s | %7s %7s %6s | %7s %7s %6s | %8s %8s\n", "workload", "ours 4K", "ours 2M",
+           "4K/2M", "loop 4K", "loop 2M", "4K/2M", "/loop 4K", "/loop 2M");
+    for (int d = D_M1U; d <= D_M1Z; d++) {
+        for (int m = 0; m < M_N; m++) {
+            const pages_row_t *p = &g_pages[d][m];
+            const row_t *r = &g_row[d][m][0];
+            char wl[64];
+            snprintf(wl, sizeof wl, "%s, %s", dist_name[d], mode_name[m]);
+            printf("%-32s | %7.1f %7.1f %5.2fx | %7.1f %7.1f %5.2fx | %7.2fx %7.2fx\n", wl,
+                   p->ours.med, r->ours.med, p->ours_gain, p->loop.med, r->loop.med, p->loop_gain,
+                   ratio(&p->ours, &p->loop), ratio(&r->ours, &r->loop));
+        }
+    }
 }
 
 static int g_misses_gated;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "alloc.h"
 
 static void *default_alloc(void *opaque, size_t size, size_t align)
@@ -61,4 +63,48 @@ void rl__strfree(const rl_allocator_t *a, char *s)
 {
     if (s != NULL)
         a->free(a->opaque, s, strlen(s) + 1, 1);
+}
+
+int rl__alloc_is_default(const rl_allocator_t *a) { return a->alloc == default_alloc; }
+
+/* The region a huge-page block really spans: whole huge pages. */
+static size_t huge_span(size_t size)
+{
+    return (size + RL_HUGE_PAGE - 1) & ~(size_t)(RL_HUGE_PAGE - 1);
+}
+
+void *rl__calloc_big(const rl_allocator_t *a, size_t size, size_t align)
+{
+    if (!rl__alloc_is_default(a) || size < RL_HUGE_PAGE || size > SIZE_MAX - 2 * RL_HUGE_PAGE)
+        return rl__calloc(a, size, align);
+    /* Over-map by one huge page and trim both ends, so the block starts on a
+     * huge-page boundary and ends on one: every part of it can be backed
+     * by a huge page. */
+    size_t span = huge_span(size);
+    size_t over = span + RL_HUGE_PAGE;
+    char *raw = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)raw + RL_HUGE_PAGE - 1) & ~(uintptr_t)(RL_HUGE_PAGE - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + over > p + span)
+        munmap(p + span, (size_t)(raw + over - (p + span)));
+#ifdef MADV_HUGEPAGE
+    /* Advice only: under THP "never", or when the kernel has no free huge
+     * page at the first touch, the block stays in base pages. The mapping
+     * is zero-filled and untouched: no memset, pages are made on first use. */
+    (void)madvise(p, span, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+void rl__free_big(const rl_allocator_t *a, void *p, size_t size, size_t align)
+{
+    if (p == NULL)
+        return;
+    if (!rl__alloc_is_default(a) || size < RL_HUGE_PAGE || size > SIZE_MAX - 2 * RL_HUGE_PAGE)
+        rl__free(a, p, size, align);
+    else
+        munmap(p, huge_span(size));
 }
