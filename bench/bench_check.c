@@ -557,6 +557,34 @@ static uint64_t loop_clock_coarse(void *vc, unsigned tid, unsigned nthreads, uin
 }
 
 #ifdef __x86_64__
+/* A TSC clock as a library would read it: ticks since a base, scaled to ns
+ * by a calibrated 32.32 multiplier (the values are arbitrary: the cost is
+ * the same). Plain rdtsc may run ahead of earlier loads; rdtscp waits for
+ * them (what a clock read ordered after the guard's loads needs). */
+typedef struct tsc_scale {
+    uint64_t base, mult;
+} tsc_scale_t;
+static volatile tsc_scale_t g_tsc_scale = {1, UINT64_C(0x5555555)};
+
+static uint64_t loop_clock_tsc_scaled(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)vc, (void)tid, (void)nthreads;
+    uint64_t acc = 0, base = g_tsc_scale.base, mult = g_tsc_scale.mult;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)(((unsigned __int128)(__rdtsc() - base) * mult) >> 32);
+    return acc;
+}
+
+static uint64_t loop_clock_tscp_scaled(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)vc, (void)tid, (void)nthreads;
+    uint64_t acc = 0, base = g_tsc_scale.base, mult = g_tsc_scale.mult;
+    unsigned aux;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)(((unsigned __int128)(__rdtscp(&aux) - base) * mult) >> 32);
+    return acc;
+}
+
 static uint64_t loop_clock_rdtsc(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
 {
     (void)vc, (void)tid, (void)nthreads;
@@ -613,7 +641,13 @@ typedef struct pages_row {
 } pages_row_t;
 static pages_row_t g_pages[D_N][M_N];
 static long g_thp_kb[2], g_thp_size_kb[2]; /* the 1M-key table: [0] default, [1] base pages */ /* hot key, mostly-allow, 1 thread, with a decision */
-static fig_t g_clock[3];
+/* [0] CLOCK_MONOTONIC [1] _COARSE [2] rdtsc [3] rdtsc + scale [4] rdtscp +
+ * scale; [t][...] with t + 1 threads reading at once. */
+enum { CLK_N = 5 };
+static fig_t g_clock[MAX_THREADS][CLK_N];
+/* Hot key, 1 thread, a burst-1 limit (1/s) that reads the precise clock,
+ * denying; run in the hot-key mostly-deny group (coarse, burst 2). */
+static fig_t g_precise_deny;
 static fig_t g_redis;
 static char g_redis_note[160];
 static double g_slot_bytes, g_key_bytes;
@@ -852,6 +886,34 @@ static void redis_teardown(bench_redis_t *srv, redis_ctx_t *c)
     bench_redis_stop(srv);
 }
 
+/* Add the burst-1 precise-clock deny contender to a group. */
+static void bench_precise_deny(contender_t *c, int *k, ours_ctx_t *oc, rl_t **out)
+{
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    rl_t *rl;
+    int rc = rl_open(&rl, &cfg);
+    if (rc != 0)
+        die("rl_open", rc);
+    rl_limit_t lim;
+    rl_limit_init(&lim);
+    snprintf(lim.name, sizeof lim.name, "bench_burst1");
+    lim.mode = RL_MODE_LOCAL;
+    lim.rate.count = 1;
+    lim.rate.period_ms = 1000;
+    lim.burst = 1;
+    int id = rl_limit_add(rl, &lim);
+    if (id < 0)
+        die("rl_limit_add", id);
+    if (limit_source(rl, id) != RL_CLOCK_PRECISE)
+        die("a 1/s burst-1 limit did not get the precise clock", 0);
+    oc->rl = rl;
+    oc->id = id;
+    c[(*k)++] = (contender_t){"hot key: burst-1 deny, precise clock", loop_ours, oc, 1,
+                              &g_precise_deny, 0};
+    *out = rl;
+}
+
 /* Every figure of one key set and limit, as one group per distribution. */
 static void bench_keyset(int first_dist, int last_dist, int mode)
 {
@@ -902,6 +964,10 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
         }
         if (d == D_HOT)
             c[k++] = (contender_t){"hot key: floor", loop_floor, fc, 1, &r[0].floor, 0};
+        ours_ctx_t oc_p1 = {.s = g_stream[d]};
+        rl_t *rl_p1 = NULL;
+        if (d == D_HOT && mode == M_DENY)
+            bench_precise_deny(c, &k, &oc_p1, &rl_p1);
         if (d == D_HOT && mode == M_ALLOW)
             c[k++] = (contender_t){"hot key: rl_check with a decision", loop_ours, &oc_dec, 1,
                                    &g_hot_decision, 0};
@@ -924,6 +990,9 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
             err = atomic_load_explicit(&oc_dec.err, memory_order_relaxed);
         if (err == 0)
             err = atomic_load_explicit(&oc4k.err, memory_order_relaxed);
+        if (err == 0)
+            err = atomic_load_explicit(&oc_p1.err, memory_order_relaxed);
+        rl_close(rl_p1);
         if (err != 0)
             die("rl_check", err);
         floor_ctx_free(fc);
@@ -939,19 +1008,29 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
 
 static void bench_clocks(void)
 {
-    contender_t c[3] = {
-        {"clock: CLOCK_MONOTONIC", loop_clock_precise, NULL, 1, &g_clock[0], 0},
-        {"clock: CLOCK_MONOTONIC_COARSE", loop_clock_coarse, NULL, 1, &g_clock[1], 0},
+    static const char *const what[CLK_N] = {"CLOCK_MONOTONIC", "CLOCK_MONOTONIC_COARSE", "rdtsc",
+                                            "rdtsc + scale", "rdtscp + scale"};
+    static const op_loop_fn fn[CLK_N] = {loop_clock_precise, loop_clock_coarse,
 #ifdef __x86_64__
-        {"clock: rdtsc", loop_clock_rdtsc, NULL, 1, &g_clock[2], 0},
+                                         loop_clock_rdtsc, loop_clock_tsc_scaled,
+                                         loop_clock_tscp_scaled
 #endif
     };
-#ifdef __x86_64__
-    measure_group(c, 3);
-#else
-    measure_group(c, 2);
-#endif
+    contender_t c[MAX_THREADS * CLK_N];
+    char name[MAX_THREADS * CLK_N][64];
+    int k = 0;
+    for (unsigned t = 1; t <= MAX_THREADS; t++) {
+        for (int i = 0; i < CLK_N; i++) {
+            if (fn[i] == NULL)
+                continue;
+            snprintf(name[k], sizeof name[k], "clock: %s %uT", what[i], t);
+            c[k] = (contender_t){name[k], fn[i], NULL, t, &g_clock[t - 1][i], 0};
+            k++;
+        }
+    }
+    measure_group(c, k);
 }
+
 
 /* ------------------------------------------------------------ report */
 
@@ -965,13 +1044,17 @@ static void fmt_fig(char *buf, size_t len, const fig_t *f)
 
 static void print_table(void)
 {
-    char tsc[24] = "n/a (not x86-64)";
-#ifdef __x86_64__
-    snprintf(tsc, sizeof tsc, "%.1f", g_clock[2].med);
-#endif
-    printf("\nclock reads, 1 thread, ns/read: CLOCK_MONOTONIC (vDSO) %.1f | "
-           "CLOCK_MONOTONIC_COARSE %.1f | rdtsc %s\n",
-           g_clock[0].med, g_clock[1].med, tsc);
+    printf("\nclock reads, ns/read (2T: wall time / reads of both threads); x = / "
+           "CLOCK_MONOTONIC, median of per-round ratios\n");
+    static const char *const clk[CLK_N] = {"CLOCK_MONOTONIC (vDSO)", "CLOCK_MONOTONIC_COARSE",
+                                           "rdtsc", "rdtsc + scale", "rdtscp + scale"};
+    for (int i = 0; i < CLK_N; i++) {
+        if (!g_clock[0][i].ok)
+            continue;
+        printf("  %-24s 1T %6.1f (%4.2fx)   2T %6.1f (%4.2fx)\n", clk[i], g_clock[0][i].med,
+               ratio(&g_clock[0][i], &g_clock[0][0]), g_clock[1][i].med,
+               ratio(&g_clock[1][i], &g_clock[1][0]));
+    }
     for (int m = 0; m < M_N; m++)
         printf("limit %-12s %" PRIu64 "/%" PRIu64 "ms burst %" PRIu64
                ": the library picked the %s clock (coarse iff rate x tick <= burst - 1)\n",
@@ -1016,6 +1099,11 @@ static void print_table(void)
     printf("%-32s %-2u %-6s %5.1f%% | %7.1f %4s |\n", "hot key, allow, with decision", 1u,
            source_name(g_row[D_HOT][M_ALLOW][0].source), 100.0 * g_hot_decision.allow,
            g_hot_decision.med, "");
+    printf("%-32s %-2u %-6s %5.1f%% | %7.1f %3.0f%% |   %.2fx the mostly-deny row (coarse), same "
+           "rounds\n",
+           "hot key, 1/s burst 1 (deny)", 1u, "precis", 100.0 * g_precise_deny.allow,
+           g_precise_deny.med, 100.0 * (g_precise_deny.hi - g_precise_deny.lo) / g_precise_deny.med,
+           ratio(&g_precise_deny, &g_row[D_HOT][M_DENY][0].ours));
     if (g_redis.ok)
         printf("%-32s %-2u %-6s %5.1f%% | %7.0f %3.0f%% |   %s\n", "redis per-request, 1k, allow",
                1u, "server", 100.0 * g_redis.allow, g_redis.med,
