@@ -159,7 +159,14 @@ enum {
  * Called from the threads that call rl_open, rl_close, rl_metrics_text and
  * rl_quota_add, and from the sync, exact and quota threads; never from
  * rl_check. The hooks and
- * `opaque` must outlive the instance.
+ * `opaque` must outlive the instance. Without hooks (all NULL) blocks come
+ * from malloc, except a key table of 2 MB or more: a private anonymous
+ * mapping of its own, aligned to 2 MB and advised MADV_HUGEPAGE, so that
+ * where the kernel's transparent huge pages allow it (THP "madvise" or
+ * "always") one TLB entry covers 2 MB of table (a cold key's lookup skips a
+ * page walk); its pages are all made at rl_open (committed memory: no
+ * check takes a page fault, and a host that cannot back the table fails
+ * rl_open with RL_ENOMEM). Hooks get every block, the table included.
  */
 typedef struct rl_allocator {
     void *(*alloc)(void *opaque, size_t size, size_t align);
