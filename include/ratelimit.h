@@ -589,7 +589,9 @@ RL_EXTERN void rl_close(rl_t *rl);
  * of them at a time. This call starts no thread and opens no connection
  * (nothing a fork could break); each process that should take part calls
  * rl_shared_attach after the fork, and rl_close detaches it. Until some
- * process attached, keys run at their pre-sync share. Exact and tiered
+ * process attached and started the host's sync, the instance is degraded
+ * (rl_health: RL_HEALTH_DEGRADED, nobody syncs): global limits answer by
+ * their on_failure policy, so a forgotten attach shows. Exact and tiered
  * limits (rl_limit_add/update answer RL_ENOTSUP, logged), quotas
  * (rl_quota_add: RL_ENOTSUP, logged) and hot-key detection (rl_hotkeys:
  * RL_ENOTSUP) are not supported: they need a connection of the calling

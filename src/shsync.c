@@ -72,6 +72,15 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
     if (p == MAP_FAILED)
         return RL_ENOMEM;
     sh->local = p; /* zero: nobody attached, in the opener and every child */
+    /* relaxed: written before any fork or attach. Degraded until a process
+     * attaches and its sync starts: with nobody syncing, global limits
+     * answer by their on_failure policy and rl_health / rl_stats say so,
+     * where a forgotten rl_shared_attach would otherwise run every key at
+     * its pre-sync share for ever, looking healthy. */
+    atomic_store_explicit(&rl->health.word,
+                          RL_HEALTH_MAKE(RL_HEALTH_DEGRADED,
+                                         rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
+                          memory_order_relaxed);
     return 0;
 }
 

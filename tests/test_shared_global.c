@@ -248,6 +248,13 @@ START_TEST(host_is_one_node_with_exact_counts)
     ctl_t *ctl = ctl_map(3 * BURST / NPROC, BURST / NPROC);
     int id;
     rl_t *rl = open_host(ctl, "h1", &id);
+    /* Nobody attached, nobody syncs: degraded, so a forgotten
+     * rl_shared_attach shows (on_failure decides) instead of running at
+     * the pre-sync share, looking healthy. */
+    rl_stats_t st;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(rl, &st), 0);
+    ck_assert_int_eq(st.health, RL_HEALTH_DEGRADED);
     pid_t pids[NPROC];
     spawn(rl, ctl, id, pids);
     run_phase(ctl, 1, NPROC);
@@ -258,9 +265,8 @@ START_TEST(host_is_one_node_with_exact_counts)
     ck_assert_int_eq(v.nodes_max, 1);
     ck_assert_int_eq(v.live_min, 1);
     /* rl_stats from the opener, which never attached, reports the host. */
-    rl_stats_t st;
-    rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(rl, &st), 0);
+    ck_assert_int_ne(st.health, RL_HEALTH_DEGRADED);
     ck_assert_uint_ge(st.sync_reports, NKEYS);
     ck_assert_uint_eq(st.admitted, (uint64_t)NKEYS * BURST);
     run_phase(ctl, 2, 2 * NPROC);
