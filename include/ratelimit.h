@@ -624,6 +624,7 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * space-separated word=value pairs, each at most once:
  *   name=api rate=100/s burst=200 mode=local on_failure=local
  *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5 near=0.3
+ *   hot_policy=local hot_every=4
  * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
  * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
  * ("5/10s"); they are stored exactly as count per period. name and rate are
@@ -632,12 +633,16 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * digits with an optional point and 1 to 6 decimals, in (0, 1000]. near:
  * tiered mode's confirm threshold, a fraction of the burst
  * (rl_limit_t.near_ppm) in the same form, in (0, 1]; only with mode=tiered
- * (RL_ERANGE otherwise). Other numbers are decimal integers without sign.
+ * (RL_ERANGE otherwise). hot_policy: sync local (rl_limit_t.hot_policy;
+ * local only with mode=global and hot=, RL_ERANGE otherwise). hot_every:
+ * 2..10, only with hot_policy=local (RL_ERANGE otherwise).
+ * Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
  * field of the caller's header is parsed. The exported function of the same
  * name, which binaries built against 0.1 call, writes the 0.1 layout and
- * answers RL_ESIZE to a word whose field it lacks (hot=, near=).
+ * answers RL_ESIZE to a word whose field it lacks (hot=, near=,
+ * hot_policy=local).
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).

@@ -58,6 +58,15 @@ static rl_t *open_node(const char *node, rl_test_clock_t *clk)
     return rl_test_hold(rl, rl_test_close_fn);
 }
 
+/* Connected, the report script loaded: a round now reaches Redis (the
+ * first connect is the sync thread's, after rl_open returned). */
+static int connected(void *p)
+{
+    rl_sync_counters_t c;
+    rl__sync_counters(((rl_t *)p)->sync, &c);
+    return c.connected == 1;
+}
+
 static int add_limit(rl_t *rl)
 {
     rl_limit_t lim;
@@ -178,8 +187,10 @@ START_TEST(hot_local_against_model)
     f.clk = &clk;
     f.n[A] = open_node("node-a", &clk);
     f.n[B] = open_node("node-b", &clk);
-    for (int i = 0; i < NODES; i++)
+    for (int i = 0; i < NODES; i++) {
         f.id[i] = add_limit(f.n[i]);
+        ck_assert_int_ne(rl_test_wait_until(connected, f.n[i], 30000), 0);
+    }
     f.r = redisConnect("127.0.0.1", srv.port);
     ck_assert_ptr_nonnull(f.r);
     rl_test_hold(f.r, free_client);
