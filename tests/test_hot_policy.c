@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* hot_policy=local against a model (src/syncround.c's report policy): two
- * nodes in one process, manual rounds on a frozen virtual clock (it moves
- * only between checks, by the test), a real redis-server. Node A's key is
+ * nodes in one process, checked from two threads at once, manual rounds on
+ * a frozen virtual clock (it moves only between steps, by the test), a real
+ * redis-server. Node A's key is
  * hot: once marked it reports every hot_every rounds and no other, its
  * share stays what its last report brought back while node B's demand
  * changes Redis's answer, Redis's usage of the key is always exactly what
@@ -9,6 +10,7 @@
  * twice), and nothing is lost when the key leaves hot and the nodes stop.
  * The configurable K (rl_config_t.hotkeys_k) is here too. */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +83,22 @@ static int add_limit(rl_t *rl)
     return id;
 }
 
-enum { A, B, NODES };
+enum { A, B, NODES, WORKERS = 2 };
+
+struct fleet;
+
+/* A checker thread: each step, its part of every node's checks. */
+typedef struct worker {
+    struct fleet *f;
+    pthread_t th;
+    uint64_t admitted[NODES]; /* read by the main thread after a barrier */
+} worker_t;
 
 typedef struct fleet {
+    pthread_barrier_t start, done; /* the workers and the main thread */
+    int per_step[NODES];           /* checks per step, written before start */
+    int stop;                      /* written before start */
+    worker_t w[WORKERS];
     rl_test_clock_t *clk;
     rl_t *n[NODES];
     int id[NODES];
@@ -101,17 +116,59 @@ static uint64_t reports_of(rl_t *rl)
     return c.reports;
 }
 
-/* One 100 ms round: per[i] checks of the hot key on node i, evenly spread
- * (the clock stands still during each check), then both nodes sync. Returns
- * which nodes reported the key (a bit each) and updates the model. */
+static void *worker_main(void *p)
+{
+    worker_t *w = p;
+    fleet_t *f = w->f;
+    for (;;) {
+        pthread_barrier_wait(&f->start);
+        if (f->stop)
+            return NULL;
+        for (int i = 0; i < NODES; i++)
+            for (int k = 0; k < f->per_step[i] / WORKERS; k++)
+                w->admitted[i] += rl_check(f->n[i], f->id[i], hot_key, sizeof hot_key - 1, 1,
+                                           NULL) == RL_ALLOW;
+        pthread_barrier_wait(&f->done);
+    }
+}
+
+static void workers_start(fleet_t *f)
+{
+    ck_assert_int_eq(pthread_barrier_init(&f->start, NULL, WORKERS + 1), 0);
+    ck_assert_int_eq(pthread_barrier_init(&f->done, NULL, WORKERS + 1), 0);
+    for (int j = 0; j < WORKERS; j++) {
+        f->w[j].f = f;
+        ck_assert_int_eq(pthread_create(&f->w[j].th, NULL, worker_main, &f->w[j]), 0);
+    }
+}
+
+static void workers_stop(fleet_t *f)
+{
+    f->stop = 1;
+    pthread_barrier_wait(&f->start);
+    for (int j = 0; j < WORKERS; j++)
+        pthread_join(f->w[j].th, NULL);
+    pthread_barrier_destroy(&f->start);
+    pthread_barrier_destroy(&f->done);
+}
+
+/* One 100 ms round: per[i] checks of the hot key on node i, a hundredth
+ * each ms from WORKERS threads at once (the clock stands still while they
+ * run: it moves only between steps), then both nodes sync. Returns which
+ * nodes reported the key (a bit each) and updates the model. */
 static unsigned round_of(fleet_t *f, const int per[NODES])
 {
+    for (int i = 0; i < NODES; i++)
+        f->per_step[i] = per[i] / 100;
     for (int step = 0; step < 100; step++) {
-        for (int i = 0; i < NODES; i++)
-            for (int k = 0; k < per[i] / 100; k++)
-                f->admitted[i] += rl_check(f->n[i], f->id[i], hot_key, sizeof hot_key - 1, 1,
-                                           NULL) == RL_ALLOW;
+        pthread_barrier_wait(&f->start);
+        pthread_barrier_wait(&f->done);
         rl_test_clock_advance(f->clk, 1000000);
+    }
+    for (int i = 0; i < NODES; i++) {
+        f->admitted[i] = 0;
+        for (int j = 0; j < WORKERS; j++)
+            f->admitted[i] += f->w[j].admitted[i];
     }
     uint64_t vms = atomic_load(&f->clk->precise_ns) / 1000000;
     unsigned who = 0;
@@ -182,7 +239,7 @@ START_TEST(hot_local_against_model)
 {
     static rl_test_clock_t clk;
     atomic_store(&clk.precise_ns, UINT64_C(1000000000000));
-    fleet_t f;
+    static fleet_t f; /* the workers' barriers: off the test's stack */
     memset(&f, 0, sizeof f);
     f.clk = &clk;
     f.n[A] = open_node("node-a", &clk);
@@ -191,6 +248,7 @@ START_TEST(hot_local_against_model)
         f.id[i] = add_limit(f.n[i]);
         ck_assert_int_ne(rl_test_wait_until(connected, f.n[i], 30000), 0);
     }
+    workers_start(&f);
     f.r = redisConnect("127.0.0.1", srv.port);
     ck_assert_ptr_nonnull(f.r);
     rl_test_hold(f.r, free_client);
@@ -259,6 +317,7 @@ START_TEST(hot_local_against_model)
     ck_assert_uint_eq(redis_usage(&f), f.admitted[A] + f.admitted[B]);
     ck_assert_uint_gt(f.admitted[A], 0);
     ck_assert_uint_gt(f.admitted[B], 0);
+    workers_stop(&f);
 }
 END_TEST
 
