@@ -332,17 +332,20 @@ typedef struct rl_limit {
 /*
  * rl_limit_t.hot_policy: what a key marked hot (hot_ppm) does in the global
  * tier (mode=global only; every other mode refuses LOCAL, RL_ERANGE, and so
- * does a limit without hot_ppm, whose keys are never hot).
+ * does a limit without hot_ppm, whose keys are never hot). A local-only
+ * instance has no global tier: there the policy changes nothing.
  * - RL_HOT_POLICY_SYNC (0, the default): a hot key syncs as any other key,
  *   every round while it is near its share.
  * - RL_HOT_POLICY_LOCAL: a hot key near its share reports its usage only
- *   every hot_every rounds (cumulative counters: nothing is lost, nothing
- *   counted twice) and keeps the share its last report brought back,
- *   frozen, in between: Redis traffic for the key falls to 1/hot_every of
- *   this node's, and the fleet's overshoot bound's share-move term grows
- *   from one round to hot_every rounds at the whole rate (README, "Hot
- *   keys"). A report comes at once when the key has no share yet, when its
- *   demand falls (it lingers as any key), and when it stops being hot.
+ *   every hot_every rounds (its counters are cumulative: nothing is lost,
+ *   nothing counted twice) and keeps the share its last report brought
+ *   back (Redis's demand-weighted split, not rate / nodes), frozen, in
+ *   between. Its reports fall to about 1/hot_every; the fleet's overshoot
+ *   bound's share-move term grows from one round to hot_every rounds at the
+ *   whole rate (bench/accuracy/README.md, "Hot keys"). It reports at once
+ *   when it has no share yet, when its demand falls (a round under half
+ *   its mean since the last report; then it lingers as any key does), and
+ *   when it is no longer hot.
  */
 #define RL_HOT_POLICY_SYNC 0
 #define RL_HOT_POLICY_LOCAL 1

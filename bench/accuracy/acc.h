@@ -193,8 +193,10 @@ typedef struct acc_verdict {
 } acc_verdict_t;
 
 struct acc_verdicts {
-    acc_verdict_t v[96];
+    acc_verdict_t v[256]; /* every scenario's, with room: a verdict that
+                             does not fit is counted as a gated miss */
     int n;
+    int dropped;
 };
 
 void acc_verdict(acc_verdicts_t *vs, const char *scen, int gated, int pass, const char *target,

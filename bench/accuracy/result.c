@@ -222,8 +222,10 @@ double acc_percentile(double *v, size_t n, double p)
 void acc_verdict(acc_verdicts_t *vs, const char *scen, int gated, int pass, const char *target,
                  const char *fmt, ...)
 {
-    if (vs->n >= (int)(sizeof vs->v / sizeof vs->v[0]))
+    if (vs->n >= (int)(sizeof vs->v / sizeof vs->v[0])) {
+        vs->dropped++; /* final_summary fails the run: never a silent pass */
         return;
+    }
     acc_verdict_t *v = &vs->v[vs->n++];
     snprintf(v->scenario, sizeof v->scenario, "%s", scen);
     snprintf(v->target, sizeof v->target, "%s", target);
