@@ -264,9 +264,12 @@ typedef struct rl_config {
     uint32_t quota_timeout_ms;  /* how long rl_quota_charge / rl_quota_get
                                    wait for Redis: 1..60000, default 500 */
     /* --- appended fields: hot keys (rl_hotkeys) --- */
-    uint32_t hotkeys_k;         /* keys each top-K sketch reports (it keeps
-                                   8 x as many counters, about 200 bytes
-                                   each): 1..1024, default 32 */
+    uint32_t hotkeys_k;         /* K, the keys each top-K sketch reports
+                                   (rl_hotkeys): 1..1024, default 32. A
+                                   sketch keeps 8 x K counters, about 1.4 KB
+                                   per unit of K, allocated at rl_open (two
+                                   sketches with a redis_url, one without);
+                                   an update costs O(log K) */
 } rl_config_t;
 
 /* rl_stats_t.health */
