@@ -16,6 +16,13 @@
  *   rl_check         one call per key
  *   batch of B       rl_check_batch with B requests per call (1, 8, 32)
  *
+ * Every contender runs twice a round: on base (4 KB) pages and on huge
+ * (2 MB) pages. The library's key table gets huge pages from its default
+ * allocator (src/alloc.h); its base-page twin is an instance opened with
+ * bench_small_pages_allocator (pages.h). The baselines' memory is made
+ * either way by bench_pages_alloc. Each figure's ratio is to the
+ * independent-CAS loop on the same page size, in the same round.
+ *
  * The issue's target: a batch of 32 at most 3x the independent-CAS loop.
  */
 #define _GNU_SOURCE
@@ -25,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 #include "ratelimit.h"
+#include "instance.h" /* internals: where the key table is, for smaps */
+#include "pages.h"
 
 #define NKEYS (1u << 20)
 #define KEY_STRIDE 16
@@ -74,6 +83,99 @@ static double median(double *v, int n)
 
 static volatile uint64_t g_sink;
 
+static rl_t *open_instance(int small_pages, int *id)
+{
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    /* Room for every key plus a quarter, as rl_bench: the timed runs never
+     * insert, reclaim or overflow. */
+    cfg.max_keys = NKEYS + NKEYS / 4;
+    if (small_pages)
+        cfg.allocator = bench_small_pages_allocator();
+    rl_t *rl;
+    int rc = rl_open(&rl, &cfg);
+    if (rc != 0) {
+        fprintf(stderr, "rl_open: %s\n", rl_strerror(rc));
+        exit(2);
+    }
+    rl_limit_t lim;
+    char err[256];
+    if (rl_limit_parse(&lim, "name=b rate=100000/1ms burst=1000000 mode=local", err,
+                       sizeof err) != 0) {
+        fprintf(stderr, "rl_limit_parse: %s\n", err);
+        exit(2);
+    }
+    *id = rl_limit_add(rl, &lim);
+    if (*id < 0) {
+        fprintf(stderr, "rl_limit_add: %s\n", rl_strerror(*id));
+        exit(2);
+    }
+    return rl;
+}
+
+static void print_thp(const char *what, const void *p)
+{
+    long size_kb, thp = bench_thp_kb(p, &size_kb);
+    printf("  %-34s AnonHugePages %7ld kB of a %7ld kB mapping (%.0f%%)\n", what, thp, size_kb,
+           size_kb > 0 && thp >= 0 ? 100.0 * (double)thp / (double)size_kb : 0.0);
+}
+
+enum { DEP, LOAD, CAS, PCAS, CHECK, B1, B8, B32, N };
+enum { P4K, P2M, NP };
+
+static double run_one(int c, rl_t *rl, int id, line_t *mem, const rl_request_t *req,
+                      const uint32_t *lidx, size_t ops)
+{
+    uint64_t acc = 0, t0 = mono_ns();
+    switch (c) {
+    case DEP: {
+        uint64_t p = lidx[0];
+        for (size_t i = 0; i < ops; i++)
+            p = mem[p].pad[0];
+        acc = p;
+        break;
+    }
+    case LOAD:
+        for (size_t i = 0; i < ops; i++)
+            /* relaxed: a plain load; nothing is shared. */
+            acc += atomic_load_explicit(&mem[lidx[i]].v, memory_order_relaxed);
+        break;
+    case CAS:
+        for (size_t i = 0; i < ops; i++) {
+            _Atomic uint64_t *w = &mem[lidx[i]].v;
+            /* relaxed: single-threaded; the locked RMW is the cost. */
+            uint64_t o = atomic_load_explicit(w, memory_order_relaxed);
+            atomic_compare_exchange_weak_explicit(w, &o, o + i, memory_order_relaxed,
+                                                  memory_order_relaxed);
+        }
+        break;
+    case PCAS:
+        for (size_t i = 0; i < ops; i += 32) {
+            for (size_t j = i; j < i + 32; j++)
+                __builtin_prefetch(&mem[lidx[j]], 1, 3);
+            for (size_t j = i; j < i + 32; j++) {
+                _Atomic uint64_t *w = &mem[lidx[j]].v;
+                /* relaxed: as above. */
+                uint64_t o = atomic_load_explicit(w, memory_order_relaxed);
+                atomic_compare_exchange_weak_explicit(w, &o, o + j, memory_order_relaxed,
+                                                      memory_order_relaxed);
+            }
+        }
+        break;
+    case CHECK:
+        for (size_t i = 0; i < ops; i++)
+            acc += (uint64_t)rl_check(rl, id, req[i].key, 13, 1, NULL);
+        break;
+    default: {
+        size_t b = c == B1 ? 1 : c == B8 ? 8 : 32;
+        for (size_t i = 0; i < ops; i += b)
+            acc += (uint64_t)rl_check_batch(rl, req + i, b, sizeof *req, NULL, NULL);
+    }
+    }
+    g_sink += acc;
+    return (double)(mono_ns() - t0) / (double)ops;
+}
+
 int main(int argc, char **argv)
 {
     int runs = 7;
@@ -94,29 +196,10 @@ int main(int argc, char **argv)
     }
     ops &= ~(size_t)31;
 
-    rl_config_t cfg;
-    rl_config_init(&cfg);
-    /* Room for every key plus a quarter, as rl_bench: the timed runs never
-     * insert, reclaim or overflow. */
-    cfg.max_keys = NKEYS + NKEYS / 4;
-    rl_t *rl;
-    int rc = rl_open(&rl, &cfg);
-    if (rc != 0) {
-        fprintf(stderr, "rl_open: %s\n", rl_strerror(rc));
-        return 2;
-    }
-    rl_limit_t lim;
-    char err[256];
-    if (rl_limit_parse(&lim, "name=b rate=100000/1ms burst=1000000 mode=local", err,
-                       sizeof err) != 0) {
-        fprintf(stderr, "rl_limit_parse: %s\n", err);
-        return 2;
-    }
-    int id = rl_limit_add(rl, &lim);
-    if (id < 0) {
-        fprintf(stderr, "rl_limit_add: %s\n", rl_strerror(id));
-        return 2;
-    }
+    rl_t *rl[NP];
+    int id[NP];
+    rl[P4K] = open_instance(1, &id[P4K]);
+    rl[P2M] = open_instance(0, &id[P2M]);
 
     /* Keys, the op stream and the requests, all made before any timing. */
     char *keys = xalloc((size_t)NKEYS * KEY_STRIDE);
@@ -126,25 +209,30 @@ int main(int argc, char **argv)
     /* Each op's key bytes in op order, as a gateway has the key of the
      * request at hand in its own buffer: only the table is cold. */
     char *opkeys = xalloc(ops * KEY_STRIDE);
-    rl_request_t *req = xalloc(ops * sizeof *req);
-    uint32_t *idx = xalloc(ops * sizeof *idx);
+    rl_request_t *req[NP];
+    for (int pg = 0; pg < NP; pg++)
+        req[pg] = xalloc(ops * sizeof *req[pg]);
     for (size_t i = 0; i < ops; i++) {
         uint32_t k = (uint32_t)(splitmix(&seed) % NKEYS);
-        rl_request_init(&req[i]);
-        req[i].limit = id;
         memcpy(opkeys + i * KEY_STRIDE, keys + (size_t)k * KEY_STRIDE, KEY_STRIDE);
-        req[i].key = opkeys + i * KEY_STRIDE;
-        req[i].key_len = 13;
-        idx[i] = k;
+        for (int pg = 0; pg < NP; pg++) {
+            rl_request_init(&req[pg][i]);
+            req[pg][i].limit = id[pg];
+            req[pg][i].key = opkeys + i * KEY_STRIDE;
+            req[pg][i].key_len = 13;
+        }
     }
     /* Every key in the table before timing: the checks find, never insert. */
-    for (uint32_t k = 0; k < NKEYS; k++)
-        rl_check(rl, id, keys + (size_t)k * KEY_STRIDE, 13, 1, NULL);
+    for (int pg = 0; pg < NP; pg++)
+        for (uint32_t k = 0; k < NKEYS; k++)
+            rl_check(rl[pg], id[pg], keys + (size_t)k * KEY_STRIDE, 13, 1, NULL);
 
-    /* The baselines' memory: as many lines as the table has slots. */
-    size_t nlines = (size_t)cfg.max_keys + cfg.max_keys / 2;
-    line_t *mem = xalloc(nlines * sizeof *mem);
-    memset(mem, 0, nlines * sizeof *mem);
+    /* The baselines' memory: as many lines as the table has slots, once
+     * on each page size. */
+    size_t nlines = (size_t)rl[P2M]->table.nslots;
+    line_t *mem[NP];
+    for (int pg = 0; pg < NP; pg++)
+        mem[pg] = bench_pages_alloc(nlines * sizeof(line_t), pg == P2M);
     /* A single random cycle through every line, for the dependent chase. */
     uint32_t *perm = xalloc(nlines * sizeof *perm);
     for (size_t i = 0; i < nlines; i++)
@@ -155,96 +243,67 @@ int main(int argc, char **argv)
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (size_t i = 0; i < nlines; i++)
-        mem[perm[i]].pad[0] = perm[(i + 1) % nlines];
+    for (int pg = 0; pg < NP; pg++)
+        for (size_t i = 0; i < nlines; i++)
+            mem[pg][perm[i]].pad[0] = perm[(i + 1) % nlines];
     free(perm);
     uint32_t *lidx = xalloc(ops * sizeof *lidx);
     for (size_t i = 0; i < ops; i++)
         lidx[i] = (uint32_t)(splitmix(&seed) % nlines);
 
-    enum { DEP, LOAD, CAS, PCAS, CHECK, B1, B8, B32, N };
     static const char *const name[N] = {"dependent load",    "independent load",
                                         "independent CAS",   "prefetch 32, CAS 32", "rl_check, one per key",
                                         "rl_check_batch, 1", "rl_check_batch, 8",
                                         "rl_check_batch, 32"};
-    double fig[N][MAX_RUNS], ratio[N][MAX_RUNS];
+    static double fig[NP][N][MAX_RUNS], ratio[NP][N][MAX_RUNS], huge_gain[N][MAX_RUNS];
     for (int r = 0; r < runs; r++) {
-        for (int c = 0; c < N; c++) {
-            uint64_t acc = 0, t0 = mono_ns();
-            switch (c) {
-            case DEP: {
-                uint64_t p = lidx[0];
-                for (size_t i = 0; i < ops; i++)
-                    p = mem[p].pad[0];
-                acc = p;
-                break;
-            }
-            case LOAD:
-                for (size_t i = 0; i < ops; i++)
-                    /* relaxed: a plain load; nothing is shared. */
-                    acc += atomic_load_explicit(&mem[lidx[i]].v, memory_order_relaxed);
-                break;
-            case CAS:
-                for (size_t i = 0; i < ops; i++) {
-                    _Atomic uint64_t *w = &mem[lidx[i]].v;
-                    /* relaxed: single-threaded; the locked RMW is the cost. */
-                    uint64_t o = atomic_load_explicit(w, memory_order_relaxed);
-                    atomic_compare_exchange_weak_explicit(w, &o, o + i, memory_order_relaxed,
-                                                          memory_order_relaxed);
-                }
-                break;
-            case PCAS:
-                for (size_t i = 0; i < ops; i += 32) {
-                    for (size_t j = i; j < i + 32; j++)
-                        __builtin_prefetch(&mem[lidx[j]], 1, 3);
-                    for (size_t j = i; j < i + 32; j++) {
-                        _Atomic uint64_t *w = &mem[lidx[j]].v;
-                        /* relaxed: as above. */
-                        uint64_t o = atomic_load_explicit(w, memory_order_relaxed);
-                        atomic_compare_exchange_weak_explicit(w, &o, o + j, memory_order_relaxed,
-                                                              memory_order_relaxed);
-                    }
-                }
-                break;
-            case CHECK:
-                for (size_t i = 0; i < ops; i++)
-                    acc += (uint64_t)rl_check(rl, id, req[i].key, 13, 1, NULL);
-                break;
-            default: {
-                size_t b = c == B1 ? 1 : c == B8 ? 8 : 32;
-                for (size_t i = 0; i < ops; i += b)
-                    acc += (uint64_t)rl_check_batch(rl, req + i, b, sizeof *req, NULL, NULL);
-            }
-            }
-            g_sink += acc;
-            fig[c][r] = (double)(mono_ns() - t0) / (double)ops;
-        }
+        /* 4K then 2M for each contender, so a slow spell hits both alike. */
         for (int c = 0; c < N; c++)
-            ratio[c][r] = fig[c][r] / fig[CAS][r];
+            for (int pg = 0; pg < NP; pg++)
+                fig[pg][c][r] = run_one(c, rl[pg], id[pg], mem[pg], req[pg], lidx, ops);
+        for (int c = 0; c < N; c++) {
+            for (int pg = 0; pg < NP; pg++)
+                ratio[pg][c][r] = fig[pg][c][r] / fig[pg][CAS][r];
+            huge_gain[c][r] = fig[P4K][c][r] / fig[P2M][c][r];
+        }
     }
-    (void)idx;
     printf("rl_bench_batch: %u keys (table %zu MB), %zu ops per run, median of %d runs\n", NKEYS,
            nlines * 64 >> 20, ops, runs);
-    printf("%-26s %9s %12s\n", "contender", "ns/key", "/ indep CAS");
-    double med[N], rmed[N];
+    printf("what the kernel backed each with (/proc/self/smaps):\n");
+    print_thp("key table, default allocator", rl[P2M]->table.slots);
+    print_thp("key table, base-page allocator", rl[P4K]->table.slots);
+    print_thp("baselines, MADV_HUGEPAGE", mem[P2M]);
+    print_thp("baselines, MADV_NOHUGEPAGE", mem[P4K]);
+    printf("%-22s | %8s %10s | %8s %10s | %9s\n", "contender", "4K ns/key", "/ ind. CAS",
+           "2M ns/key", "/ ind. CAS", "4K / 2M");
+    double rmed[NP][N];
     for (int c = 0; c < N; c++) {
-        med[c] = median(fig[c], runs);
-        rmed[c] = median(ratio[c], runs);
-        printf("%-26s %9.1f %11.2fx\n", name[c], med[c], rmed[c]);
+        double med[NP];
+        for (int pg = 0; pg < NP; pg++) {
+            med[pg] = median(fig[pg][c], runs);
+            rmed[pg][c] = median(ratio[pg][c], runs);
+        }
+        printf("%-22s | %9.1f %9.2fx | %9.1f %9.2fx | %8.2fx\n", name[c], med[P4K], rmed[P4K][c],
+               med[P2M], rmed[P2M][c], median(huge_gain[c], runs));
     }
-    rl_stats_t st;
-    rl_stats_init(&st);
-    if (rl_stats(rl, &st) == 0)
-        printf("keys reclaimed during the runs: %llu (0: every check found its key)\n",
-               (unsigned long long)st.reclaimed);
-    printf("target: batch of 32 <= 3x the independent-CAS loop: %.2fx, %s\n", rmed[B32],
-           rmed[B32] <= 3.0 ? "PASS" : "MISS");
+    for (int pg = 0; pg < NP; pg++) {
+        rl_stats_t st;
+        rl_stats_init(&st);
+        if (rl_stats(rl[pg], &st) == 0)
+            printf("%s: keys reclaimed during the runs: %llu (0: every check found its key)\n",
+                   pg == P2M ? "2M" : "4K", (unsigned long long)st.reclaimed);
+    }
+    printf("target: batch of 32 <= 3x the independent-CAS loop: 4K pages %.2fx, %s; 2M pages "
+           "%.2fx, %s\n",
+           rmed[P4K][B32], rmed[P4K][B32] <= 3.0 ? "PASS" : "MISS", rmed[P2M][B32],
+           rmed[P2M][B32] <= 3.0 ? "PASS" : "MISS");
     free(lidx);
-    free(mem);
-    free(idx);
-    free(req);
+    for (int pg = 0; pg < NP; pg++) {
+        bench_pages_free(mem[pg], nlines * sizeof(line_t));
+        free(req[pg]);
+        rl_close(rl[pg]);
+    }
     free(opkeys);
     free(keys);
-    rl_close(rl);
     return 0;
 }

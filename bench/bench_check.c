@@ -24,6 +24,8 @@
  *              what two threads can give on this machine at all.
  *   redis      the centralized design: one EVALSHA of token_bucket.lua per
  *              request, synchronous hiredis, on a redis-server started here.
+ *   same line  hash + clock + CAS, every thread on ONE shared word: what
+ *              any design that writes one word per check of a key gives.
  *
  * Exit status: 0, unless --gate is given and a ratio or count target is
  * missed (1), or the bench could not set up (2). Absolute ns/op targets are
@@ -46,8 +48,10 @@
 #include <x86intrin.h>
 #endif
 #include "ratelimit.h"
-#include "instance.h" /* internals: which clock source a limit got, and the floor */
+#include "instance.h" /* internals: which clock source a limit got, the floor, hot marks */
+#include "shareword.h"
 #include "mutex_map.h"
+#include "pages.h"
 #include "redis_server.h"
 #include "token_bucket_lua.h"
 
@@ -64,17 +68,19 @@
 /* ------------------------------------------------------------ options */
 
 static struct {
-    int quick, gate, no_redis;
+    int quick, gate, no_redis, one_key;
     int runs;
     uint64_t run_ns;
-} opt = {0, 0, 0, 9, 200000000};
+} opt = {0, 0, 0, 0, 9, 200000000};
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rl_bench [--quick] [--gate] [--no-redis] [--runs N] [--run-ms MS]\n"
+    fprintf(f, "usage: rl_bench [--quick] [--gate] [--no-redis] [--one-key] [--runs N] "
+               "[--run-ms MS]\n"
                "  --quick     3 runs of ~40 ms per figure (CI smoke, ~30 s in all)\n"
                "  --gate      exit 1 when a ratio or count target is missed\n"
                "  --no-redis  skip the per-request Redis baseline\n"
+               "  --one-key   only the one-key group (hot key marked hot or not)\n"
                "  --runs N    runs per figure (median), 1..%d; default 9\n"
                "  --run-ms MS length of one run; default 200\n",
             MAX_RUNS);
@@ -92,6 +98,8 @@ static void parse_args(int argc, char **argv)
             opt.gate = 1;
         } else if (strcmp(a, "--no-redis") == 0) {
             opt.no_redis = 1;
+        } else if (strcmp(a, "--one-key") == 0) {
+            opt.one_key = 1;
         } else if (strcmp(a, "--runs") == 0 && i + 1 < argc) {
             opt.runs = atoi(argv[++i]);
             if (opt.runs < 1 || opt.runs > MAX_RUNS) {
@@ -531,6 +539,116 @@ static uint64_t loop_parallel(void *vc, unsigned tid, unsigned nthreads, uint64_
     return acc;
 }
 
+/* Every thread's CAS on one shared word (the floor's w[0]). */
+static uint64_t loop_sameline(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)nthreads;
+    floor_ctx_t *c = vc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *w = &c->w[0].v;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: nothing is published; the shared line is the cost. A
+         * failed CAS is retried, as a bucket's charge would be. */
+        uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(w, &old, old + (id.lo ^ now),
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+        acc += old;
+    }
+    return acc;
+}
+
+/*
+ * Models of the two designs issue #14 named for one key on many threads,
+ * on one skeleton (the floor's hash and clock, a read of the key's slot line
+ * as a lookup does, then the design's writes), so they compare with each
+ * other and with the baselines rather than with the library's whole check:
+ * - striped: S = threads stripes, each a GCRA word of rate/S and burst/S
+ *   plus its admitted counter, on a line of the thread's own (two locked
+ *   RMWs per check, none on a shared line);
+ * - lease: a lease word on the thread's own line (one locked RMW per
+ *   check); every B = 64 checks, a batch charged to the key's one GCRA word
+ *   and counted on the key's line (the shared line written once per batch).
+ */
+#define MODEL_BATCH 64
+
+typedef struct model_ctx {
+    floor_ctx_t *fc;
+    uint64_t t_fp, tau_fp; /* the key's GCRA parameters (the mostly-allow limit) */
+    line_t slot;           /* the key's bucket word and counter */
+    line_t own[MAX_THREADS];
+} model_ctx_t;
+
+static inline int model_gcra(_Atomic uint64_t *w, uint64_t now, uint64_t t, uint64_t tau)
+{
+    /* relaxed: a model; the CAS alone makes charges add up. */
+    uint64_t tat = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        uint64_t next = (tat > now ? tat : now) + t;
+        if (next - now > tau)
+            return 0;
+        if (atomic_compare_exchange_weak_explicit(w, &tat, next, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 1;
+    }
+}
+
+static uint64_t loop_model_striped(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    model_ctx_t *m = vc;
+    floor_ctx_t *c = m->fc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *w = &m->own[tid].v;
+    /* a counter on the stripe's own line (pad[0] reused as an atomic) */
+    _Atomic uint64_t *cnt = (_Atomic uint64_t *)(void *)&m->own[tid].pad[0];
+    uint64_t t = m->t_fp * nthreads, tau = m->tau_fp; /* rate/S, burst/S: tau = burst/S x S T */
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: the lookup's read of the key's line, never written here. */
+        acc += atomic_load_explicit((_Atomic uint64_t *)(void *)&m->slot.pad[1],
+                                    memory_order_relaxed) ^ id.lo;
+        if (model_gcra(w, now, t, tau))
+            /* relaxed: a counter. */
+            atomic_fetch_add_explicit(cnt, 1, memory_order_relaxed);
+    }
+    return acc;
+}
+
+static uint64_t loop_model_lease(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)nthreads;
+    model_ctx_t *m = vc;
+    floor_ctx_t *c = m->fc;
+    const stream_t *s = &c->s[tid];
+    _Atomic uint64_t *lw = &m->own[tid].v;
+    _Atomic uint64_t *cnt = (_Atomic uint64_t *)(void *)&m->slot.pad[0];
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rl_keyid_t id = rl__keyhash(&c->kh, s->keys + (i & s->mask) * KEY_STRIDE, c->klen);
+        uint64_t now = rl__clock_now_fp(&c->clk, c->source);
+        /* relaxed: as in loop_model_striped. */
+        acc += atomic_load_explicit((_Atomic uint64_t *)(void *)&m->slot.pad[1],
+                                    memory_order_relaxed) ^ id.lo;
+        /* relaxed: a model's lease word, as the library's (lease.h). */
+        uint64_t tok = atomic_load_explicit(lw, memory_order_relaxed);
+        int got = 0;
+        while (tok != 0 && !(got = atomic_compare_exchange_weak_explicit(
+                                 lw, &tok, tok - 1, memory_order_relaxed, memory_order_relaxed)))
+            ;
+        if (!got && model_gcra(&m->slot.v, now, m->t_fp * MODEL_BATCH, m->tau_fp)) {
+            /* relaxed: a counter; the batch's tokens, counted once. */
+            atomic_fetch_add_explicit(cnt, MODEL_BATCH, memory_order_relaxed);
+            atomic_fetch_add_explicit(lw, MODEL_BATCH - 1, memory_order_relaxed);
+        }
+    }
+    return acc;
+}
+
 static uint64_t loop_clock_precise(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
 {
     (void)vc, (void)tid, (void)nthreads;
@@ -556,6 +674,34 @@ static uint64_t loop_clock_coarse(void *vc, unsigned tid, unsigned nthreads, uin
 }
 
 #ifdef __x86_64__
+/* A TSC clock as a library would read it: ticks since a base, scaled to ns
+ * by a calibrated 32.32 multiplier (the values are arbitrary: the cost is
+ * the same). Plain rdtsc may run ahead of earlier loads; rdtscp waits for
+ * them (what a clock read ordered after the guard's loads needs). */
+typedef struct tsc_scale {
+    uint64_t base, mult;
+} tsc_scale_t;
+static volatile tsc_scale_t g_tsc_scale = {1, UINT64_C(0x5555555)};
+
+static uint64_t loop_clock_tsc_scaled(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)vc, (void)tid, (void)nthreads;
+    uint64_t acc = 0, base = g_tsc_scale.base, mult = g_tsc_scale.mult;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)(((unsigned __int128)(__rdtsc() - base) * mult) >> 32);
+    return acc;
+}
+
+static uint64_t loop_clock_tscp_scaled(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
+{
+    (void)vc, (void)tid, (void)nthreads;
+    uint64_t acc = 0, base = g_tsc_scale.base, mult = g_tsc_scale.mult;
+    unsigned aux;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)(((unsigned __int128)(__rdtscp(&aux) - base) * mult) >> 32);
+    return acc;
+}
+
 static uint64_t loop_clock_rdtsc(void *vc, unsigned tid, unsigned nthreads, uint64_t n)
 {
     (void)vc, (void)tid, (void)nthreads;
@@ -604,7 +750,26 @@ typedef struct row {
 /* [dist][mode][threads - 1] */
 static row_t g_row[D_N][M_N][MAX_THREADS];
 static fig_t g_hot_decision; /* hot key, mostly-allow, 1 thread, with a decision */
-static fig_t g_clock[3];
+/* One key, many threads: [0] not marked, [1] marked hot, [2] same-line CAS,
+ * [3] parallel loop, [4] striped model, [5] lease model; [.][threads - 1]. */
+#define ONEKEY_N 6
+static fig_t g_onekey[ONEKEY_N][MAX_THREADS];
+static int g_onekey_ran;
+/* 1M keys, 1 thread, the key table and the loop's memory on base pages:
+ * [dist][mode], beside g_row's huge-page figures from the same rounds. */
+typedef struct pages_row {
+    fig_t ours, loop;
+    double ours_gain, loop_gain; /* median per-round 4K / 2M */
+} pages_row_t;
+static pages_row_t g_pages[D_N][M_N];
+static long g_thp_kb[2], g_thp_size_kb[2]; /* the 1M-key table: [0] default, [1] base pages */
+/* [0] CLOCK_MONOTONIC [1] _COARSE [2] rdtsc [3] rdtsc + scale [4] rdtscp +
+ * scale; [t][...] with t + 1 threads reading at once. */
+enum { CLK_N = 5 };
+static fig_t g_clock[MAX_THREADS][CLK_N];
+/* Hot key, 1 thread, a burst-1 limit (1/s) that reads the precise clock,
+ * denying; run in the hot-key mostly-deny group (coarse, burst 2). */
+static fig_t g_precise_deny;
 static fig_t g_redis;
 static char g_redis_note[160];
 static double g_slot_bytes, g_key_bytes;
@@ -688,10 +853,14 @@ static cpu_use_t cpu_use(void)
 
 /* --------------------------------------------------------------- runs */
 
-static rl_t *open_instance(uint32_t nkeys, int mode, int *id)
+/* small_pages: the key table on base pages (bench_small_pages_allocator);
+ * otherwise the default allocator's, which asks for huge pages. */
+static rl_t *open_instance(uint32_t nkeys, int mode, int *id, int small_pages)
 {
     rl_config_t cfg;
     rl_config_init(&cfg);
+    if (small_pages)
+        cfg.allocator = bench_small_pages_allocator();
     /* Room for every key plus a quarter (rl_open takes 16..2^28): the
      * timed runs never insert, reclaim or overflow. */
     uint32_t mk = nkeys + nkeys / 4;
@@ -728,7 +897,7 @@ static rl_t *open_instance(uint32_t nkeys, int mode, int *id)
                 st.keys_live, nkeys, st.noslot);
         exit(2);
     }
-    if (nkeys == M1_KEYS && mode == M_ALLOW) {
+    if (nkeys == M1_KEYS && mode == M_ALLOW && !small_pages) {
         g_slot_bytes = (double)st.table_bytes / (double)st.table_slots;
         g_key_bytes = (double)st.table_bytes / (double)st.keys_capacity;
     }
@@ -763,7 +932,7 @@ static mm_t *open_mutex_map(uint32_t nkeys, int mode)
     return m;
 }
 
-static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlines)
+static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlines, int huge)
 {
     floor_ctx_t *c = alloc64(sizeof *c);
     memset(c, 0, sizeof *c);
@@ -776,18 +945,17 @@ static floor_ctx_t *floor_ctx_new(int32_t source, const stream_t *s, size_t nlin
     c->klen = KEY_LEN;
     c->s = s;
     c->nlines = nlines;
-    if (nlines > 0) {
-        c->mem = alloc64(nlines * sizeof(line_t));
-        /* Touch every page now, as the warm-up touched the library's table,
-         * so no run pays for first-touch faults. */
-        memset(c->mem, 0, nlines * sizeof(line_t));
-    }
+    /* Touched now, as the warm-up touched the library's table, so no run
+     * pays for first-touch faults; on the page size of the table it is
+     * compared with. */
+    if (nlines > 0)
+        c->mem = bench_pages_alloc(nlines * sizeof(line_t), huge);
     return c;
 }
 
 static void floor_ctx_free(floor_ctx_t *c)
 {
-    free(c->mem);
+    bench_pages_free(c->mem, c->nlines * sizeof(line_t));
     free(c);
 }
 
@@ -840,13 +1008,47 @@ static void redis_teardown(bench_redis_t *srv, redis_ctx_t *c)
     bench_redis_stop(srv);
 }
 
+/* Add the burst-1 precise-clock deny contender to a group. */
+static void bench_precise_deny(contender_t *c, int *k, ours_ctx_t *oc, rl_t **out)
+{
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    rl_t *rl;
+    int rc = rl_open(&rl, &cfg);
+    if (rc != 0)
+        die("rl_open", rc);
+    rl_limit_t lim;
+    rl_limit_init(&lim);
+    snprintf(lim.name, sizeof lim.name, "bench_burst1");
+    lim.mode = RL_MODE_LOCAL;
+    lim.rate.count = 1;
+    lim.rate.period_ms = 1000;
+    lim.burst = 1;
+    int id = rl_limit_add(rl, &lim);
+    if (id < 0)
+        die("rl_limit_add", id);
+    if (limit_source(rl, id) != RL_CLOCK_PRECISE)
+        die("a 1/s burst-1 limit did not get the precise clock", 0);
+    oc->rl = rl;
+    oc->id = id;
+    c[(*k)++] = (contender_t){"hot key: burst-1 deny, precise clock", loop_ours, oc, 1,
+                              &g_precise_deny, 0};
+    *out = rl;
+}
+
 /* Every figure of one key set and limit, as one group per distribution. */
 static void bench_keyset(int first_dist, int last_dist, int mode)
 {
     uint32_t nkeys = dist_keys[first_dist];
     fprintf(stderr, "%u keys, %s: warming up...\n", nkeys, mode_name[mode]);
-    int id;
-    rl_t *rl = open_instance(nkeys, mode, &id);
+    int id, id4k = 0;
+    rl_t *rl = open_instance(nkeys, mode, &id, 0);
+    /* The 1M-key sets run once more on base pages, in the same rounds. */
+    rl_t *rl4k = nkeys == M1_KEYS ? open_instance(nkeys, mode, &id4k, 1) : NULL;
+    if (rl4k != NULL && mode == M_ALLOW) {
+        g_thp_kb[0] = bench_thp_kb(rl->table.slots, &g_thp_size_kb[0]);
+        g_thp_kb[1] = bench_thp_kb(rl4k->table.slots, &g_thp_size_kb[1]);
+    }
     mm_t *mm = open_mutex_map(nkeys, mode);
     int32_t source = limit_source(rl, id);
     size_t nlines = table_slots(rl);
@@ -860,10 +1062,13 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
         ours_ctx_t oc = {.rl = rl, .id = id, .s = g_stream[d]};
         ours_ctx_t oc_dec = {.rl = rl, .id = id, .with_decision = 1, .s = g_stream[d]};
         mm_ctx_t mc = {.m = mm, .s = g_stream[d]};
-        floor_ctx_t *fc = floor_ctx_new(source, g_stream[d], d == D_HOT ? 0 : nlines);
+        floor_ctx_t *fc = floor_ctx_new(source, g_stream[d], d == D_HOT ? 0 : nlines, 1);
+        ours_ctx_t oc4k = {.rl = rl4k, .id = id4k, .s = g_stream[d]};
+        floor_ctx_t *fc4k = rl4k ? floor_ctx_new(source, g_stream[d], nlines, 0) : NULL;
         row_t *r = g_row[d][mode];
+        pages_row_t *pr = &g_pages[d][mode];
         r[0].source = r[1].source = source;
-        contender_t c[10];
+        contender_t c[12];
         int k = 0;
         char what[8][96];
         for (unsigned t = 1; t <= MAX_THREADS; t++) {
@@ -881,41 +1086,158 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
         }
         if (d == D_HOT)
             c[k++] = (contender_t){"hot key: floor", loop_floor, fc, 1, &r[0].floor, 0};
+        ours_ctx_t oc_p1 = {.s = g_stream[d]};
+        rl_t *rl_p1 = NULL;
+        if (d == D_HOT && mode == M_DENY)
+            bench_precise_deny(c, &k, &oc_p1, &rl_p1);
         if (d == D_HOT && mode == M_ALLOW)
             c[k++] = (contender_t){"hot key: rl_check with a decision", loop_ours, &oc_dec, 1,
                                    &g_hot_decision, 0};
         if (d == D_K1 && with_redis)
             c[k++] = (contender_t){"1k keys: redis EVALSHA", loop_redis, &rc, 1, &g_redis, 0};
+        if (rl4k != NULL) {
+            c[k++] = (contender_t){"1M keys 1T: rl_check, base pages", loop_ours, &oc4k, 1,
+                                   &pr->ours, 0};
+            c[k++] = (contender_t){"1M keys 1T: parallel loop, base pages", loop_parallel, fc4k,
+                                   1, &pr->loop, 0};
+        }
         measure_group(c, k);
+        if (rl4k != NULL) {
+            pr->ours_gain = ratio(&pr->ours, &r[0].ours);
+            pr->loop_gain = ratio(&pr->loop, &r[0].loop);
+        }
         /* relaxed: the threads were joined. */
         int err = atomic_load_explicit(&oc.err, memory_order_relaxed);
         if (err == 0)
             err = atomic_load_explicit(&oc_dec.err, memory_order_relaxed);
+        if (err == 0)
+            err = atomic_load_explicit(&oc4k.err, memory_order_relaxed);
+        if (err == 0)
+            err = atomic_load_explicit(&oc_p1.err, memory_order_relaxed);
+        rl_close(rl_p1);
         if (err != 0)
             die("rl_check", err);
         floor_ctx_free(fc);
+        if (fc4k != NULL)
+            floor_ctx_free(fc4k);
     }
     if (first_dist == D_K1 && mode == M_ALLOW)
         redis_teardown(&srv, &rc);
     mm_close(mm);
     rl_close(rl);
+    rl_close(rl4k);
+}
+
+/* Mark every live key of an instance hot, as rl_hotkeys does for a key
+ * whose demand passed its limit's hot= (hot.c): the bench's key would need
+ * 50M checks/s for hot=0.5 of 100M/s, so the mark is set directly. */
+static void mark_all_hot(rl_t *rl)
+{
+    for (size_t i = 0; i < rl->table.nslots; i++) {
+        rl_slot_t *s = &rl->table.slots[i];
+        /* relaxed: set before the threads that read it are started. */
+        if (RL_CTRL_STATE(atomic_load_explicit(&s->ctrl, memory_order_relaxed)) == RL_SLOT_LIVE)
+            atomic_fetch_or_explicit(&s->share, RL_SHAREWORD_HOT, memory_order_relaxed);
+    }
+}
+
+/* Issue #14, "one key, many threads": the hot key's mostly-allow limit on 1
+ * and 2 threads, not marked (one bucket word) and marked hot (leases,
+ * src/lease.h), beside what this machine gives one shared word (same-line
+ * CAS) and no shared line (parallel loop), all in one group. */
+static void bench_onekey(void)
+{
+    fprintf(stderr, "one key, many threads: warming up...\n");
+    int id_plain, id_hot;
+    rl_t *plain = open_instance(1, M_ALLOW, &id_plain, 0);
+    rl_t *hot = open_instance(1, M_ALLOW, &id_hot, 0);
+    mark_all_hot(hot);
+    int32_t source = limit_source(plain, id_plain);
+    ours_ctx_t oc_plain = {.rl = plain, .id = id_plain, .s = g_stream[D_HOT]};
+    ours_ctx_t oc_hot = {.rl = hot, .id = id_hot, .s = g_stream[D_HOT]};
+    floor_ctx_t *fc = floor_ctx_new(source, g_stream[D_HOT], table_slots(plain), 1);
+    /* one model state each: a stripe's TAT is no lease's token count */
+    model_ctx_t *mc = alloc64(2 * sizeof *mc);
+    memset(mc, 0, 2 * sizeof *mc);
+    for (int i = 0; i < 2; i++) {
+        mc[i].fc = fc;
+        mc[i].t_fp = (mode_period_ms[M_ALLOW] * RL_FP_PER_MS) / mode_count[M_ALLOW];
+        mc[i].tau_fp = mc[i].t_fp * mode_burst[M_ALLOW];
+    }
+    static const char *const what[ONEKEY_N] = {"not marked", "marked hot", "same-line CAS",
+                                               "parallel loop", "model: striped",
+                                               "model: lease"};
+    static const op_loop_fn fn[ONEKEY_N] = {loop_ours,     loop_ours,          loop_sameline,
+                                            loop_parallel, loop_model_striped, loop_model_lease};
+    void *ctx[ONEKEY_N] = {&oc_plain, &oc_hot, fc, fc, &mc[0], &mc[1]};
+    contender_t c[ONEKEY_N * MAX_THREADS];
+    char name[ONEKEY_N * MAX_THREADS][64];
+    int k = 0;
+    for (unsigned t = 1; t <= MAX_THREADS; t++)
+        for (int v = 0; v < ONEKEY_N; v++) {
+            snprintf(name[k], sizeof name[k], "one key %uT: %s", t, what[v]);
+            c[k] = (contender_t){name[k], fn[v], ctx[v], t, &g_onekey[v][t - 1], 0};
+            k++;
+        }
+    measure_group(c, k);
+    /* relaxed: the threads were joined. */
+    int err = atomic_load_explicit(&oc_plain.err, memory_order_relaxed);
+    if (err == 0)
+        err = atomic_load_explicit(&oc_hot.err, memory_order_relaxed);
+    if (err != 0)
+        die("rl_check", err);
+    free(mc);
+    floor_ctx_free(fc);
+    rl_close(plain);
+    rl_close(hot);
+    g_onekey_ran = 1;
+}
+
+static void print_onekey(void)
+{
+    if (!g_onekey_ran)
+        return;
+    static const char *const what[ONEKEY_N] = {
+        "rl_check, key not marked", "rl_check, key marked hot", "same-line CAS (baseline)",
+        "parallel loop (baseline)", "model: striped bucket",    "model: leases (B=64)"};
+    printf("\none key, many threads (hot key, mostly-allow; ns/op, 2T = wall / ops of both;\n"
+           "scale = 2T throughput / 1T throughput of the same row, median of per-round ratios)\n");
+    printf("%-28s | %7s %7s | %5s | %s\n", "contender", "1T", "2T", "scale", "2T / not marked 1T");
+    for (int v = 0; v < ONEKEY_N; v++) {
+        const fig_t *f = g_onekey[v];
+        printf("%-28s | %7.1f %7.1f | %5.2f | %.2f\n", what[v], f[0].med, f[1].med,
+               ratio(&f[0], &f[1]), ratio(&g_onekey[0][0], &f[1]));
+    }
+    printf("allowed: not marked %.1f%% / %.1f%%, marked hot %.1f%% / %.1f%%\n",
+           100.0 * g_onekey[0][0].allow, 100.0 * g_onekey[0][1].allow,
+           100.0 * g_onekey[1][0].allow, 100.0 * g_onekey[1][1].allow);
 }
 
 static void bench_clocks(void)
 {
-    contender_t c[3] = {
-        {"clock: CLOCK_MONOTONIC", loop_clock_precise, NULL, 1, &g_clock[0], 0},
-        {"clock: CLOCK_MONOTONIC_COARSE", loop_clock_coarse, NULL, 1, &g_clock[1], 0},
+    static const char *const what[CLK_N] = {"CLOCK_MONOTONIC", "CLOCK_MONOTONIC_COARSE", "rdtsc",
+                                            "rdtsc + scale", "rdtscp + scale"};
+    static const op_loop_fn fn[CLK_N] = {loop_clock_precise, loop_clock_coarse,
 #ifdef __x86_64__
-        {"clock: rdtsc", loop_clock_rdtsc, NULL, 1, &g_clock[2], 0},
+                                         loop_clock_rdtsc, loop_clock_tsc_scaled,
+                                         loop_clock_tscp_scaled
 #endif
     };
-#ifdef __x86_64__
-    measure_group(c, 3);
-#else
-    measure_group(c, 2);
-#endif
+    contender_t c[MAX_THREADS * CLK_N];
+    char name[MAX_THREADS * CLK_N][64];
+    int k = 0;
+    for (unsigned t = 1; t <= MAX_THREADS; t++) {
+        for (int i = 0; i < CLK_N; i++) {
+            if (fn[i] == NULL)
+                continue;
+            snprintf(name[k], sizeof name[k], "clock: %s %uT", what[i], t);
+            c[k] = (contender_t){name[k], fn[i], NULL, t, &g_clock[t - 1][i], 0};
+            k++;
+        }
+    }
+    measure_group(c, k);
 }
+
 
 /* ------------------------------------------------------------ report */
 
@@ -929,13 +1251,17 @@ static void fmt_fig(char *buf, size_t len, const fig_t *f)
 
 static void print_table(void)
 {
-    char tsc[24] = "n/a (not x86-64)";
-#ifdef __x86_64__
-    snprintf(tsc, sizeof tsc, "%.1f", g_clock[2].med);
-#endif
-    printf("\nclock reads, 1 thread, ns/read: CLOCK_MONOTONIC (vDSO) %.1f | "
-           "CLOCK_MONOTONIC_COARSE %.1f | rdtsc %s\n",
-           g_clock[0].med, g_clock[1].med, tsc);
+    printf("\nclock reads, ns/read (2T: wall time / reads of both threads); x = / "
+           "CLOCK_MONOTONIC, median of per-round ratios\n");
+    static const char *const clk[CLK_N] = {"CLOCK_MONOTONIC (vDSO)", "CLOCK_MONOTONIC_COARSE",
+                                           "rdtsc", "rdtsc + scale", "rdtscp + scale"};
+    for (int i = 0; i < CLK_N; i++) {
+        if (!g_clock[0][i].ok)
+            continue;
+        printf("  %-24s 1T %6.1f (%4.2fx)   2T %6.1f (%4.2fx)\n", clk[i], g_clock[0][i].med,
+               ratio(&g_clock[0][i], &g_clock[0][0]), g_clock[1][i].med,
+               ratio(&g_clock[1][i], &g_clock[1][0]));
+    }
     for (int m = 0; m < M_N; m++)
         printf("limit %-12s %" PRIu64 "/%" PRIu64 "ms burst %" PRIu64
                ": the library picked the %s clock (coarse iff rate x tick <= burst - 1)\n",
@@ -980,6 +1306,11 @@ static void print_table(void)
     printf("%-32s %-2u %-6s %5.1f%% | %7.1f %4s |\n", "hot key, allow, with decision", 1u,
            source_name(g_row[D_HOT][M_ALLOW][0].source), 100.0 * g_hot_decision.allow,
            g_hot_decision.med, "");
+    printf("%-32s %-2u %-6s %5.1f%% | %7.1f %3.0f%% |   %.2fx the mostly-deny row (coarse), same "
+           "rounds\n",
+           "hot key, 1/s burst 1 (deny)", 1u, "precis", 100.0 * g_precise_deny.allow,
+           g_precise_deny.med, 100.0 * (g_precise_deny.hi - g_precise_deny.lo) / g_precise_deny.med,
+           ratio(&g_precise_deny, &g_row[D_HOT][M_DENY][0].ours));
     if (g_redis.ok)
         printf("%-32s %-2u %-6s %5.1f%% | %7.0f %3.0f%% |   %s\n", "redis per-request, 1k, allow",
                1u, "server", 100.0 * g_redis.allow, g_redis.med,
@@ -989,6 +1320,25 @@ static void print_table(void)
     printf("key table: %.0f bytes per slot; %.0f bytes per key of max_keys (slots = 1.5 x "
            "max_keys)\n",
            g_slot_bytes, g_key_bytes);
+    printf("\nhuge pages, 1M keys, 1 thread (same rounds as above): the default allocator's "
+           "table (2M) against\none on base pages (4K); the loop's memory likewise. "
+           "4K/2M = median of per-round ratios\n");
+    printf("  1M-key table, AnonHugePages: default allocator %ld of %ld kB; base-page "
+           "allocator %ld of %ld kB\n",
+           g_thp_kb[0], g_thp_size_kb[0], g_thp_kb[1], g_thp_size_kb[1]);
+    printf("%-32s | %7s %7s %6s | %7s %7s %6s | %8s %8s\n", "workload", "ours 4K", "ours 2M",
+           "4K/2M", "loop 4K", "loop 2M", "4K/2M", "/loop 4K", "/loop 2M");
+    for (int d = D_M1U; d <= D_M1Z; d++) {
+        for (int m = 0; m < M_N; m++) {
+            const pages_row_t *p = &g_pages[d][m];
+            const row_t *r = &g_row[d][m][0];
+            char wl[64];
+            snprintf(wl, sizeof wl, "%s, %s", dist_name[d], mode_name[m]);
+            printf("%-32s | %7.1f %7.1f %5.2fx | %7.1f %7.1f %5.2fx | %7.2fx %7.2fx\n", wl,
+                   p->ours.med, r->ours.med, p->ours_gain, p->loop.med, r->loop.med, p->loop_gain,
+                   ratio(&p->ours, &p->loop), ratio(&r->ours, &r->loop));
+        }
+    }
 }
 
 static int g_misses_gated;
@@ -1066,16 +1416,24 @@ int main(int argc, char **argv)
     cpu_use_t u0 = cpu_use();
     fprintf(stderr, "generating key streams...\n");
     make_streams();
-    bench_clocks();
-    for (int m = 0; m < M_N; m++) {
-        bench_keyset(D_HOT, D_HOT, m);
-        bench_keyset(D_K1, D_K1, m);
-        bench_keyset(D_M1U, D_M1Z, m);
+    if (opt.one_key) {
+        bench_onekey();
+    } else {
+        bench_clocks();
+        for (int m = 0; m < M_N; m++) {
+            bench_keyset(D_HOT, D_HOT, m);
+            bench_keyset(D_K1, D_K1, m);
+            bench_keyset(D_M1U, D_M1Z, m);
+        }
+        bench_onekey();
     }
     cpu_use_t u1 = cpu_use();
     double wall = (double)(mono_ns() - t0) / 1e9;
-    print_table();
-    print_targets();
+    if (!opt.one_key) {
+        print_table();
+        print_targets();
+    }
+    print_onekey();
     /* Tick-granular accounting: a few hundredths of a CPU are noise. */
     double others = (u1.busy - u0.busy - (u1.self - u0.self)) / wall;
     printf("\nother processes used %.2f CPUs on average during the run (steal %.2f): %s\n",

@@ -12,27 +12,93 @@
  * The difference of the two totals over 100000 is one check plus this
  * loop's own few instructions. Modes: allow (NULL decision), deny, decision
  * (an allowed check that fills an rl_decision_t), batch32 (rl_check_batch of
- * 32 requests of the one key, counted per request).
+ * 32 requests of the one key, counted per request), hot (allow, the key
+ * marked hot through hot= and rl_hotkeys first: its checks take their
+ * tokens from a lease, src/lease.h), precise (deny of a burst-1 limit,
+ * which reads CLOCK_MONOTONIC).
+ *
+ * Cache misses per check, modes k1 and m1: N allowed checks of keys drawn
+ * uniformly from 1000 or 1M keys, all in the table first (1M: max_keys
+ * 1.25M, a 120 MB table, as rl_bench), the key bytes in op order. Count
+ * only inside rl_check, with callgrind's cache simulator:
+ *
+ *   valgrind --tool=callgrind --cache-sim=yes --collect-atstart=no \
+ *     --toggle-collect=measured --D1=49152,12,64 --LL=33554432,16,64 \
+ *     --callgrind-out-file=cg.out build/bench/rl_bench_instr m1 200000
+ *   callgrind_annotate --auto=yes cg.out     (Dr D1mr DLmr per source line)
+ *
+ * The totals over N are one check's data reads and misses (rl_check's
+ * inclusive figures leave out the loop's own reads of the key stream).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ratelimit.h"
 
+#define KEY_STRIDE 16
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* The measured loop, apart from the warm-up's checks (callgrind
+ * --toggle-collect=measured). */
+static __attribute__((noinline)) long measured(rl_t *rl, int id, const char *ops, long n)
+{
+    long allowed = 0;
+    for (long i = 0; i < n; i++)
+        allowed += rl_check(rl, id, ops + (size_t)i * KEY_STRIDE, 13, 1, NULL) == RL_ALLOW;
+    return allowed;
+}
+
+/* N uniform checks over nkeys keys, every key inserted first. */
+static long spread(rl_t *rl, int id, uint32_t nkeys, long n)
+{
+    char key[KEY_STRIDE];
+    for (uint32_t k = 0; k < nkeys; k++) {
+        snprintf(key, sizeof key, "user:%08x", k);
+        if (rl_check(rl, id, key, 13, 1, NULL) < 0)
+            return -1;
+    }
+    char *ops = malloc((size_t)n * KEY_STRIDE);
+    if (ops == NULL)
+        return -1;
+    uint64_t seed = 1;
+    for (long i = 0; i < n; i++)
+        snprintf(ops + (size_t)i * KEY_STRIDE, KEY_STRIDE, "user:%08x",
+                 (uint32_t)(splitmix(&seed) % nkeys));
+    long allowed = measured(rl, id, ops, n);
+    free(ops);
+    return allowed;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "allow";
     long n = argc > 2 ? atol(argv[2]) : 100000;
-    int deny = strcmp(mode, "deny") == 0;
+    int deny = strcmp(mode, "deny") == 0, precise = strcmp(mode, "precise") == 0;
+    int hot = strcmp(mode, "hot") == 0;
+    uint32_t nkeys = strcmp(mode, "k1") == 0 ? 1000 : strcmp(mode, "m1") == 0 ? 1u << 20 : 0;
     rl_config_t cfg;
     rl_config_init(&cfg);
+    if (nkeys > 1000)
+        cfg.max_keys = nkeys + nkeys / 4;
     rl_t *rl;
     if (rl_open(&rl, &cfg) != 0)
         return 2;
     rl_limit_t lim;
     char err[256];
-    const char *spec = deny ? "name=d rate=1/m burst=1 mode=local"
-                            : "name=a rate=100000/1ms burst=1000000 mode=local";
+    /* deny: 1/m burst 1 gets the coarse clock (its tick fits in 60 s);
+     * precise: 1000/s burst 1 does not (rate x tick = 4 > burst - 1). */
+    const char *spec = deny      ? "name=d rate=1/m burst=1 mode=local"
+                       : precise ? "name=p rate=1000/s burst=1 mode=local"
+                       : hot     ? "name=a rate=100000/1ms burst=1000000 mode=local hot=0.000001"
+                                 : "name=a rate=100000/1ms burst=1000000 mode=local";
     if (rl_limit_parse(&lim, spec, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -41,7 +107,28 @@ int main(int argc, char **argv)
     if (id < 0)
         return 2;
     long allowed = 0;
-    if (strcmp(mode, "batch32") == 0) {
+    if (hot) {
+        /* Demand far past hot= (100/s) over RL_HOT_ENTER calls: marked. */
+        rl_decision_t d;
+        rl_decision_init(&d);
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 10000; i++)
+                rl_check(rl, id, "user:00000001", 13, 1, NULL);
+            rl_hotkey_t hk;
+            rl_hotkey_init(&hk);
+            rl_hotkeys(rl, id, &hk, 1);
+        }
+        rl_check(rl, id, "user:00000001", 13, 1, &d);
+        if (!(d.flags & RL_FLAG_HOT)) {
+            fprintf(stderr, "rl_bench_instr: the key was not marked hot\n");
+            return 2;
+        }
+    }
+    if (nkeys != 0) {
+        allowed = spread(rl, id, nkeys, n);
+        if (allowed < 0)
+            return 2;
+    } else if (strcmp(mode, "batch32") == 0) {
         rl_request_t req[32];
         for (int i = 0; i < 32; i++) {
             rl_request_init(&req[i]);

@@ -159,7 +159,14 @@ enum {
  * Called from the threads that call rl_open, rl_close, rl_metrics_text and
  * rl_quota_add, and from the sync, exact and quota threads; never from
  * rl_check. The hooks and
- * `opaque` must outlive the instance.
+ * `opaque` must outlive the instance. Without hooks (all NULL) blocks come
+ * from malloc, except a key table of 2 MB or more: a private anonymous
+ * mapping of its own, aligned to 2 MB and advised MADV_HUGEPAGE, so that
+ * where the kernel's transparent huge pages allow it (THP "madvise" or
+ * "always") one TLB entry covers 2 MB of table (a cold key's lookup skips a
+ * page walk); its pages are all made at rl_open (committed memory: no
+ * check takes a page fault, and a host that cannot back the table fails
+ * rl_open with RL_ENOMEM). Hooks get every block, the table included.
  */
 typedef struct rl_allocator {
     void *(*alloc)(void *opaque, size_t size, size_t align);
@@ -396,7 +403,10 @@ typedef struct rl_decision {
  * meets a limit removed under it answers RL_ENOTFOUND and counts those before
  * it as denied). A check with cost 0 (a peek) and a call rejected with an
  * error count nothing. rl_refund changes no count: it
- * gives tokens back, the request it follows stays admitted. A synced key
+ * gives tokens back, the request it follows stays admitted. A hot key's
+ * tokens leased to a CPU (rl_hotkey_t, Leases) count as admitted when they
+ * are leased, so its admitted count runs ahead of its answers by the
+ * tokens its leases hold: at most S x 64 per key, S <= 8. A synced key
  * with a table slot reports the same figure to Redis as its usage, so
  * rl_stats, rl_limit_stats, rl_metrics_text and the fleet's usage agree.
  */
@@ -1191,9 +1201,28 @@ RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
  * RL_HOT_ENTER (2) evaluations (sync rounds, or rl_hotkeys calls for local
  * limits) in a row; it stays hot until it is below 3/4 of that for
  * RL_HOT_EXIT (3) in a row, so a demand hovering at the threshold does not
- * flap. Checks of a hot key answer RL_FLAG_HOT (local limits: when the
- * caller passes a decision), and the instance logs one line (RL_LOG_INFO)
- * when a key enters and one when it leaves.
+ * flap. Checks of a hot key answer RL_FLAG_HOT, and the instance logs one
+ * line (RL_LOG_INFO) when a key enters and one when it leaves.
+ *
+ * Leases: a hot key whose bucket runs at 100,000/s or more (this node's
+ * share, for a synced key) with a burst of at least 8 x S, where S is the
+ * instance's lease stripes (the CPUs configured, rounded up to a power of
+ * two, at most 8), is charged by rl_check, rl_check_batch and
+ * rl_check_async of cost 1 in batches: one check takes B = min(burst /
+ * (4 x S), 64) tokens from the key's bucket, keeps one and leases the rest
+ * to the CPU it runs on, whose next checks of the key take them without
+ * writing the key's slot, so threads on several CPUs no longer contend on
+ * one line (bench/README.md, "One key, many threads"). The bucket stays
+ * the key's only one and a lease holds tokens it has paid for: from a
+ * key's first check, it admits at most burst + rate x elapsed, as any key;
+ * over a window that starts later, at most what leases held at its start
+ * more, (S + threads then inside a check) x B. Before a check is denied it
+ * takes a token another CPU's lease holds, if any; tokens leased and not yet
+ * handed out, by which a key may admit less than its bucket paid for, are
+ * at most S x B. A batch counts as admitted when it is leased
+ * (rl_stats_t), and rl_refund gives tokens back to the bucket as for any
+ * key. Exact and tiered limits, checks of another cost, rl_check_multi and
+ * rl_open_shared instances (which mark no key hot) never lease.
  */
 typedef struct rl_hotkey {
     size_t size;            /* set by rl_hotkey_init */

@@ -301,6 +301,7 @@ threaded_cases=(
   "test_exactness core helgrind"
   "test_batch core"
   "test_hot threads"
+  "test_hotlease core"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

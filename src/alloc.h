@@ -13,6 +13,23 @@ void rl__alloc_defaults(rl_allocator_t *a);
 void *rl__calloc(const rl_allocator_t *a, size_t size, size_t align);
 void rl__free(const rl_allocator_t *a, void *p, size_t size, size_t align);
 
+/* The huge-page size rl__calloc_big aligns to (x86-64's and arm64's 4K-granule PMD size). */
+#define RL_HUGE_PAGE ((size_t)2 << 20)
+
+/* Were a's hooks filled in by rl__alloc_defaults? */
+int rl__alloc_is_default(const rl_allocator_t *a);
+
+/*
+ * Zeroed memory for a large, randomly accessed block (the key table). With
+ * the default hooks and size >= RL_HUGE_PAGE: a private anonymous mapping of
+ * its own, aligned to RL_HUGE_PAGE and advised MADV_HUGEPAGE, so a random
+ * lookup's TLB miss walks to a 2 MB entry (bench/README.md, "Huge pages").
+ * Otherwise exactly rl__calloc: a caller's hooks (rl_open_shared's arena
+ * included) get the block as before. Free with rl__free_big, same arguments.
+ */
+void *rl__calloc_big(const rl_allocator_t *a, size_t size, size_t align);
+void rl__free_big(const rl_allocator_t *a, void *p, size_t size, size_t align);
+
 /* A NUL-terminated copy of s (NULL stays NULL; *ok is cleared on failure). */
 char *rl__strdup(const rl_allocator_t *a, const char *s, int *ok);
 void rl__strfree(const rl_allocator_t *a, char *s);

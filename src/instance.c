@@ -259,6 +259,7 @@ void rl_close(rl_t *rl)
             rl__sync_forget(rl->sync);
     }
     rl__hot_destroy(rl);
+    rl__leases_destroy(&rl->leases, &a);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
@@ -401,6 +402,8 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
         rc = init_local_tier(rl, &c);
     if (rc == 0)
         rc = rl__hot_init(rl, c.redis_url != NULL, c.hotkeys_k);
+    if (rc == 0 && rl->hot != NULL) /* only hot.c marks keys hot */
+        rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {

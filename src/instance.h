@@ -13,6 +13,7 @@
 #include "table.h"
 #include "health.h"
 #include "log.h"
+#include "lease.h"
 
 struct rl {
     rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
@@ -49,6 +50,7 @@ struct rl {
     _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */
     _Atomic uint64_t fleet_split_rounds;
     _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
+    rl_leases_t leases; /* hot keys' token leases (lease.h); off when shared */
 };
 
 /* rl_open, optionally with manual sync rounds (see rl__sync_step). */

@@ -14,7 +14,7 @@ int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
     size_t n = (size_t)(max_keys + max_keys / 2);
     if (n < 2 * RL_PROBE_MAX)
         n = 2 * RL_PROBE_MAX;
-    t->slots = rl__calloc(a, n * sizeof(rl_slot_t), 64);
+    t->slots = rl__calloc_big(a, n * sizeof(rl_slot_t), 64);
     if (t->slots == NULL)
         return RL_ENOMEM;
     t->nslots = n;
@@ -29,7 +29,7 @@ int rl__table_init(rl_table_t *t, const rl_allocator_t *a, uint64_t max_keys,
 
 void rl__table_destroy(rl_table_t *t, const rl_allocator_t *a)
 {
-    rl__free(a, t->slots, t->nslots * sizeof(rl_slot_t), 64);
+    rl__free_big(a, t->slots, t->nslots * sizeof(rl_slot_t), 64);
     t->slots = NULL;
 }
 

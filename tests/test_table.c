@@ -2,8 +2,11 @@
 /* The key table under concurrency: inserts, reclamation, capacity, removal. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "testutil.h"
 #include "instance.h"
@@ -450,6 +453,130 @@ START_TEST(remove_races_checkers)
 }
 END_TEST
 
+/* ------------------------------------------------------------- memory */
+
+/* The VmFlags line of the mapping that holds p (smaps), "" if none. */
+static void vm_flags_of(const void *p, char *out, size_t len)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int in = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        char *dash = strchr(line, '-'), *sp = strchr(line, ' ');
+        if (dash != NULL && sp != NULL && dash < sp && sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t n = strlen(line + 8);
+            n = n < len - 1 ? n : len - 1;
+            memcpy(out, line + 8, n);
+            out[n] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static int thp_configured(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f == NULL)
+        return 0;
+    fclose(f);
+    return 1;
+}
+
+/* A key table of 2 MB or more from the default allocator is its own
+ * mapping, aligned to a huge page and advised MADV_HUGEPAGE ("hg" in
+ * VmFlags, whether or not the kernel found a huge page for it), zeroed, and
+ * works as any other. */
+START_TEST(big_table_asks_for_huge_pages)
+{
+    rl_t *rl = rl_test_open(NULL, 65536); /* 98304 slots: 6 MB */
+    size_t bytes = rl->table.nslots * sizeof(rl_slot_t);
+    ck_assert_uint_ge(bytes, 2u << 20);
+    ck_assert_uint_eq((uintptr_t)rl->table.slots % (2u << 20), 0);
+    /* Committed at rl_open (before anything here reads it): every page is
+     * resident, so no check takes a page fault. */
+    size_t pages = (bytes + 4095) / 4096;
+    unsigned char *resident = malloc(pages);
+    ck_assert_ptr_nonnull(resident);
+    ck_assert_int_eq(mincore(rl->table.slots, bytes, resident), 0);
+    for (size_t i = 0; i < pages; i++)
+        ck_assert_msg(resident[i] & 1, "page %zu of %zu not resident", i, pages);
+    free(resident);
+    for (size_t i = 0; i < rl->table.nslots; i += 97)
+        ck_assert_uint_eq(atomic_load(&rl->table.slots[i].ctrl), 0);
+    if (thp_configured()) {
+        char flags[512];
+        vm_flags_of(rl->table.slots, flags, sizeof flags);
+        ck_assert_msg(strstr(flags, " hg") != NULL, "VmFlags:%s", flags);
+        /* ... and only the table: the mapping ends with it (rounded up to a
+         * huge page), so nothing else shares the advice. */
+        vm_flags_of((char *)rl->table.slots + bytes - 1, flags, sizeof flags);
+        ck_assert_msg(strstr(flags, " hg") != NULL, "VmFlags:%s", flags);
+    }
+    int id = rl_test_add(rl, "name=h rate=1/h burst=1");
+    char key[32];
+    for (int k = 0; k < 2000; k++) {
+        snprintf(key, sizeof key, "h%d", k);
+        ck_assert_int_eq(rl_check(rl, id, key, strlen(key), 1, NULL), RL_ALLOW);
+        ck_assert_int_eq(rl_check(rl, id, key, strlen(key), 1, NULL), RL_DENY);
+    }
+    rl_stats_t st;
+    rl_stats_init(&st);
+    ck_assert_int_eq(rl_stats(rl, &st), 0);
+    ck_assert_uint_eq(st.keys_live, 2000);
+    ck_assert_uint_eq(st.table_bytes, bytes);
+    rl_close(rl);
+}
+END_TEST
+
+typedef struct counting {
+    size_t biggest;
+    long live;
+} counting_t;
+
+static void *counting_alloc(void *opaque, size_t size, size_t align)
+{
+    counting_t *c = opaque;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) != 0)
+        return NULL;
+    c->biggest = size > c->biggest ? size : c->biggest;
+    c->live++;
+    return p;
+}
+
+static void counting_free(void *opaque, void *p, size_t size, size_t align)
+{
+    (void)size;
+    (void)align;
+    ((counting_t *)opaque)->live--;
+    free(p);
+}
+
+/* A caller's allocator still gets the key table, whatever its size. */
+START_TEST(user_allocator_gets_big_table)
+{
+    counting_t c = {0, 0};
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.max_keys = 65536;
+    cfg.allocator = (rl_allocator_t){counting_alloc, counting_free, &c};
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open(&rl, &cfg), 0);
+    ck_assert_uint_eq(c.biggest, rl->table.nslots * sizeof(rl_slot_t));
+    int id = rl_test_add(rl, "name=u rate=1/h burst=1");
+    ck_assert_int_eq(rl_check(rl, id, "u", 1, 1, NULL), RL_ALLOW);
+    ck_assert_int_eq(rl_check(rl, id, "u", 1, 1, NULL), RL_DENY);
+    rl_close(rl);
+    ck_assert_int_eq(c.live, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("table");
@@ -468,6 +595,11 @@ static Suite *suite(void)
     tcase_add_test(cap, per_limit_max_keys);
     tcase_add_test(cap, remove_frees_slots);
     suite_add_tcase(s, cap);
+    TCase *mem = tcase_create("memory");
+    tcase_add_checked_fixture(mem, NULL, rl_test_release_all);
+    tcase_add_test(mem, big_table_asks_for_huge_pages);
+    tcase_add_test(mem, user_allocator_gets_big_table);
+    suite_add_tcase(s, mem);
     return s;
 }
 
