@@ -270,6 +270,13 @@ typedef struct rl_config {
                                    (0: none kept, each is lost and counted) */
     uint32_t quota_timeout_ms;  /* how long rl_quota_charge / rl_quota_get
                                    wait for Redis: 1..60000, default 500 */
+    /* --- appended fields: hot keys (rl_hotkeys) --- */
+    uint32_t hotkeys_k;         /* K, the keys each top-K sketch reports
+                                   (rl_hotkeys): 1..1024, default 32. A
+                                   sketch keeps 8 x K counters, about 1.4 KB
+                                   per unit of K, allocated at rl_open (two
+                                   sketches with a redis_url, one without);
+                                   an update costs O(log K) */
 } rl_config_t;
 
 /* rl_stats_t.health */
@@ -294,6 +301,9 @@ typedef struct rl_rate {
  * - near_ppm: 0..RL_NEAR_PPM_MAX (the whole burst); only with
  *   mode = RL_MODE_TIERED, any other mode refuses a non-zero value (it would
  *   have no effect there; clear it when an update leaves tiered).
+ * - hot_policy: RL_HOT_POLICY_SYNC or RL_HOT_POLICY_LOCAL (RL_EMODE
+ *   otherwise); LOCAL only with mode = RL_MODE_GLOBAL and a non-zero
+ *   hot_ppm. hot_every: 0 or 2..RL_HOT_EVERY_MAX, non-zero only with LOCAL.
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -316,12 +326,43 @@ typedef struct rl_limit {
                                 (rounded up, at least one token), plus one
                                 token per live node; 0: the default,
                                 RL_NEAR_PPM_DEFAULT (20%) */
+    /* --- appended fields (hot-key policy) --- */
+    int32_t hot_policy;      /* RL_HOT_POLICY_*: how a key marked hot syncs;
+                                default RL_HOT_POLICY_SYNC (as any key) */
+    uint32_t hot_every;      /* RL_HOT_POLICY_LOCAL: a hot key near its share
+                                reports every this many sync rounds, 2..
+                                RL_HOT_EVERY_MAX; 0: RL_HOT_EVERY_DEFAULT */
 } rl_limit_t;
 
 /* rl_limit_t.near_ppm: its largest value (the whole burst: every admitted
  * check confirms) and what 0 stands for (20% of the burst). */
 #define RL_NEAR_PPM_MAX 1000000u
 #define RL_NEAR_PPM_DEFAULT 200000u
+
+/*
+ * rl_limit_t.hot_policy: what a key marked hot (hot_ppm) does in the global
+ * tier (mode=global only; every other mode refuses LOCAL, RL_ERANGE, and so
+ * does a limit without hot_ppm, whose keys are never hot). A local-only
+ * instance has no global tier: there the policy changes nothing.
+ * - RL_HOT_POLICY_SYNC (0, the default): a hot key syncs as any other key,
+ *   every round while it is near its share.
+ * - RL_HOT_POLICY_LOCAL: a hot key near its share reports its usage only
+ *   every hot_every rounds (its counters are cumulative: nothing is lost,
+ *   nothing counted twice) and keeps the share its last report brought
+ *   back (Redis's demand-weighted split, not rate / nodes), frozen, in
+ *   between. Its reports fall to about 1/hot_every; the fleet's overshoot
+ *   bound's share-move term grows from one round to hot_every rounds at the
+ *   whole rate (bench/accuracy/README.md, "Hot keys"). It reports at once
+ *   when it has no share yet, when its demand falls (a round under half
+ *   its mean since the last report; then it lingers as any key does), and
+ *   when it is no longer hot.
+ */
+#define RL_HOT_POLICY_SYNC 0
+#define RL_HOT_POLICY_LOCAL 1
+/* rl_limit_t.hot_every: what 0 stands for, and its largest value (a quiet
+ * key's report period: the key's Redis entries are kept that long). */
+#define RL_HOT_EVERY_DEFAULT 4u
+#define RL_HOT_EVERY_MAX 10u
 
 /* One element of an rl_check_multi batch. */
 typedef struct rl_request {
@@ -643,6 +684,7 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * space-separated word=value pairs, each at most once:
  *   name=api rate=100/s burst=200 mode=local on_failure=local
  *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5 near=0.3
+ *   hot_policy=local hot_every=4
  * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
  * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
  * ("5/10s"); they are stored exactly as count per period. name and rate are
@@ -651,12 +693,16 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * digits with an optional point and 1 to 6 decimals, in (0, 1000]. near:
  * tiered mode's confirm threshold, a fraction of the burst
  * (rl_limit_t.near_ppm) in the same form, in (0, 1]; only with mode=tiered
- * (RL_ERANGE otherwise). Other numbers are decimal integers without sign.
+ * (RL_ERANGE otherwise). hot_policy: sync local (rl_limit_t.hot_policy;
+ * local only with mode=global and hot=, RL_ERANGE otherwise). hot_every:
+ * 2..10, only with hot_policy=local (RL_ERANGE otherwise).
+ * Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
  * field of the caller's header is parsed. The exported function of the same
  * name, which binaries built against 0.1 call, writes the 0.1 layout and
- * answers RL_ESIZE to a word whose field it lacks (hot=, near=).
+ * answers RL_ESIZE to a word whose field it lacks (hot=, near=,
+ * hot_policy=local).
  * On error, *out is unspecified and `err` (when errlen > 0) receives a
  * NUL-terminated message that names the offending word.
  * Thread-safe (no shared state).
@@ -1169,10 +1215,10 @@ RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
  * One of the busiest keys, as rl_hotkeys reports it. Versioned by size:
  * fields are only appended.
  *
- * Where the figures come from: a Space-Saving top-K sketch (8 x 32 counters
- * per instance, and as many again for the local limits of an instance with
- * a redis_url) fed with the per-key decision counts the library already
- * harvests; checks do no extra work but for the keys asked about (below).
+ * Where the figures come from: a Space-Saving top-K sketch (8 x K counters,
+ * K = rl_config_t.hotkeys_k, default 32, per instance, and as many again for
+ * the local limits of an instance with a redis_url) fed with the per-key
+ * decision counts the library already harvests; checks do no extra work but for the keys asked about (below).
  * - With a redis_url, synced limits' keys are fed by the sync thread each
  *   round: demand_per_s is the key's offered rate on this node (admitted +
  *   denied), averaged over rounds (each round half the weight of the next);
@@ -1185,8 +1231,8 @@ RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
  * reported nor marked.
  * Which keys are held is the sketch's count (decayed by half per round or
  * call, as is the total): a held key's count overestimates its demand by at
- * most total / 256 (count_err says by how much at most), and a key whose
- * demand exceeds total / 256 is always held. They are reported by
+ * most total / (8 x K) (count_err says by how much at most), and a key
+ * whose demand exceeds total / (8 x K) is always held. They are reported by
  * demand_per_s, highest first (count breaks ties).
  *
  * Key bytes: the table keeps only a keyed hash of each key, so a key's bytes
@@ -1194,7 +1240,7 @@ RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
  * after it entered the report and was asked for; until then key_kept is 0.
  * Memory is fixed at rl_open (a bit per table slot and 64 copy cells):
  * however many distinct keys callers send, the report holds at most
- * 2 x 256 entries.
+ * 2 x 8 x K entries.
  *
  * hot: the key's fleet_per_s reached hot_ppm of its limit's rate in
  * RL_HOT_ENTER (2) evaluations (sync rounds, or rl_hotkeys calls for local

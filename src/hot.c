@@ -8,10 +8,15 @@
 #include "structsize.h"
 #include "syncnodes.h"
 
-int rl__hot_init(rl_t *rl, int synced)
+/* Bytes of one by-demand scratch array. */
+static size_t by_bytes(size_t k) { return k * RL_HOTKEYS_SLACK * sizeof(rl_hk_entry_t *); }
+
+int rl__hot_init(rl_t *rl, int synced, size_t k)
 {
     if (rl__alloc_is_shared(&rl->alloc))
         return 0; /* rl_hotkeys answers RL_ENOTSUP */
+    if (k == 0 || k > RL_HOTKEYS_K_MAX)
+        return RL_EINVAL;
     rl_hot_t *h = rl__calloc(&rl->alloc, sizeof *h, 64);
     if (h == NULL)
         return RL_ENOMEM;
@@ -21,9 +26,13 @@ int rl__hot_init(rl_t *rl, int synced)
         rl->hot = NULL;
         return RL_ENOMEM;
     }
-    int rc = rl__hotkeys_init(&h->req, &rl->alloc, RL_HOT_K);
+    h->k = k;
+    int rc = rl__hotkeys_init(&h->req, &rl->alloc, k);
     if (rc == 0 && synced)
-        rc = rl__hotkeys_init(&h->round, &rl->alloc, RL_HOT_K);
+        rc = rl__hotkeys_init(&h->round, &rl->alloc, k);
+    if (rc == 0 && ((h->by_a = rl__calloc(&rl->alloc, by_bytes(k), 8)) == NULL ||
+                    (h->by_b = rl__calloc(&rl->alloc, by_bytes(k), 8)) == NULL))
+        rc = RL_ENOMEM;
     if (rc == 0 && (h->cap = rl__hotcap_new(&rl->alloc, rl->table.nslots)) == NULL)
         rc = RL_ENOMEM;
     if (rc != 0) {
@@ -44,6 +53,8 @@ void rl__hot_destroy(rl_t *rl)
     rl__hotcap_free(h->cap, &rl->alloc);
     rl__hotkeys_destroy(&h->req, &rl->alloc);
     rl__hotkeys_destroy(&h->round, &rl->alloc);
+    rl__free(&rl->alloc, h->by_a, by_bytes(h->k), 8);
+    rl__free(&rl->alloc, h->by_b, by_bytes(h->k), 8);
     pthread_mutex_destroy(&h->mu);
     rl__free(&rl->alloc, h, sizeof *h, 64);
     rl->hot = NULL;
@@ -199,7 +210,9 @@ static void feed(rl_t *rl, rl_hotkeys_t *hk, size_t slot, uint32_t lref, uint64_
     drop_gone(rl, hk);
 }
 
-/* Order of entries by demand, highest first (insertion: at most 256). */
+/* Order of entries by demand, highest first (insertion: O(n^2) in the
+ * 8 x K entries, on the sync thread or an rl_hotkeys caller; 256 by
+ * default). */
 static size_t by_demand(rl_hotkeys_t *hk, rl_hk_entry_t **idx)
 {
     size_t n = 0;
@@ -220,7 +233,7 @@ static size_t by_demand(rl_hotkeys_t *hk, rl_hk_entry_t **idx)
  * asked for the reported and the hot ones that lack them. */
 static void evaluate(rl_t *rl, rl_hotkeys_t *hk, int synced)
 {
-    rl_hk_entry_t *idx[RL_HOT_K * RL_HOTKEYS_SLACK];
+    rl_hk_entry_t **idx = rl->hot->by_a;
     size_t n = by_demand(hk, idx);
     for (size_t i = 0; i < n; i++) {
         rl_hk_entry_t *e = idx[i];
@@ -259,7 +272,7 @@ static void evaluate(rl_t *rl, rl_hotkeys_t *hk, int synced)
             mark_slot(rl, e, t > 0);
             log_mark(rl, e, &l, t > 0, "");
         }
-        if (e->key_len == 0 && e->slot != 0 && (i < RL_HOT_K || e->hot)) {
+        if (e->key_len == 0 && e->slot != 0 && (i < rl->hot->k || e->hot)) {
             rl__hotcap_want(rl->hot->cap, e->slot - 1);
             e->want = 1;
         }
@@ -425,7 +438,7 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
         evaluate(rl, &h->req, 0);
     }
     /* Both sketches' entries of the limit, by demand. */
-    rl_hk_entry_t *a[RL_HOT_K * RL_HOTKEYS_SLACK], *b[RL_HOT_K * RL_HOTKEYS_SLACK];
+    rl_hk_entry_t **a = h->by_a, **b = h->by_b;
     size_t na = by_demand(&h->req, a), nb = by_demand(&h->round, b), ia = 0, ib = 0, got = 0;
     while (got < n && (ia < na || ib < nb)) {
         rl_hk_entry_t *e = ib >= nb || (ia < na && a[ia]->rate >= b[ib]->rate) ? a[ia++]
@@ -448,9 +461,9 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
         buf[0] = '\0';
     if (h == NULL || h->round.k == 0 || cap == 0)
         return 0;
-    rl_hk_entry_t *idx[RL_HOT_K * RL_HOTKEYS_SLACK];
     size_t len = 0, items = 0;
     pthread_mutex_lock(&h->mu);
+    rl_hk_entry_t **idx = h->by_a;
     size_t n = by_demand(&h->round, idx);
     /* Names are writer-owned while a limit lives: copied under its lock. */
     rl__limits_lock(&rl->limits);

@@ -41,14 +41,16 @@ typedef struct rl_hot {
     uint64_t round_last_fp;  /* the instance clock at the last round's end */
     uint64_t req_last_fp;   /* the instance clock at the last request's harvest */
     rl_hot_logs_t logs;     /* under mu */
+    size_t k;               /* keys a sketch reports (rl_config_t.hotkeys_k) */
+    /* Scratch of k x RL_HOTKEYS_SLACK entry pointers each (under mu): the
+     * entries by demand, off the stack, whose size K would set. */
+    rl_hk_entry_t **by_a, **by_b;
 } rl_hot_t;
 
-/* Reports this many keys (x RL_HOTKEYS_SLACK counters) per sketch. */
-#define RL_HOT_K RL_HOTKEYS_K_DEFAULT
-
 /* At rl_open, after the table and limits: sets rl->hot and the table's
- * capture. 0 or RL_ENOMEM. */
-int rl__hot_init(struct rl *rl, int synced);
+ * capture; each sketch reports k keys (1..RL_HOTKEYS_K_MAX, x
+ * RL_HOTKEYS_SLACK counters). 0 or RL_ENOMEM. */
+int rl__hot_init(struct rl *rl, int synced, size_t k);
 void rl__hot_destroy(struct rl *rl);
 
 /* Sync thread, each round: begin (takes the mutex), feed every harvested

@@ -39,7 +39,11 @@
     X(exact_timeout_ms, 5, 1, 60000)                                               \
     X(exact_pool_size, 4, 1, 64)                                                   \
     X(quota_journal_max, 10000, 0u, 1000000)                                       \
-    X(quota_timeout_ms, 500, 1, 60000)
+    X(quota_timeout_ms, 500, 1, 60000)                                             \
+    X(hotkeys_k, RL_HOTKEYS_K_DEFAULT, 1, RL_HOTKEYS_K_MAX)
+
+_Static_assert(RL_HOTKEYS_K_DEFAULT == 32 && RL_HOTKEYS_K_MAX == 1024,
+               "rl_config_t.hotkeys_k: the header documents its default and range");
 
 /* node_id and key_prefix: their longest, and the buffers holding them. */
 #define NODE_ID_MAX 64
@@ -402,7 +406,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     if (rc == 0)
         rc = init_local_tier(rl, &c);
     if (rc == 0)
-        rc = rl__hot_init(rl, c.redis_url != NULL);
+        rc = rl__hot_init(rl, c.redis_url != NULL, c.hotkeys_k);
     if (rc == 0 && rl->hot != NULL) /* only hot.c marks keys hot */
         rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && c.redis_url != NULL)

@@ -74,6 +74,33 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
         return rl__errf(err, errlen, RL_ERANGE, "hot_ppm: %u is above %u (%u times the rate)",
                         (unsigned)lim->hot_ppm, (unsigned)RL_HOT_PPM_MAX,
                         (unsigned)(RL_HOT_PPM_MAX / 1000000u));
+    if (lim->hot_policy != RL_HOT_POLICY_SYNC && lim->hot_policy != RL_HOT_POLICY_LOCAL)
+        return rl__errf(err, errlen, RL_EMODE, "hot_policy: unknown value %d",
+                        (int)lim->hot_policy);
+    /* Refused, not ignored, as near_ppm: a policy that can never apply
+     * would look configured and do nothing. */
+    if (lim->hot_policy == RL_HOT_POLICY_LOCAL && lim->mode != RL_MODE_GLOBAL)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_policy: local applies to mode=global only (a %s limit's keys "
+                        "%s)",
+                        lim->mode == RL_MODE_LOCAL   ? "local"
+                        : lim->mode == RL_MODE_EXACT ? "exact"
+                                                     : "tiered",
+                        lim->mode == RL_MODE_LOCAL   ? "never sync"
+                        : lim->mode == RL_MODE_EXACT ? "are decided in Redis per check"
+                                                     : "confirm in Redis near the limit");
+    if (lim->hot_policy == RL_HOT_POLICY_LOCAL && lim->hot_ppm == 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_policy: local needs hot_ppm (without a threshold no key is "
+                        "ever hot)");
+    if (lim->hot_every != 0 && lim->hot_policy != RL_HOT_POLICY_LOCAL)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_every: only hot_policy=local reports every Nth round (set it "
+                        "to 0)");
+    if (lim->hot_every == 1 || lim->hot_every > RL_HOT_EVERY_MAX)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_every: %u is outside 2..%u (rounds between a hot key's reports)",
+                        (unsigned)lim->hot_every, (unsigned)RL_HOT_EVERY_MAX);
     rl_limit_derived_t d;
     int rc = derive(&d, lim, 1, err, errlen);
     if (rc == 0 && (lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED)) {

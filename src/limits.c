@@ -79,6 +79,9 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     p->shadow = lim->shadow;
     p->max_keys = lim->max_keys;
     p->hot_ppm = lim->hot_ppm;
+    p->hot_every = lim->hot_policy != RL_HOT_POLICY_LOCAL ? 0
+                   : lim->hot_every != 0                 ? lim->hot_every
+                                                         : RL_HOT_EVERY_DEFAULT;
     p->epoch = 0;
     p->prev = d.normal;
     /* exact: decided in Redis per check (exact.c), never synced; tiered is

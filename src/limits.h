@@ -94,6 +94,9 @@ typedef struct rl_limit_params {
     uint64_t confirm_below;
     /* hot-key marking (hot.c) */
     uint64_t hot_ppm;
+    /* hot_policy=local: a hot key near its share reports every this many
+     * rounds (syncround.c); 0: hot_policy=sync */
+    uint64_t hot_every;
 } rl_limit_params_t;
 
 /* rl_limit_params_t.synced of an exact limit on an instance with Redis. */

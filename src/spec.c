@@ -13,6 +13,8 @@
  *   2^32-1 for max_keys).
  * - RL_ESPEC: anything else that is not only decimal digits: "1.5", "1e3",
  *   "+5", "0x10", "abc", "". Leading zeros are plain decimal ("007" is 7).
+ * hot_policy is a keyword (sync, local; RL_EMODE otherwise); hot_every a
+ * whole number in 2..RL_HOT_EVERY_MAX.
  * hot and near are the fractions: digits with an optional point and up to
  * six decimals ("0.5", "2", ".25" is RL_ESPEC, so is a seventh decimal), hot
  * in (0, 1000] (of the rate), near in (0, 1] (of the burst), under the same
@@ -42,12 +44,14 @@ enum {
     W_MAX_KEYS,
     W_HOT,
     W_NEAR,
+    W_HOT_POLICY,
+    W_HOT_EVERY,
     W_COUNT
 };
 
 static const char *const word_names[W_COUNT] = {
     "name", "rate", "burst", "mode", "on_failure", "degraded_rate", "shadow", "max_keys",
-    "hot", "near",
+    "hot", "near", "hot_policy", "hot_every",
 };
 
 typedef struct keyword {
@@ -66,6 +70,11 @@ static const keyword_t failures[] = {
     {"local", RL_FAIL_LOCAL},
     {"open", RL_FAIL_OPEN},
     {"closed", RL_FAIL_CLOSED},
+};
+
+static const keyword_t hot_policies[] = {
+    {"sync", RL_HOT_POLICY_SYNC},
+    {"local", RL_HOT_POLICY_LOCAL},
 };
 
 static const keyword_t booleans[] = {
@@ -283,6 +292,24 @@ static int parse_fraction(uint32_t *out, const char *word, const char *of, uint3
     return 0;
 }
 
+/* Rounds between a hot key's reports: 2..RL_HOT_EVERY_MAX (1 would be
+ * hot_policy=sync). */
+static int parse_hot_every(rl_limit_t *out, rl_span_t v, char *err, size_t errlen)
+{
+    rl_spec_quote_t q;
+    uint64_t x;
+    int rc = read_positive(v, RL_HOT_EVERY_MAX, "hot_every", "", &x, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (x < 2)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_every: \"%s\" must be at least 2 (rounds between a hot key's "
+                        "reports; every round is hot_policy=sync)",
+                        rl__spec_quote(&q, v));
+    out->hot_every = (uint32_t)x;
+    return 0;
+}
+
 static int parse_value(rl_limit_t *out, int word, rl_span_t v, char *err, size_t errlen)
 {
     switch (word) {
@@ -307,6 +334,12 @@ static int parse_value(rl_limit_t *out, int word, rl_span_t v, char *err, size_t
     case W_NEAR:
         return parse_fraction(&out->near_ppm, "near", "burst", RL_NEAR_PPM_MAX, v, err,
                               errlen);
+    case W_HOT_POLICY:
+        return parse_choice(&out->hot_policy, hot_policies,
+                            sizeof hot_policies / sizeof hot_policies[0], RL_EMODE, "hot_policy",
+                            "sync or local", v, err, errlen);
+    case W_HOT_EVERY:
+        return parse_hot_every(out, v, err, errlen);
     default:
         return parse_max_keys(out, v, err, errlen);
     }
@@ -355,6 +388,13 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
                       "near: the caller's rl_limit_t (%zu bytes) has no near_ppm field: use "
                       "rl_limit_parse_sized(&lim, sizeof lim, ...)",
                       size);
+    /* hot_every needs hot_policy=local: one check names both. */
+    if (rc == 0 && lim.hot_policy != RL_HOT_POLICY_SYNC &&
+        size < offsetof(rl_limit_t, hot_every) + sizeof lim.hot_every)
+        rc = rl__errf(err, errlen, RL_ESIZE,
+                      "hot_policy: the caller's rl_limit_t (%zu bytes) has no hot_policy and "
+                      "hot_every fields: use rl_limit_parse_sized(&lim, sizeof lim, ...)",
+                      size);
     memset(out, 0, size);
     memcpy(out, &lim, size < sizeof lim ? size : sizeof lim);
     out->size = size;
@@ -368,7 +408,7 @@ static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errle
     unsigned seen = 0;
     int rc = rl__spec_walk(spec, word_names, W_COUNT,
                            "name, rate, burst, mode, on_failure, degraded_rate, shadow, "
-                           "max_keys, hot or near",
+                           "max_keys, hot, near, hot_policy or hot_every",
                            value_of, out, &seen, err, errlen);
     if (rc != 0)
         return rc;
@@ -381,5 +421,20 @@ static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errle
         return rl__errf(err, errlen, RL_ERANGE,
                         "near: only mode=tiered confirms near its limit (add mode=tiered or "
                         "drop near=)");
+    if (out->hot_policy == RL_HOT_POLICY_LOCAL && out->mode != RL_MODE_GLOBAL)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_policy: local applies to mode=global only (its keys sync with "
+                        "Redis every round; this limit's %s)",
+                        out->mode == RL_MODE_LOCAL   ? "never sync"
+                        : out->mode == RL_MODE_EXACT ? "are decided in Redis per check"
+                                                     : "confirm in Redis near the limit");
+    if (out->hot_policy == RL_HOT_POLICY_LOCAL && !(seen & (1u << W_HOT)))
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_policy: local needs hot= (the threshold that marks a key hot; "
+                        "e.g. hot=0.5)");
+    if ((seen & (1u << W_HOT_EVERY)) && out->hot_policy != RL_HOT_POLICY_LOCAL)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "hot_every: only hot_policy=local reports every Nth round (add "
+                        "hot_policy=local or drop hot_every=)");
     return rl__limit_validate(out, err, errlen);
 }

@@ -47,6 +47,14 @@ _Static_assert(RL_STATS_SYNC_WINDOW >= RL_REPORT_QUIET_MAX,
  *   announced a shorter period, is a whole period old (its entry may be
  *   gone), or the key has no share yet;
  * - silent and not lingering: nothing (its share stays).
+ * A key marked hot of a hot_policy=local limit (hot_every > 1) that is near
+ * reports only every hot_every rounds, announcing that period, and keeps
+ * its share frozen in between (its counts accumulate: the next report
+ * carries them); it reports at once when it has no share yet, when its
+ * last report announced another period (so Redis keeps its entry as long),
+ * and when its demand fell (this round offered under half the mean of the
+ * rounds since its last report): a node whose traffic stopped hands its
+ * share back as soon as any key would.
  */
 typedef struct rl_report_view {
     uint64_t pend_o;  /* offered since the key's last report */
@@ -55,6 +63,9 @@ typedef struct rl_report_view {
     uint32_t period;  /* the period its last report announced; 0: none yet */
     uint32_t linger;  /* lingering rounds left */
     int has_share;    /* Redis has given it a share (its share word is set) */
+    uint32_t hot_every; /* > 1: marked hot, hot_policy=local (the limit's
+                           hot_every); 0: any other key */
+    uint64_t round_o;   /* offered in this round alone (harvested now) */
 } rl_report_view_t;
 
 typedef struct rl_report_action {

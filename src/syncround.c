@@ -151,6 +151,8 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         .period = ss->period,
         .linger = ss->linger,
         .has_share = RL_SHAREWORD_SHARE(w) != 0,
+        .hot_every = (w & RL_SHAREWORD_HOT) != 0 ? (uint32_t)l->p.hot_every : 0,
+        .round_o = a + d,
     };
     rl_report_action_t act;
     rl__sync_report_policy(&v, &act);
@@ -171,6 +173,24 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
     out->revisit = 0;
     out->announce = RL_REPORT_QUIET_MAX;
     out->linger = v->linger;
+    if (v->pend_o > 0 && v->pend_o * 2 >= v->could && v->hot_every > 1 && v->has_share &&
+        v->round_o * 2 * v->since >= v->pend_o) {
+        /* Near and hot, hot_policy=local, its demand not falling: every
+         * hot_every rounds, its share frozen in between
+         * (bench/accuracy/README.md, "Hot keys": rate / nodes instead
+         * starved a fleet whose traffic is on a few nodes). Near
+         * accumulates (`could` spans every round since the last report), so
+         * a node whose traffic stopped would look near for rounds on its
+         * old counts and hold its share: a round under half the mean since
+         * the last report goes the near way below, at once (hot-shift). At
+         * once too when the last report announced another period: Redis
+         * would drop an entry announced for one round before this one. */
+        out->revisit = 1;
+        out->linger = RL_REPORT_LINGER;
+        out->announce = v->hot_every;
+        out->report = v->period != v->hot_every || v->since >= v->hot_every;
+        return;
+    }
     if (v->pend_o > 0 && v->pend_o * 2 >= v->could) {
         /* Near its limit: every round. (No counts is never near: a share of
          * no tokens and no rate could admit nothing, and 0 >= 0.) */

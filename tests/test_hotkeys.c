@@ -59,6 +59,72 @@ START_TEST(counts_replacement_order_and_filter)
 }
 END_TEST
 
+/* The index and the heap against the sketch's own entries, after every
+ * update of a random stream with decays: every held key is found where it
+ * is, no other is, the heap is a min-heap whose root is the smallest
+ * count, a replacement evicts that smallest count and inherits it as err,
+ * and each held count brackets the key's exact (decayed) demand. */
+#define HK_KEYS 300
+/* Millions of checks: Check's own asserts record each one (fork mode), so
+ * only a failure goes through it. */
+#define HK_CHECK(c)                                                                        \
+    do {                                                                                   \
+        if (!(c))                                                                          \
+            ck_abort_msg("K %zu, op %d: %s", ks[t], op, #c);                               \
+    } while (0)
+START_TEST(index_and_heap_against_the_entries)
+{
+    static const size_t ks[] = {1, 2, 32};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        rl_hotkeys_t h;
+        ck_assert_int_eq(rl__hotkeys_init(&h, &alloc, ks[t]), 0);
+        static uint64_t exact[HK_KEYS];
+        memset(exact, 0, sizeof exact);
+        uint64_t seed = 12345 + t;
+        for (int op = 0; op < 20000; op++) {
+            uint64_t r = next_u64(&seed);
+            if (r % 997 == 0) {
+                rl__hotkeys_decay(&h, 1);
+                for (int k = 0; k < HK_KEYS; k++)
+                    exact[k] >>= 1;
+            }
+            /* skewed: low keys far more often */
+            int key = (int)((r >> 8) % HK_KEYS);
+            if ((r >> 40) % 4 != 0)
+                key %= 20;
+            uint64_t w = 1 + (r >> 50) % 9;
+            uint64_t min = UINT64_MAX;
+            for (size_t i = 0; i < h.n; i++)
+                min = h.e[i].count < min ? h.e[i].count : min;
+            size_t n_before = h.n;
+            int held = rl__hotkeys_find(&h, (uint32_t)(key & 1), (uint64_t)key * 7919, 0) != NULL;
+            rl_hk_entry_t *e = rl__hotkeys_add(&h, (uint32_t)(key & 1), (uint64_t)key * 7919, 0, w);
+            exact[key] += w;
+            HK_CHECK(rl__hotkeys_find(&h, (uint32_t)(key & 1), (uint64_t)key * 7919, 0) == e);
+            if (!held && n_before == h.k) {
+                HK_CHECK(h.gone_valid == 1);
+                HK_CHECK(h.gone.count == min);
+                HK_CHECK(e->err == min);
+                HK_CHECK(rl__hotkeys_find(&h, h.gone.lref, h.gone.id_lo, h.gone.id_hi) == NULL);
+            }
+            for (size_t i = 0; i < h.n; i++) {
+                const rl_hk_entry_t *x = &h.e[i];
+                HK_CHECK(rl__hotkeys_find(&h, x->lref, x->id_lo, x->id_hi) == x);
+                HK_CHECK(h.heap[h.at[i]] == i);
+                HK_CHECK(i == 0 || h.e[h.heap[(i - 1) / 2]].count <= h.e[h.heap[i]].count);
+                HK_CHECK(h.e[h.heap[0]].count <= x->count);
+                int k = (int)(x->id_lo / 7919);
+                /* decays round each half down: the bracket loosens by the
+                 * decays' rounding, never more than one per decay */
+                HK_CHECK(x->count - x->err <= exact[k] + 64);
+                HK_CHECK(x->count + 64 >= exact[k]);
+            }
+        }
+        rl__hotkeys_destroy(&h, &alloc);
+    }
+}
+END_TEST
+
 #define NZ 100000
 #define NPLANT 10
 
@@ -158,6 +224,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, bad_sizes);
     tcase_add_test(tc, counts_replacement_order_and_filter);
+    tcase_add_test(tc, index_and_heap_against_the_entries);
     tcase_add_test(tc, zipf_with_planted_heavy_keys);
     suite_add_tcase(s, tc);
     return s;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "testutil.h"
 #include "structsize.h"
+#include "limitdef.h"
 
 static rl_limit_t parse_ok(const char *spec)
 {
@@ -481,6 +482,90 @@ START_TEST(test_near)
 }
 END_TEST
 
+/* hot_policy= and hot_every=: keywords and their range; refused where the
+ * policy can never apply, each message naming the word. */
+START_TEST(test_hot_policy)
+{
+    rl_limit_t lim = parse_ok("name=a rate=10/s hot=0.5 hot_policy=local");
+    ck_assert_int_eq(lim.hot_policy, RL_HOT_POLICY_LOCAL);
+    ck_assert_uint_eq(lim.hot_every, 0); /* the default, RL_HOT_EVERY_DEFAULT */
+    lim = parse_ok("hot_every=10 name=a hot_policy=local rate=10/s hot=0.5");
+    ck_assert_uint_eq(lim.hot_every, 10);
+    ck_assert_uint_eq(parse_ok("name=a rate=10/s hot=0.5 hot_policy=local hot_every=2").hot_every,
+                      2);
+    lim = parse_ok("name=a rate=10/s hot_policy=sync");
+    ck_assert_int_eq(lim.hot_policy, RL_HOT_POLICY_SYNC);
+    ck_assert_int_eq(parse_ok("name=a rate=10/s").hot_policy, RL_HOT_POLICY_SYNC);
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=static", RL_EMODE,
+               "hot_policy: unknown value \"static\" (use sync or local)");
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=Local", RL_EMODE, "hot_policy");
+    expect_err("name=a rate=10/s hot_policy=local", RL_ERANGE, "hot_policy: local needs hot=");
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=local mode=local", RL_ERANGE,
+               "hot_policy: local applies to mode=global only");
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=local mode=exact", RL_ERANGE, "hot_policy");
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=local mode=tiered", RL_ERANGE,
+               "hot_policy");
+    expect_err("name=a rate=10/s hot=0.5 hot_every=4", RL_ERANGE,
+               "hot_every: only hot_policy=local");
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=sync hot_every=4", RL_ERANGE, "hot_every");
+    static const struct {
+        const char *v;
+        int rc;
+    } bad[] = {{"1", RL_ERANGE},  {"0", RL_ERANGE},   {"11", RL_ERANGE}, {"-2", RL_ERANGE},
+               {"nan", RL_ERANGE}, {"2.5", RL_ESPEC}, {"x", RL_ESPEC},   {"", RL_ESPEC}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char spec[128];
+        snprintf(spec, sizeof spec, "name=a rate=10/s hot=0.5 hot_policy=local hot_every=%s",
+                 bad[i].v);
+        expect_err(spec, bad[i].rc, "hot_every");
+    }
+    expect_err("name=a rate=10/s hot=0.5 hot_policy=local hot_policy=local", RL_ESPEC,
+               "duplicate word \"hot_policy\"");
+    /* A struct without the fields: sync is their default (nothing to
+     * write), local has no field to go in. */
+    char err[256];
+    ck_assert_int_eq((rl_limit_parse)(&lim, "name=a rate=10/s hot_policy=sync", err, sizeof err),
+                     0);
+    ck_assert_int_eq(rl_limit_parse_sized(&lim, offsetof(rl_limit_t, hot_policy),
+                                          "name=a rate=10/s hot=0.5 hot_policy=local", err,
+                                          sizeof err),
+                     RL_ESIZE);
+    ck_assert_ptr_nonnull(strstr(err, "hot_policy"));
+    /* Set directly: rl_limit_add's validation, the field named. */
+    rl_t *rl = NULL;
+    rl_config_t c;
+    rl_config_init(&c);
+    c.log_quiet = 1;
+    ck_assert_int_eq(rl_open(&rl, &c), 0);
+    lim = parse_ok("name=a rate=10/s hot=0.5 hot_policy=local");
+    lim.hot_every = 1;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.hot_every = RL_HOT_EVERY_MAX + 1;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.hot_every = RL_HOT_EVERY_MAX;
+    lim.hot_policy = 2;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_EMODE);
+    lim.hot_policy = RL_HOT_POLICY_LOCAL;
+    lim.hot_ppm = 0;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.hot_ppm = 500000;
+    lim.mode = RL_MODE_TIERED;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);
+    lim.mode = RL_MODE_GLOBAL;
+    lim.hot_policy = RL_HOT_POLICY_SYNC;
+    ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE); /* hot_every without local */
+    lim.hot_policy = RL_HOT_POLICY_LOCAL;
+    int id = rl_limit_add(rl, &lim);
+    ck_assert_int_ge(id, 0);
+    char msg[256];
+    rl_limit_t bad_lim = lim;
+    bad_lim.hot_every = 1;
+    ck_assert_int_eq(rl__limit_validate(&bad_lim, msg, sizeof msg), RL_ERANGE);
+    ck_assert_ptr_nonnull(strstr(msg, "hot_every: 1 is outside 2..10"));
+    rl_close(rl);
+}
+END_TEST
+
 /* Set directly: the same range, and the same refusal outside tiered. */
 START_TEST(test_near_field)
 {
@@ -630,6 +715,7 @@ static Suite *spec_suite(void)
     tcase_add_test(range, test_max_keys_zero);
     tcase_add_test(range, test_near);
     tcase_add_test(range, test_near_field);
+    tcase_add_test(range, test_hot_policy);
     suite_add_tcase(s, range);
 
     TCase *args = tcase_create("arguments");

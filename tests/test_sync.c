@@ -787,6 +787,66 @@ END_TEST
 
 /* ------------------------------------------- faults: lost entries, falls, close */
 
+/* Pure: a hot key of a hot_policy=local limit (hot_every 4), round by
+ * round against the model: near and steady, it reports every 4th round
+ * announcing 4 and is revisited in between; at once when its last report
+ * announced another period, when it has no share, and when its demand
+ * falls; without the hot mark, every round. */
+START_TEST(report_policy_hot_every)
+{
+    rl_report_action_t a;
+    /* entering: the last report announced one round */
+    rl_report_view_t v = {.pend_o = 200, .since = 1, .could = 150, .period = 1,
+                          .has_share = 1, .hot_every = 4, .round_o = 200};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, 4);
+    for (uint64_t since = 1; since <= 6; since++) {
+        v = (rl_report_view_t){.pend_o = 200 * since, .since = since, .could = 100 * since + 50,
+                               .period = 4, .linger = RL_REPORT_LINGER, .has_share = 1,
+                               .hot_every = 4, .round_o = 200};
+        rl__sync_report_policy(&v, &a);
+        ck_assert_msg(a.report == (since >= 4), "since %llu", (unsigned long long)since);
+        ck_assert_int_eq(a.revisit, 1);
+        ck_assert_uint_eq(a.announce, 4);
+        ck_assert_uint_eq(a.linger, RL_REPORT_LINGER);
+        /* the same key not hot (or hot_policy=sync): every round, one */
+        v.hot_every = 0;
+        rl__sync_report_policy(&v, &a);
+        ck_assert_int_eq(a.report, 1);
+        ck_assert_uint_eq(a.announce, 1);
+    }
+    /* no share yet: at once, as any near key */
+    v = (rl_report_view_t){.pend_o = 200, .since = 1, .could = 150, .period = 4,
+                           .has_share = 0, .hot_every = 4, .round_o = 200};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, 1);
+    /* demand fell: two rounds of counts, none in this one (still near on
+     * its old counts): at once, announcing one round; so does a round
+     * under half the mean */
+    v = (rl_report_view_t){.pend_o = 400, .since = 3, .could = 350, .period = 4,
+                           .linger = RL_REPORT_LINGER, .has_share = 1, .hot_every = 4,
+                           .round_o = 0};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    ck_assert_uint_eq(a.announce, 1);
+    v.round_o = 66; /* 66 * 2 * 3 < 400 */
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 1);
+    v.round_o = 67; /* 67 * 2 * 3 >= 400: steady enough, frozen */
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 0);
+    ck_assert_uint_eq(a.announce, 4);
+    /* not near: the usual quiet policy, hot or not */
+    v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 150, .period = 10,
+                           .has_share = 1, .hot_every = 4, .round_o = 5};
+    rl__sync_report_policy(&v, &a);
+    ck_assert_int_eq(a.report, 0);
+    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
+}
+END_TEST
+
 START_TEST(report_policy_follows_a_fall)
 {
     /* Pure: one key, round by round. Near its limit it reports every round
@@ -1080,6 +1140,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     TCase *pol = tcase_create("policy");
     tcase_add_test(pol, report_policy_follows_a_fall);
+    tcase_add_test(pol, report_policy_hot_every);
     tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
     tcase_add_test(pol, connection_name_is_sanitized);
     suite_add_tcase(s, pol);

@@ -90,6 +90,9 @@ struct acc_scen {
                                heal_ms; -1: none */
     uint64_t heal_ms;
     int tiered;             /* the limit is mode=tiered, not global */
+    uint32_t hot_every;     /* > 0: the limit marks keys hot at half its rate
+                               (hot=0.5) with hot_policy=local and this
+                               hot_every; 0: no hot= (every key syncs alike) */
     uint64_t join_ms[ACC_MAX_NODES];  /* first ms a node is driven */
     uint64_t death_ms[ACC_MAX_NODES]; /* first ms it is not (ACC_NEVER) */
     acc_offered_fn offered;
@@ -144,6 +147,8 @@ struct acc_result {
     char note[160];      /* anything the driver wants on the report */
     uint64_t checks;       /* rl_check calls the drivers made */
     uint64_t redis_checks; /* tiered: checks confirmed in Redis (exact.lua calls) */
+    uint64_t reports;      /* virtual: the fleet's key reports (every node's) */
+    uint64_t calls;        /* virtual: the fleet's report script calls */
 };
 
 int acc_result_init(acc_result_t *r, const acc_scen_t *sc);
@@ -188,8 +193,10 @@ typedef struct acc_verdict {
 } acc_verdict_t;
 
 struct acc_verdicts {
-    acc_verdict_t v[96];
+    acc_verdict_t v[256]; /* every scenario's, with room: a verdict that
+                             does not fit is counted as a gated miss */
     int n;
+    int dropped;
 };
 
 void acc_verdict(acc_verdicts_t *vs, const char *scen, int gated, int pass, const char *target,
@@ -220,6 +227,7 @@ typedef struct acc_fleet_cfg {
     int cut_node;                /* -1: none */
     int manual;                  /* rounds only through rl__sync_step */
     int tiered;                  /* the limit is mode=tiered */
+    uint32_t hot_every;          /* acc_scen_t.hot_every */
     uint64_t rate, burst;
 } acc_fleet_cfg_t;
 

@@ -66,10 +66,12 @@ void acc_fleet_cfg_init(acc_fleet_cfg_t *c, const acc_opts_t *o, const acc_scen_
     c->rate = sc->rate;
     c->burst = sc->burst;
     c->tiered = sc->tiered;
+    c->hot_every = sc->hot_every;
     c->cut_node = -1;
 }
 
-static int add_limit(acc_node_t *n, uint64_t rate, uint64_t burst, int tiered)
+static int add_limit(acc_node_t *n, uint64_t rate, uint64_t burst, int tiered,
+                     uint32_t hot_every)
 {
     rl_limit_t lim;
     rl_limit_init(&lim);
@@ -78,6 +80,11 @@ static int add_limit(acc_node_t *n, uint64_t rate, uint64_t burst, int tiered)
     lim.rate.period_ms = 1000;
     lim.burst = burst;
     lim.mode = tiered ? RL_MODE_TIERED : RL_MODE_GLOBAL;
+    if (hot_every > 0) {
+        lim.hot_ppm = 500000; /* hot=0.5: the scenarios' keys run at 2-5x */
+        lim.hot_policy = RL_HOT_POLICY_LOCAL;
+        lim.hot_every = hot_every;
+    }
     n->limit = rl_limit_add(n->rl, &lim);
     return n->limit < 0 ? n->limit : 0;
 }
@@ -113,7 +120,7 @@ int acc_node_open(acc_node_t *n, const acc_fleet_cfg_t *c, int index)
         fprintf(stderr, "rl_accuracy: rl_open(%s): %s\n", n->name, rl_strerror(rc));
         return rc;
     }
-    rc = add_limit(n, c->rate, c->burst, c->tiered);
+    rc = add_limit(n, c->rate, c->burst, c->tiered, c->hot_every);
     if (rc != 0) {
         fprintf(stderr, "rl_accuracy: rl_limit_add(%s): %s\n", n->name, rl_strerror(rc));
         rl_close(n->rl);

@@ -101,6 +101,10 @@ void acc_bound_init(acc_bound_t *b, const acc_scen_t *sc)
      * node may hold an increase whose matching decrease another node has
      * not applied yet. At most one round at the whole rate. */
     b->e_moves = round;
+    /* A hot key of a hot_policy=local limit keeps its share up to
+     * hot_every rounds: a move is undone within that many rounds. */
+    if (sc->hot_every > 1)
+        b->e_moves = round * sc->hot_every;
     /* (c) Sum of local bursts <= B per snapshot, but a node whose new lease
      * is larger gets the difference at once while the node losing it may
      * still hold its tokens for a round: at most one more burst. */
@@ -218,8 +222,10 @@ double acc_percentile(double *v, size_t n, double p)
 void acc_verdict(acc_verdicts_t *vs, const char *scen, int gated, int pass, const char *target,
                  const char *fmt, ...)
 {
-    if (vs->n >= (int)(sizeof vs->v / sizeof vs->v[0]))
+    if (vs->n >= (int)(sizeof vs->v / sizeof vs->v[0])) {
+        vs->dropped++; /* final_summary fails the run: never a silent pass */
         return;
+    }
     acc_verdict_t *v = &vs->v[vs->n++];
     snprintf(v->scenario, sizeof v->scenario, "%s", scen);
     snprintf(v->target, sizeof v->target, "%s", target);

@@ -173,6 +173,12 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
     /* The dead are closed too: nothing may leak. */
     for (int i = 0; i < sc->nodes; i++) {
         res->redis_checks += acc_node_redis_checks(&v->nodes[i]);
+        if (v->nodes[i].rl != NULL) {
+            uint64_t reports, calls;
+            acc_node_counters(&v->nodes[i], &reports, &calls);
+            res->reports += reports;
+            res->calls += calls;
+        }
         acc_node_close(&v->nodes[i]);
     }
     acc_cut_stop(&v->cut);

@@ -14,7 +14,8 @@
 const char *const acc_scen_names[] = {"uniform",   "skew",        "shift",       "churn",
                                       "high",      "low",         "cold",        "flush",
                                       "residual",  "partition",   "many",        "tiered-low",
-                                      "tiered-skew", "tiered-uniform", NULL};
+                                      "tiered-skew", "tiered-uniform", "hot-skew",
+                                      "hot-uniform", "hot-shift", NULL};
 
 int acc_node_live(const acc_scen_t *sc, int node, uint64_t t_ms)
 {
@@ -164,12 +165,53 @@ static void judge_band(const acc_scen_t *sc, const acc_result_t *res, int gated,
 
 /* ---------------------------------------------------------------- judges */
 
+/* The sync traffic the key cost: the fleet's key reports and report script
+ * calls per second of the run (virtual mode counts them; the hot policy's
+ * saving is this figure against its sync-policy twin's), and per busy
+ * node-round (a node offering load in a round: 1.0 is a report in every
+ * one, the sync policy for a key near its limit). max_part > 0 gates that
+ * part (hot_policy=local: about 1/hot_every after the first rounds). */
+static void judge_redis_ops(const acc_scen_t *sc, const acc_result_t *res, int gated,
+                            acc_verdicts_t *v, double max_part)
+{
+    if (!res->shares_known)
+        return;
+    uint64_t busy = 0;
+    for (size_t c = 0; c < (size_t)res->rounds * (size_t)res->nodes; c++)
+        busy += res->node_off[c] > 0;
+    double secs = (double)res->duration_ms / 1000.0;
+    double part = busy > 0 ? (double)res->reports / (double)busy : 0.0;
+    char what[160];
+    snprintf(what, sizeof what,
+             "%.1f reports/s, %.1f calls/s (%" PRIu64 " and %" PRIu64 " in %.0f s); %.2f "
+             "reports per busy node-round",
+             (double)res->reports / secs, (double)res->calls / secs, res->reports, res->calls,
+             secs, part);
+    if (max_part > 0) {
+        char target[112];
+        snprintf(target, sizeof target, "key reports <= %.2f per busy node-round", max_part);
+        acc_verdict(v, sc->name, gated, part <= max_part, target, "%s", what);
+    } else {
+        acc_verdict(v, sc->name, ACC_INFO, 1, "Redis: key reports and report calls", "%s",
+                    what);
+    }
+}
+
+/* hot_policy=local's saving, gated where the key's nodes are steadily near
+ * (skew, uniform: 0.27-0.33 measured with hot_every 4, the sync policy's
+ * 1.0), informational where its load moves (shift). */
+static double hot_max_part(const acc_scen_t *sc)
+{
+    return sc->hot_every > 1 && sc->event_ms == 0 ? 0.4 : 0.0;
+}
+
 static void judge_uniform(const acc_scen_t *sc, const acc_result_t *res, int gated,
                           acc_verdicts_t *v)
 {
     judge_band(sc, res, gated, v, 2u * sc->interval_ms, 0.95, 1.05,
                "after 2 rounds every 1-s window 95-105% of the limit");
     acc_judge_bound(sc, res, gated, v);
+    judge_redis_ops(sc, res, gated, v, hot_max_part(sc));
 }
 
 static void judge_skew(const acc_scen_t *sc, const acc_result_t *res, int gated,
@@ -184,6 +226,7 @@ static void judge_skew(const acc_scen_t *sc, const acc_result_t *res, int gated,
                 "reached in round %u (0: never); mean of the 2nd half %.1f%%", k,
                 100.0 * steady);
     acc_judge_bound(sc, res, gated, v);
+    judge_redis_ops(sc, res, gated, v, hot_max_part(sc));
 }
 
 static void judge_shift(const acc_scen_t *sc, const acc_result_t *res, int gated,
@@ -202,6 +245,7 @@ static void judge_shift(const acc_scen_t *sc, const acc_result_t *res, int gated
                 "mean from round 6 on %.1f%%",
                 k, series, 100.0 * after);
     acc_judge_bound(sc, res, gated, v);
+    judge_redis_ops(sc, res, gated, v, hot_max_part(sc));
 }
 
 static void judge_churn(const acc_scen_t *sc, const acc_result_t *res, int gated,
@@ -513,6 +557,24 @@ int acc_scen_make(const char *name, const acc_opts_t *o, acc_scen_t *sc)
         sc->what = "mode=tiered: offered 5x the limit, spread evenly over the nodes";
         sc->tiered = 1;
         sc->judge = judge_tiered;
+    } else if (strcmp(name, "hot-skew") == 0) {
+        base(sc, "hot-skew", 20, 1000, 100, 2.0, q ? 3 : 10);
+        sc->what = "as skew, hot=0.5 hot_policy=local hot_every=4";
+        sc->hot_every = 4;
+        sc->offered = offered_skew;
+        sc->judge = judge_skew;
+    } else if (strcmp(name, "hot-uniform") == 0) {
+        base(sc, "hot-uniform", 10, 1000, 100, 5.0, q ? 3 : 10);
+        sc->what = "as uniform, hot=0.5 hot_policy=local hot_every=4";
+        sc->hot_every = 4;
+        sc->judge = judge_uniform;
+    } else if (strcmp(name, "hot-shift") == 0) {
+        base(sc, "hot-shift", 10, 1000, 100, 2.0, q ? 4 : 10);
+        sc->what = "as shift, hot=0.5 hot_policy=local hot_every=4";
+        sc->hot_every = 4;
+        sc->event_ms = q ? 2000 : 5000;
+        sc->offered = offered_shift;
+        sc->judge = judge_shift;
     } else if (strcmp(name, "low") == 0) {
         base(sc, "low", 10, 1, 1, 10.0, q ? 20 : 60);
         sc->what = "each node offers 1/s (10x the limit), evenly spaced, nodes out of phase";

@@ -147,6 +147,8 @@ class Config(ctypes.Structure):
         # appended fields: quotas
         ("quota_journal_max", _u32),
         ("quota_timeout_ms", _u32),
+        # appended fields: hot keys
+        ("hotkeys_k", _u32),  # keys each top-K sketch reports; 0 is refused
     ]
 
 
@@ -169,6 +171,8 @@ class Limit(ctypes.Structure):
         ("max_keys", _u32),
         ("hot_ppm", _u32),  # appended (rl_hotkeys); 0: never hot
         ("near_ppm", _u32),  # appended (tiered); 0: 20% of the burst
+        ("hot_policy", _i32),  # appended: 0 sync, 1 local
+        ("hot_every", _u32),  # hot_policy=local: rounds between reports; 0: 4
     ]
 
 
