@@ -163,13 +163,15 @@ def _alive(pid):
 
 
 class Redis:
-    def __init__(self):
+    def __init__(self, own_session=False):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rl-redis-")
+        # own_session: a scheduler autogroup of its own, apart from the
+        # caller's (bench_nginx.py: not sharing one with wrk).
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=own_session)
         wait_until(self._up, "redis-server")
 
     def _up(self):
