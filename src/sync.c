@@ -20,6 +20,7 @@
 #include "backoff.h"
 #include "policy.h"
 #include "shsync.h"
+#include "uvloop.h"
 
 /* Transition log lines: at most one in this many ms. */
 #define HEALTH_LOG_EVERY_MS 1000
@@ -500,7 +501,7 @@ static int init_loop(rl_sync_t *s)
         uv_close((uv_handle_t *)&s->deadline_timer, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
+        rl__uv_loop_close(&s->loop);
         return -1;
     }
     return 0;
@@ -523,7 +524,7 @@ static int start_thread(rl_sync_t *s)
     rl__redis_route_close(&s->route);
     uv_close((uv_handle_t *)&s->wake, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
+    rl__uv_loop_close(&s->loop);
     return -1;
 }
 
@@ -610,7 +611,7 @@ void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back)
     atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
     uv_async_send(&s->wake);
     uv_thread_join(&s->thread);
-    uv_loop_close(&s->loop);
+    rl__uv_loop_close(&s->loop);
     free_sync(s);
 }
 

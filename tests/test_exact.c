@@ -17,6 +17,7 @@
 #include "redis/keys.h"
 #include "exact.h"
 #include "scripts.h"
+#include "uvloop.h"
 
 static rl_test_redis_t srv;
 static char url[64];
@@ -340,7 +341,7 @@ START_TEST(exact_async_from_uv_loop)
     rl_close(a.rl); /* no callback (nor its uv_async_send) after this */
     uv_close((uv_handle_t *)&a.wake, NULL);
     uv_run(&a.loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&a.loop), 0);
+    ck_assert_int_eq(rl__uv_loop_close(&a.loop), 0);
     for (unsigned i = 0; i < NASYNC; i++)
         ck_assert_uint_eq(atomic_load(&a.calls[i]), 1);
     ck_assert_uint_eq(atomic_load(&a.bad), 0);

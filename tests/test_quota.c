@@ -21,6 +21,7 @@
 #include "quota.h"
 #include "quotaperiod.h"
 #include "redis/keys.h"
+#include "uvloop.h"
 
 #define DAY UINT64_C(86400000)
 #define SECRET "quota-test-secret-0123456789"
@@ -735,7 +736,7 @@ START_TEST(async_charges_from_a_loop)
     h.wake.data = &h;
     async_issue(&h);
     ck_assert_int_eq(uv_run(&h.loop, UV_RUN_DEFAULT), 0);
-    ck_assert_int_eq(uv_loop_close(&h.loop), 0);
+    ck_assert_int_eq(rl__uv_loop_close(&h.loop), 0);
     ck_assert_uint_eq(h.inline_answers, 0);
     /* Each id's answers: exactly one not a duplicate (its charge), the
      * rest duplicates of it, with the same figures. */

@@ -14,6 +14,7 @@
 #include "redis/reply.h"
 #include "redis/route.h"
 #include "alloc.h"
+#include "uvloop.h"
 
 /* A slot's life: FREE -> WAITING (queued or sent) -> DELIVERING (its answer
  * being written) -> DONE; or WAITING -> ABANDONED (a blocking caller's own
@@ -562,7 +563,7 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
         c->stopping = 1;
         shutdown_loop(c);
         uv_run(&c->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&c->loop);
+        rl__uv_loop_close(&c->loop);
         uv_mutex_destroy(&c->wmu);
         uv_mutex_destroy(&c->qmu);
         free_caller(c);
@@ -587,7 +588,7 @@ void rl__redis_caller_stop(rl_redis_caller_t *c)
     uv_mutex_unlock(&c->qmu);
     uv_async_send(&c->wake);
     uv_thread_join(&c->thread);
-    uv_loop_close(&c->loop);
+    rl__uv_loop_close(&c->loop);
     uv_mutex_destroy(&c->wmu);
     uv_mutex_destroy(&c->qmu);
     free_caller(c);
