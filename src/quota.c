@@ -506,7 +506,9 @@ int rl_quota_remove(rl_t *rl, int quota)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
-    if ((rc = shared_registry(rl, "removed", "(by id)")) != 0)
+    char name[24];
+    snprintf(name, sizeof name, "id %d", quota);
+    if ((rc = shared_registry(rl, "removed", name)) != 0)
         return rc;
     rl_quotas_t *qs = rl__quotas_of(rl);
     if (qs == NULL)
