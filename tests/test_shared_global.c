@@ -627,6 +627,17 @@ START_TEST(unattached_process_is_refused)
         bad |= (rl_quota_add(h.rl, &q) != RL_ENOTSUP) << 5;
         bad |= (rl_quota_remove(h.rl, h.ids[2]) != RL_ENOTSUP) << 6;
         bad |= (rl_check(h.rl, h.ids[1], "k", 1, 1, NULL) != RL_ALLOW) << 7;
+        rl_request_t req[2];
+        for (int i = 0; i < 2; i++) {
+            rl_request_init(&req[i]);
+            req[i].limit = h.ids[i];
+            req[i].key = "b";
+            req[i].key_len = 1;
+            req[i].cost = 1;
+        }
+        int res2[2] = {0, 0};
+        bad |= (rl_check_batch(h.rl, req, 2, sizeof req[0], NULL, res2) != 1) << 11;
+        bad |= (res2[0] != RL_ENOTSUP || res2[1] != RL_ALLOW) << 12;
         /* Once attached, the same calls work. */
         bad |= (rl_shared_attach(h.rl) != 0) << 8;
         bad |= (rl_check(h.rl, h.ids[0], "k", 1, 1, &d) != RL_ALLOW) << 9;
