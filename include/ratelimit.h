@@ -639,10 +639,12 @@ RL_EXTERN void rl_close(rl_t *rl);
  * across a fleet, and a request id is charged once whichever process
  * sends it. A process that did not attach gets RL_ENOTSUP (logged) from
  * an exact check, rl_quota_charge(_async) and rl_quota_get. Quotas are
- * defined (rl_quota_add, rl_quota_remove) only in the process that opened
- * the instance, before it forks the workers that use them: each process
- * sees the quotas its parent had when it forked, with the same ids (its
- * own copy; RL_ENOTSUP, logged, in any other process). Tiered limits
+ * defined (rl_quota_add, rl_quota_remove) in a process that did not
+ * attach (the opener, or a process forked from it that forks the workers,
+ * as a daemon's master), before it forks the workers that use them: each
+ * process has its own copy of the quotas its parent had when it forked,
+ * with the same ids. An attached process may not change them (RL_ENOTSUP,
+ * logged): the change would be its alone. Tiered limits
  * (rl_limit_add/update: RL_ENOTSUP, logged) and hot-key detection
  * (rl_hotkeys: RL_ENOTSUP) are not supported.
  * Errors (with cfg->err's message, as rl_open): those of rl_open, and
@@ -1159,8 +1161,8 @@ RL_EXTERN int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t 
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_ERANGE, RL_EMODE, RL_EEXIST (a
  * quota of that name), RL_ELIMITS (RL_QUOTA_MAX quotas), RL_ENOTSUP (a
  * local-only instance: a quota in volatile memory is not a quota; or a
- * shared instance, in a process other than its opener: see
- * rl_open_shared; logged), RL_ENOMEM, RL_EFORKED.
+ * shared instance, in a process that attached: see rl_open_shared;
+ * logged), RL_ENOMEM, RL_EFORKED.
  */
 RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
 
@@ -1170,7 +1172,7 @@ RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
  * it). Journaled charges of the quota not yet replayed are dropped and
  * counted in quota_lost. A charge racing the removal may still be answered.
  * Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED; RL_ENOTSUP in
- * a shared instance, in a process other than its opener (logged).
+ * a shared instance, in a process that attached (logged).
  */
 RL_EXTERN int rl_quota_remove(rl_t *rl, int quota);
 

@@ -332,25 +332,34 @@ void rl__quotas_forget(rl_quotas_t *qs)
     rl__free(&qs->rl->alloc, qs, sizeof *qs, 64);
 }
 
-int rl__quotas_adopt(struct rl *rl, rl_quotas_t **slot, struct rl_exact *x)
+/* Make *slot (a shared instance's ledger this process sees) its own: a
+ * fork()'s copy is replaced by a fresh ledger with the same definitions
+ * (the copy's mutex and journal are a snapshot of another process's: never
+ * locked here). 0 or RL_ENOMEM. */
+static int own_ledger(struct rl *rl, rl_quotas_t **slot)
 {
     rl_quotas_t *qs = *slot;
-    if (qs == NULL)
+    if (qs == NULL || qs->pid == getpid())
         return 0;
-    if (qs->pid != getpid()) {
-        /* fork()'s copy: its definitions are the opener's; its mutex and
-         * journal are a snapshot of another process's (never locked here). */
-        rl_quotas_t *mine = NULL;
-        int rc = rl__quotas_create(rl, qs->journal_max, qs->timeout_ms, &mine);
-        if (rc != 0)
-            return rc;
-        memcpy(mine->slots, qs->slots, sizeof mine->slots);
-        mine->count = qs->count;
-        rl__quotas_forget(qs);
-        *slot = qs = mine;
-    }
+    rl_quotas_t *mine = NULL;
+    int rc = rl__quotas_create(rl, qs->journal_max, qs->timeout_ms, &mine);
+    if (rc != 0)
+        return rc;
+    memcpy(mine->slots, qs->slots, sizeof mine->slots);
+    mine->count = qs->count;
+    rl__quotas_forget(qs);
+    *slot = mine;
+    return 0;
+}
+
+int rl__quotas_adopt(struct rl *rl, rl_quotas_t **slot, struct rl_exact *x)
+{
+    int rc = own_ledger(rl, slot);
+    rl_quotas_t *qs = *slot;
+    if (rc != 0 || qs == NULL)
+        return rc;
     uv_mutex_lock(&qs->mu);
-    int rc = start_replay(qs, x);
+    rc = start_replay(qs, x);
     uv_mutex_unlock(&qs->mu);
     return rc;
 }
@@ -410,34 +419,39 @@ void rl__quota_lose_acks(struct rl *rl, uint32_t n)
     uv_mutex_unlock(&qs->mu);
 }
 
-/* A shared instance's quotas are defined in the opener (its private
- * ledger, which every process forked later inherits, and rl_shared_attach
- * turns into that process's own): the only rule that keeps every worker's
- * quota ids the same. RL_ENOTSUP, logged (no message buffer), elsewhere. */
+/* A shared instance's quotas are defined in a process that did not attach
+ * (the opener, or a process forked from it before the workers, as a
+ * daemon's master is): its private ledger, which every process forked
+ * later inherits and rl_shared_attach turns into that process's own. The
+ * only rule that keeps every worker's quota ids the same: an attached
+ * process's ledger is its own, and a change there would be its alone.
+ * RL_ENOTSUP, logged (no message buffer), in an attached process. */
 static int shared_registry(rl_t *rl, const char *what, const char *name)
 {
-    if (rl->shsync == NULL || getpid() == rl->owner_pid)
+    if (rl->shsync == NULL || rl__shsync_exact(rl->shsync) == NULL)
         return 0;
     rl__log(&rl->logger, RL_LOG_ERROR,
-            "quota %.64s: %s in a process other than the one that opened the shared instance "
-            "(rl_open_shared): quotas are defined there, before it forks", name, what);
+            "quota %.64s: %s in process %d, attached to the shared instance "
+            "(rl_shared_attach): quotas are defined before the workers fork, in a process "
+            "that did not attach", name, what, (int)getpid());
     return RL_ENOTSUP;
 }
 
-/* A shared instance's ledger of the calling process for rl_quota_add: one
- * made here, at the first quota (in the opener, after rl_open_shared
- * sealed the mapping: from this process's heap). */
+/* A shared instance's ledger of the calling (unattached) process for
+ * rl_quota_add and rl_quota_remove: one made here at the first quota
+ * (after rl_open_shared sealed the mapping: from this process's heap), or
+ * its own from the copy it inherited. */
 static int shared_ledger(rl_t *rl, rl_quotas_t **out)
 {
     rl_quotas_t **slot = rl__shsync_quotas(rl->shsync);
-    if (*slot == NULL) {
-        int rc = rl__quotas_create(rl, rl->shsync->quota_journal_max,
-                                   rl->shsync->quota_timeout_ms, slot);
-        if (rc != 0)
-            return rc;
-    }
+    int rc = own_ledger(rl, slot);
+    if (rc != 0)
+        return rc;
+    if (*slot == NULL)
+        rc = rl__quotas_create(rl, rl->shsync->quota_journal_max, rl->shsync->quota_timeout_ms,
+                               slot);
     *out = *slot;
-    return 0;
+    return rc;
 }
 
 /* ----------------------------------------------------------- registry */
@@ -510,7 +524,9 @@ int rl_quota_remove(rl_t *rl, int quota)
     snprintf(name, sizeof name, "id %d", quota);
     if ((rc = shared_registry(rl, "removed", name)) != 0)
         return rc;
-    rl_quotas_t *qs = rl__quotas_of(rl);
+    rl_quotas_t *qs = rl->quotas;
+    if (rl->shsync != NULL && (rc = shared_ledger(rl, &qs)) != 0)
+        return rc;
     if (qs == NULL)
         return RL_ENOTFOUND;
     uv_mutex_lock(&qs->mu);

@@ -603,8 +603,10 @@ END_TEST
 
 /* A process that did not attach has no Redis connection of its own: its
  * exact checks and quota calls are refused with RL_ENOTSUP (never a crash
- * or a guessed answer) while its local and global checks go on; quotas are
- * defined only in the opener. */
+ * or a guessed answer) while its local checks go on. Quotas are defined in
+ * processes that did not attach: here a child of the opener, as a daemon's
+ * master is, whose own child inherits them; an attached process may not
+ * change them. */
 START_TEST(unattached_process_is_refused)
 {
     flushall();
@@ -614,19 +616,17 @@ START_TEST(unattached_process_is_refused)
     if (pid == 0) {
         rl_decision_t d;
         rl_decision_init(&d);
-        int bad = 0;
-        bad |= rl_check(h.rl, h.ids[0], "k", 1, 1, &d) != RL_ENOTSUP;
-        bad |= (d.allowed != RL_DENY) << 1;
-        bad |= (rl_check_async(h.rl, h.ids[0], "k", 1, 1, on_exact, NULL) != RL_ENOTSUP) << 2;
+        uint32_t bad = 0;
+        bad |= (uint32_t)(rl_check(h.rl, h.ids[0], "k", 1, 1, &d) != RL_ENOTSUP) << 0;
+        bad |= (uint32_t)(d.allowed != RL_DENY) << 1;
+        bad |= (uint32_t)(rl_check_async(h.rl, h.ids[0], "k", 1, 1, on_exact, NULL) !=
+                          RL_ENOTSUP) << 2;
         rl_quota_result_t res;
         rl_quota_result_init(&res);
-        bad |= (rl_quota_charge(h.rl, h.ids[2], "u", 1, 1, "r", 1, &res) != RL_ENOTSUP) << 3;
-        bad |= (rl_quota_get(h.rl, h.ids[2], "u", 1, &res) != RL_ENOTSUP) << 4;
-        rl_quota_t q;
-        rl_quota_parse(&q, "name=q2 amount=10 period=day", NULL, 0);
-        bad |= (rl_quota_add(h.rl, &q) != RL_ENOTSUP) << 5;
-        bad |= (rl_quota_remove(h.rl, h.ids[2]) != RL_ENOTSUP) << 6;
-        bad |= (rl_check(h.rl, h.ids[1], "k", 1, 1, NULL) != RL_ALLOW) << 7;
+        bad |= (uint32_t)(rl_quota_charge(h.rl, h.ids[2], "u", 1, 1, "r", 1, &res) !=
+                          RL_ENOTSUP) << 3;
+        bad |= (uint32_t)(rl_quota_get(h.rl, h.ids[2], "u", 1, &res) != RL_ENOTSUP) << 4;
+        bad |= (uint32_t)(rl_check(h.rl, h.ids[1], "k", 1, 1, NULL) != RL_ALLOW) << 5;
         rl_request_t req[2];
         for (int i = 0; i < 2; i++) {
             rl_request_init(&req[i]);
@@ -636,18 +636,40 @@ START_TEST(unattached_process_is_refused)
             req[i].cost = 1;
         }
         int res2[2] = {0, 0};
-        bad |= (rl_check_batch(h.rl, req, 2, sizeof req[0], NULL, res2) != 1) << 11;
-        bad |= (res2[0] != RL_ENOTSUP || res2[1] != RL_ALLOW) << 12;
-        /* Once attached, the same calls work. */
-        bad |= (rl_shared_attach(h.rl) != 0) << 8;
-        bad |= (rl_check(h.rl, h.ids[0], "k", 1, 1, &d) != RL_ALLOW) << 9;
-        bad |= (rl_quota_charge(h.rl, h.ids[2], "u", 1, 1, "r", 1, &res) != RL_ALLOW) << 10;
+        bad |= (uint32_t)(rl_check_batch(h.rl, req, 2, sizeof req[0], NULL, res2) != 1) << 6;
+        bad |= (uint32_t)(res2[0] != RL_ENOTSUP || res2[1] != RL_ALLOW) << 7;
+        /* Not attached: this process defines quotas on its own copy of the
+         * opener's, and a process it forks inherits them. */
+        rl_quota_t q;
+        rl_quota_parse(&q, "name=q2 amount=10 period=day", NULL, 0);
+        int q2 = rl_quota_add(h.rl, &q);
+        bad |= (uint32_t)(q2 < 0) << 8;
+        pid_t gc = fork();
+        if (gc == 0) {
+            int ok = rl_shared_attach(h.rl) == 0 &&
+                     rl_quota_charge(h.rl, q2, "u", 1, 1, "g", 1, NULL) == RL_ALLOW &&
+                     rl_quota_charge(h.rl, h.ids[2], "u", 1, 1, "g", 1, NULL) == RL_ALLOW;
+            rl_close(h.rl);
+            _exit(ok ? 0 : 1);
+        }
+        int st = 0;
+        bad |= (uint32_t)(gc < 0 || waitpid(gc, &st, 0) != gc || !WIFEXITED(st) ||
+                          WEXITSTATUS(st) != 0) << 9;
+        /* Once attached, the same calls work; quota changes do not. */
+        bad |= (uint32_t)(rl_shared_attach(h.rl) != 0) << 10;
+        bad |= (uint32_t)(rl_check(h.rl, h.ids[0], "k", 1, 1, &d) != RL_ALLOW) << 11;
+        bad |= (uint32_t)(rl_quota_charge(h.rl, h.ids[2], "u", 1, 1, "r", 1, &res) !=
+                          RL_ALLOW) << 12;
+        bad |= (uint32_t)(rl_quota_charge(h.rl, q2, "u", 1, 1, "r", 1, &res) != RL_ALLOW) << 13;
+        rl_quota_parse(&q, "name=q3 amount=10 period=day", NULL, 0);
+        bad |= (uint32_t)(rl_quota_add(h.rl, &q) != RL_ENOTSUP) << 14;
+        bad |= (uint32_t)(rl_quota_remove(h.rl, q2) != RL_ENOTSUP) << 15;
         rl_close(h.rl);
-        _exit(bad);
+        _exit(bad == 0 ? 0 : 1 + __builtin_ctz(bad)); /* the first failed step */
     }
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x (exit: step + 1)", st);
     /* The opener did not attach either. */
     ck_assert_int_eq(rl_check(h.rl, h.ids[0], "k", 1, 1, NULL), RL_ENOTSUP);
     rl_close(h.rl);

@@ -889,6 +889,53 @@ class TestQuota(unittest.TestCase):
         st, _, _ = q("x" * 300)
         self.assertEqual(st, 400)
 
+    def test_reload_redefines_quotas_and_keeps_their_usage(self):
+        # The master defines the quotas in the host's shared instance before
+        # it forks; a reload replaces them there (their usage is in Redis,
+        # under their names), and the new workers, both of them, charge them.
+        http = ("ratelimit_quota name=plan amount=%d period=month dedup=1h;\n"
+                "ratelimit_quota name=%s amount=5 period=day;")
+        loc = ("location = /q { ratelimit plan k id=$http_idempotency_key; "
+               "add_header X-Worker $pid always; alias html/index.html; }\n"
+               "location = /o { ratelimit %s k; alias html/index.html; }")
+        n = self.quota_nginx(http % (3, "one"), loc % "one", workers=2)
+        st, h, _ = get(n.port, "/q", {"Idempotency-Key": "a"})
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "2"))
+        self.assertEqual(get(n.port, "/o")[0], 200)
+        old = set(n.worker_pids())
+        n.write(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
+                f"ratelimit_secret_file {self.secret};\n"
+                "ratelimit_node_id q;\n"
+                "ratelimit_exact_timeout 5s;\n" + http % (10, "two"), server_conf=loc % "two")
+        r = n.cmd("-s", "reload")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            wait_until(lambda: set(n.worker_pids()).isdisjoint(old) and
+                       len(n.worker_pids()) == 2, "the new workers")
+        except AssertionError:
+            print(n.error_log(), old, n.worker_pids(), file=sys.stderr)
+            raise
+        # The same id is still charged once; the new amount counts the old use.
+        st, h, _ = get(n.port, "/q", {"Idempotency-Key": "a"})
+        self.assertEqual((st, h.get("x-quota-remaining"), h.get("x-quota-duplicate")),
+                         (200, "9", "true"))
+        workers = set()
+        end = time.monotonic() + WAIT_S
+        i = 0
+        while len(workers) < 2:
+            self.assertLess(time.monotonic(), end, "no charge answered by both new workers")
+            with ThreadPoolExecutor(max_workers=4) as ex:
+                res = list(ex.map(lambda k: get(n.port, "/q", {"Idempotency-Key": k}),
+                                  [f"r{i}-{j}" for j in range(4)]))
+            i += 1
+            for st, h, _ in res:
+                self.assertIn(st, (200, 429))
+                workers.add(h["x-worker"])
+            if any(st == 429 for st, _, _ in res):
+                break  # the month's 10 used up before both workers answered: enough
+        self.assertEqual(get(n.port, "/o")[0], 200)  # the new quota, in the new workers
+        self.assertNotIn("[emerg]", n.error_log())
+
     def test_a_frozen_redis_blocks_no_worker(self):
         n = self.quota_nginx(
             "ratelimit_quota name=plan amount=1000000 period=day on_failure=open;\n"
