@@ -909,7 +909,7 @@ ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_
 
 /* The node id into node (cap bytes): ratelimit_node_id or the host name
  * (at most 32 bytes), bytes outside the library's alphabet replaced; its
- * end, where a worker's suffix may go. */
+ * end. */
 static u_char *
 ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
     char *node, size_t cap)
