@@ -388,17 +388,11 @@ void rl__shsync_close(rl_t *rl)
     if (sh == NULL || sh->local == NULL)
         return;
     rl_attach_t *at = local_att(sh);
-    /* The replay thread first (it waits on the exact thread's caller),
-     * then the exact thread, whose stop answers the checks and charges in
-     * flight (through the ledger), and only then the ledger's memory. */
+    rl_exact_t *x = at != NULL ? at->exact : NULL;
     if (at != NULL) {
-        rl__quotas_stop(sh->local->quotas);
-        rl__exact_stop(at->exact);
-        at->exact = NULL;
-    }
-    rl__quotas_drop(sh->local->quotas);
-    sh->local->quotas = NULL;
-    if (at != NULL) {
+        /* Detach first: a lease holder hands the lease over before it
+         * stops anything else, so the last process out finds it within
+         * its wait. */
         /* seq_cst: see proc_alive. */
         atomic_store(&sh->procs[at->proc].pid, 0);
         int last = others_alive(sh, at->proc) == 0;
@@ -414,6 +408,16 @@ void rl__shsync_close(rl_t *rl)
         sh->local->att = NULL;
         sh->local->pid = 0;
     }
+    /* Then this process's own Redis work: the replay thread first (it
+     * waits on the exact thread's caller), then the exact thread, whose
+     * stop answers the checks and charges in flight (through the ledger),
+     * and only then the ledger's memory. */
+    if (x != NULL) {
+        rl__quotas_stop(sh->local->quotas);
+        rl__exact_stop(x);
+    }
+    rl__quotas_drop(sh->local->quotas);
+    sh->local->quotas = NULL;
     munmap(sh->local, PAGE);
 }
 
