@@ -40,9 +40,9 @@ typedef struct rl_attach {
 typedef struct rl_shlocal {
     pid_t pid;          /* the process whose attachment `att` is */
     rl_attach_t *att;
-    /* The quota ledger (quota.h) this process sees: one it made (the
-     * opener's definitions), or the copy fork() gave it, which
-     * rl_shared_attach replaces with its own (rl__quotas_adopt). */
+    /* The quota ledger (quota.h) this process sees: one it made (its
+     * definitions, while unattached), or the copy fork() gave it, which a
+     * change or rl_shared_attach replaces with its own (quota.c). */
     struct rl_quotas *quotas;
 } rl_shlocal_t;
 
