@@ -632,11 +632,21 @@ RL_EXTERN void rl_close(rl_t *rl);
  * rl_shared_attach after the fork, and rl_close detaches it. Until some
  * process attached and started the host's sync, the instance is degraded
  * (rl_health: RL_HEALTH_DEGRADED, nobody syncs): global limits answer by
- * their on_failure policy, so a forgotten attach shows. Exact and tiered
- * limits (rl_limit_add/update answer RL_ENOTSUP, logged), quotas
- * (rl_quota_add: RL_ENOTSUP, logged) and hot-key detection (rl_hotkeys:
- * RL_ENOTSUP) are not supported: they need a connection of the calling
- * process on every check.
+ * their on_failure policy, so a forgotten attach shows. Exact limits and
+ * quotas work in every attached process, on that process's own
+ * connections (rl_shared_attach starts them; their state is in Redis):
+ * an exact limit admits at most burst + rate x elapsed across the host as
+ * across a fleet, and a request id is charged once whichever process
+ * sends it. A process that did not attach gets RL_ENOTSUP (logged) from
+ * an exact check, rl_quota_charge(_async) and rl_quota_get. Quotas are
+ * defined (rl_quota_add, rl_quota_remove) in a process that did not
+ * attach (the opener, or a process forked from it that forks the workers,
+ * as a daemon's master), before it forks the workers that use them: each
+ * process has its own copy of the quotas its parent had when it forked,
+ * with the same ids. An attached process may not change them (RL_ENOTSUP,
+ * logged): the change would be its alone. Tiered limits
+ * (rl_limit_add/update: RL_ENOTSUP, logged) and hot-key detection
+ * (rl_hotkeys: RL_ENOTSUP) are not supported.
  * Errors (with cfg->err's message, as rl_open): those of rl_open, and
  *   RL_ENOTSUP  cfg->allocator set (the shared mapping is the allocator)
  *   RL_ENOMEM   the mapping could not be created
@@ -663,8 +673,13 @@ RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
  * host's final round, which hands its shares back: it waits at most
  * max(500 ms, 3 sync intervals) for the lease, then (if it did not hold it)
  * at most about 1 s to connect, then for the round as rl_close does.
+ * It also starts this process's own exact thread and connections
+ * (exact_pool_size of them, connecting in the background) for exact
+ * checks and quota charges, and the quota journal's replay thread when the
+ * opener defined quotas (rl_open_shared); rl_close stops them, answering
+ * every asynchronous check and charge still in flight first.
  * A child forked from an attached process is not attached (it may attach
- * itself). The lease and sync threads block every signal.
+ * itself). The lease, sync, exact and replay threads block every signal.
  * Returns 0 (also when already attached, and on a shared instance without
  * a redis_url, where there is nothing to join).
  * Errors: RL_EINVAL rl is NULL; RL_ENOTSUP rl is not a shared instance;
@@ -736,8 +751,8 @@ RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spe
  * the rl_limit_* calls serialise on one mutex of the instance (checks never
  * take it). No allocation.
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
- * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for an exact or tiered limit in a
- * shared instance with a redis_url (rl_open_shared; logged).
+ * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for a tiered limit in a shared
+ * instance with a redis_url (rl_open_shared; logged).
  */
 RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
 
@@ -809,6 +824,8 @@ static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d
  *   RL_ECOST    cost larger than the limit's burst: never admissible
  *   RL_ESIZE    out->size smaller than the oldest rl_decision_t layout
  *   RL_EFORKED  called in a child process on an inherited instance
+ *   RL_ENOTSUP  an exact limit of a shared instance, in a process that did
+ *               not rl_shared_attach (logged)
  * A key that cannot get a table slot (table, or the limit's max_keys, full of
  * keys that are not yet idle) is decided by the limit's on_failure, flagged
  * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one
@@ -1143,8 +1160,9 @@ RL_EXTERN int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t 
  * Thread-safe (quota changes serialise on a mutex of the instance).
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_ERANGE, RL_EMODE, RL_EEXIST (a
  * quota of that name), RL_ELIMITS (RL_QUOTA_MAX quotas), RL_ENOTSUP (a
- * local-only or shared instance: a quota in volatile memory is not a
- * quota), RL_ENOMEM, RL_EFORKED.
+ * local-only instance: a quota in volatile memory is not a quota; or a
+ * shared instance, in a process that attached: see rl_open_shared;
+ * logged), RL_ENOMEM, RL_EFORKED.
  */
 RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
 
@@ -1153,7 +1171,8 @@ RL_EXTERN int rl_quota_add(rl_t *rl, const rl_quota_t *q);
  * in Redis until it expires (a quota added again under the same name finds
  * it). Journaled charges of the quota not yet replayed are dropped and
  * counted in quota_lost. A charge racing the removal may still be answered.
- * Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
+ * Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED; RL_ENOTSUP in
+ * a shared instance, in a process that attached (logged).
  */
 RL_EXTERN int rl_quota_remove(rl_t *rl, int quota);
 
@@ -1188,6 +1207,8 @@ RL_EXTERN int rl_quota_remove(rl_t *rl, int quota);
  *   RL_ENOTFOUND unknown or removed quota id
  *   RL_ESIZE    out->size smaller than rl_quota_result_t
  *   RL_EFORKED  called in a child process on an inherited instance
+ *   RL_ENOTSUP  a shared instance, in a process that did not
+ *               rl_shared_attach (logged)
  * `out` may be NULL.
  */
 RL_EXTERN int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len,

@@ -31,17 +31,20 @@ static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
     return tmp;
 }
 
-/* A shared instance's global tier syncs shares only: exact and tiered
- * checks go to Redis on a connection of the calling process, which a
- * pre-fork worker does not have (rl_open_shared). Refused, and logged,
- * since these calls have no message buffer. */
+/* A shared instance checks exact limits on the calling process's own
+ * connections (rl_shared_attach starts them). Tiered limits are refused:
+ * their NEAR bit is written by the host's one sync (in whichever process
+ * holds the lease) and their confirm would go on the checking process's
+ * connection; that split has no test racing it across processes yet, and
+ * an untested "tiered" would promise more than it keeps. Refused, and
+ * logged, since these calls have no message buffer. */
 static int mode_ok(rl_t *rl, const rl_limit_t *lim)
 {
-    if (rl->shsync == NULL || (lim->mode != RL_MODE_EXACT && lim->mode != RL_MODE_TIERED))
+    if (rl->shsync == NULL || lim->mode != RL_MODE_TIERED)
         return 0;
     rl__log(&rl->logger, RL_LOG_ERROR,
-            "limit %.64s: mode %s is not supported by a shared instance (rl_open_shared): "
-            "use global or local", lim->name, lim->mode == RL_MODE_EXACT ? "exact" : "tiered");
+            "limit %.64s: mode tiered is not supported by a shared instance (rl_open_shared): "
+            "use exact, global or local", lim->name);
     return RL_ENOTSUP;
 }
 

@@ -720,18 +720,33 @@ static void exact_req(const target_t *t, uint32_t cost, rl_exact_req_t *r)
     r->burst = t->p.normal.burst;
 }
 
-/* rl_check of an exact limit: one blocking round trip (exact.h). */
-static __attribute__((noinline)) void exact_check(rl_t *rl, target_t *t, uint32_t cost,
-                                                  outcome_t *o)
+/* A shared instance's process that did not rl_shared_attach has no exact
+ * thread: an error, logged (the check's answer would be a guess). */
+static __attribute__((noinline, cold)) int exact_unattached(rl_t *rl, const target_t *t)
 {
+    rl__log(&rl->logger, RL_LOG_ERROR,
+            "limit %.64s: process %d checks an exact limit of a shared instance without "
+            "rl_shared_attach (which starts its Redis connections)", t->ls->name, (int)getpid());
+    return RL_ENOTSUP;
+}
+
+/* rl_check of an exact limit: one blocking round trip (exact.h). 0, or
+ * RL_ENOTSUP in a shared instance's process that did not attach. */
+static __attribute__((noinline)) int exact_check(rl_t *rl, target_t *t, uint32_t cost,
+                                                 outcome_t *o)
+{
+    rl_exact_t *x = rl__exact_of(rl);
+    if (x == NULL)
+        return exact_unattached(rl, t);
     rl__params_read(t->ls, &t->p); /* the whole snapshot: rate, degraded */
     rl_exact_req_t r;
     rl_exact_answer_t a;
     exact_req(t, cost, &r);
-    rl__exact_check(rl->exact, &r, &a);
+    rl__exact_check(x, &r, &a);
     exact_outcome(rl, t, cost, &a, o);
     if (cost > 0)
         count_exact(t, o);
+    return 0;
 }
 
 /* ------------------------------------------------------- tiered mode */
@@ -795,7 +810,7 @@ static __attribute__((noinline)) void tiered_confirm(rl_t *rl, target_t *t, uint
     rl_exact_req_t r;
     rl_exact_answer_t a;
     exact_req(t, cost, &r);
-    rl__exact_check(rl->exact, &r, &a);
+    rl__exact_check(rl__exact_of(rl), &r, &a); /* tiered: never in a shared instance */
     tiered_settle(t, &a, o);
 }
 
@@ -844,7 +859,10 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
     }
     outcome_t o;
     if (__builtin_expect(t.p.synced == RL_SYNCED_EXACT, 0)) {
-        exact_check(rl, &t, cost, &o);
+        if ((rc = exact_check(rl, &t, cost, &o)) != 0) {
+            fail_decision(out);
+            return rc;
+        }
     } else if (cost == 0) {
         peek(rl, &t, &o);
     } else {
@@ -1101,7 +1119,12 @@ int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
             if (st[i] == 0) {
                 outcome_t o;
                 if (t[i].p.synced == RL_SYNCED_EXACT) {
-                    exact_check(rl, &t[i], r->cost, &o);
+                    if ((st[i] = exact_check(rl, &t[i], r->cost, &o)) != 0) {
+                        fail_decision(d);
+                        if (results != NULL)
+                            results[base + i] = st[i];
+                        continue;
+                    }
                 } else if (r->cost == 0) {
                     peek(rl, &t[i], &o);
                 } else {
@@ -1197,11 +1220,14 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
         if (!tiered)
             return o.allowed ? RL_ALLOW : RL_DENY;
     }
+    rl_exact_t *x = rl__exact_of(rl);
+    if (x == NULL)
+        return exact_unattached(rl, &t);
     rl__params_read(t.ls, &t.p);
     rl_exact_req_t r;
     exact_req(&t, cost, &r);
     async_check_t c = {rl, cb, ud, id, cost, tiered, t.probe};
-    if (rl__exact_check_async(rl->exact, &r, async_done, &c, sizeof c) == 0)
+    if (rl__exact_check_async(x, &r, async_done, &c, sizeof c) == 0)
         return RL_PENDING;
     /* Every slot busy (or closing): on_failure answers now, inline. */
     rl_exact_answer_t none;

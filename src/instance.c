@@ -383,8 +383,14 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
-    if (manual_sync == RL__OPEN_SHARED)
-        return rl__shsync_create(rl, &url, &rl->shsync); /* no thread: after fork */
+    if (manual_sync == RL__OPEN_SHARED) {
+        int rc = rl__shsync_create(rl, &url, &rl->shsync); /* no thread: after fork */
+        if (rc == 0) {
+            rl->shsync->quota_journal_max = c->quota_journal_max;
+            rl->shsync->quota_timeout_ms = c->quota_timeout_ms;
+        }
+        return rc;
+    }
     int rc = rl__quotas_create(rl, c->quota_journal_max, c->quota_timeout_ms, &rl->quotas);
     if (rc == 0)
         rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);

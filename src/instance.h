@@ -65,6 +65,16 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync);
 /* Whether the instance has a global tier (its own sync, or its host's). */
 static inline int rl__has_global(const rl_t *rl) { return rl->sync != NULL || rl->shsync != NULL; }
 
+struct rl_exact *rl__shsync_exact(const struct rl_shsync *sh);
+
+/* The exact thread of the calling process: the instance's, or in a shared
+ * instance the one its rl_shared_attach started (NULL before). Read only on
+ * the exact and tiered branches. */
+static inline struct rl_exact *rl__exact_of(const rl_t *rl)
+{
+    return rl->shsync == NULL ? rl->exact : rl__shsync_exact(rl->shsync);
+}
+
 /* RL_EFORKED when called in a child on an inherited instance, else 0. */
 static inline int rl__fork_check(const rl_t *rl)
 {

@@ -30,6 +30,7 @@
 #include "redis/caller.h"
 #include "exact.h"
 #include "redis/keys.h"
+#include "shsync.h"
 
 #define SLOT_BITS 8 /* RL_QUOTA_MAX == 1 << SLOT_BITS */
 #define GEN_MAX ((UINT32_C(1) << (31 - SLOT_BITS)) - 1)
@@ -53,6 +54,8 @@ typedef struct qslot {
 
 struct rl_quotas {
     struct rl *rl;
+    pid_t pid; /* the process that made it (a shared instance's children
+                  see a fork()'s copy until rl_shared_attach) */
     uint32_t journal_max;
     uint32_t timeout_ms;
     uv_mutex_t mu; /* slots, journal, the replay thread's state */
@@ -236,19 +239,21 @@ static void replay_main(void *arg)
 }
 
 /* The journal and the replay thread, at the first rl_quota_add (under mu);
- * charges go through the exact thread's caller, started by rl_open. */
-static int start_replay(rl_quotas_t *qs)
+ * charges go through the exact thread's caller, started by rl_open (in a
+ * shared instance: by this process's rl_shared_attach, which calls this
+ * through rl__quotas_adopt; before it, definitions only). */
+static int start_replay(rl_quotas_t *qs, struct rl_exact *x)
 {
     if (qs->started)
         return 0;
-    if (qs->rl->exact == NULL)
-        return RL_ENOTSUP;
+    if (x == NULL)
+        return qs->rl->shsync != NULL ? 0 : RL_ENOTSUP;
     int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
     if (rc != 0)
         return rc;
     /* release: charges read the caller pointer with acquire; the caller was
      * built by rl_open, before any rl_quota_add could run. */
-    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(qs->rl->exact),
+    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(x),
                           memory_order_release);
     /* Every signal blocked in the thread (inherited at creation): the
      * host's handlers run on its own threads only. */
@@ -274,6 +279,7 @@ int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
     if (qs == NULL)
         return RL_ENOMEM;
     qs->rl = rl;
+    qs->pid = getpid();
     qs->journal_max = journal_max;
     qs->timeout_ms = timeout_ms;
     if (uv_mutex_init(&qs->mu) != 0) {
@@ -326,6 +332,56 @@ void rl__quotas_forget(rl_quotas_t *qs)
     rl__free(&qs->rl->alloc, qs, sizeof *qs, 64);
 }
 
+/* Make *slot (a shared instance's ledger this process sees) its own: a
+ * fork()'s copy is replaced by a fresh ledger with the same definitions
+ * (the copy's mutex and journal are a snapshot of another process's: never
+ * locked here). 0 or RL_ENOMEM. */
+static int own_ledger(struct rl *rl, rl_quotas_t **slot)
+{
+    rl_quotas_t *qs = *slot;
+    if (qs == NULL || qs->pid == getpid())
+        return 0;
+    rl_quotas_t *mine = NULL;
+    int rc = rl__quotas_create(rl, qs->journal_max, qs->timeout_ms, &mine);
+    if (rc != 0)
+        return rc;
+    memcpy(mine->slots, qs->slots, sizeof mine->slots);
+    mine->count = qs->count;
+    rl__quotas_forget(qs);
+    *slot = mine;
+    return 0;
+}
+
+int rl__quotas_adopt(struct rl *rl, rl_quotas_t **slot, struct rl_exact *x)
+{
+    int rc = own_ledger(rl, slot);
+    rl_quotas_t *qs = *slot;
+    if (rc != 0 || qs == NULL)
+        return rc;
+    uv_mutex_lock(&qs->mu);
+    rc = start_replay(qs, x);
+    uv_mutex_unlock(&qs->mu);
+    return rc;
+}
+
+void rl__quotas_drop(rl_quotas_t *qs)
+{
+    if (qs == NULL)
+        return;
+    if (qs->pid == getpid())
+        rl__quotas_destroy(qs);
+    else
+        rl__quotas_forget(qs);
+}
+
+rl_quotas_t *rl__quotas_of(struct rl *rl)
+{
+    if (rl->shsync == NULL)
+        return rl->quotas;
+    rl_quotas_t *qs = *rl__shsync_quotas(rl->shsync);
+    return qs != NULL && qs->pid == getpid() ? qs : NULL;
+}
+
 void rl__quotas_stats(rl_quotas_t *qs, rl_stats_t *o)
 {
     if (qs == NULL)
@@ -347,18 +403,55 @@ void rl__quotas_stats(rl_quotas_t *qs, rl_stats_t *o)
 
 void rl__quota_set_time(struct rl *rl, uint64_t unix_ms)
 {
-    if (rl->quotas != NULL)
+    rl_quotas_t *qs = rl__quotas_of(rl);
+    if (qs != NULL)
         /* relaxed: a test hook; each charge reads it once. */
-        atomic_store_explicit(&rl->quotas->time_ms, unix_ms, memory_order_relaxed);
+        atomic_store_explicit(&qs->time_ms, unix_ms, memory_order_relaxed);
 }
 
 void rl__quota_lose_acks(struct rl *rl, uint32_t n)
 {
-    if (rl->quotas == NULL)
+    rl_quotas_t *qs = rl__quotas_of(rl);
+    if (qs == NULL)
         return;
-    uv_mutex_lock(&rl->quotas->mu);
-    rl->quotas->lose_acks = n;
-    uv_mutex_unlock(&rl->quotas->mu);
+    uv_mutex_lock(&qs->mu);
+    qs->lose_acks = n;
+    uv_mutex_unlock(&qs->mu);
+}
+
+/* A shared instance's quotas are defined in a process that did not attach
+ * (the opener, or a process forked from it before the workers, as a
+ * daemon's master is): its private ledger, which every process forked
+ * later inherits and rl_shared_attach turns into that process's own. The
+ * only rule that keeps every worker's quota ids the same: an attached
+ * process's ledger is its own, and a change there would be its alone.
+ * RL_ENOTSUP, logged (no message buffer), in an attached process. */
+static int shared_registry(rl_t *rl, const char *what, const char *name)
+{
+    if (rl->shsync == NULL || rl__shsync_exact(rl->shsync) == NULL)
+        return 0;
+    rl__log(&rl->logger, RL_LOG_ERROR,
+            "quota %.64s: %s in process %d, attached to the shared instance "
+            "(rl_shared_attach): quotas are defined before the workers fork, in a process "
+            "that did not attach", name, what, (int)getpid());
+    return RL_ENOTSUP;
+}
+
+/* A shared instance's ledger of the calling (unattached) process for
+ * rl_quota_add and rl_quota_remove: one made here at the first quota
+ * (after rl_open_shared sealed the mapping: from this process's heap), or
+ * its own from the copy it inherited. */
+static int shared_ledger(rl_t *rl, rl_quotas_t **out)
+{
+    rl_quotas_t **slot = rl__shsync_quotas(rl->shsync);
+    int rc = own_ledger(rl, slot);
+    if (rc != 0)
+        return rc;
+    if (*slot == NULL)
+        rc = rl__quotas_create(rl, rl->shsync->quota_journal_max, rl->shsync->quota_timeout_ms,
+                               slot);
+    *out = *slot;
+    return rc;
 }
 
 /* ----------------------------------------------------------- registry */
@@ -372,13 +465,13 @@ int rl_quota_add(rl_t *rl, const rl_quota_t *q)
         return rc;
     if ((rc = rl__quota_validate(q, NULL, 0)) != 0)
         return rc;
+    if ((rc = shared_registry(rl, "added", q->name)) != 0)
+        return rc;
     rl_quotas_t *qs = rl->quotas;
-    if (qs == NULL) {
-        if (rl->shsync != NULL) /* see rl_open_shared */
-            rl__log(&rl->logger, RL_LOG_ERROR, "quota %.64s: quotas are not supported by a "
-                    "shared instance (rl_open_shared)", q->name);
+    if (rl->shsync != NULL && (rc = shared_ledger(rl, &qs)) != 0)
+        return rc;
+    if (qs == NULL)
         return RL_ENOTSUP;
-    }
     rl_quota_t def;
     rl_quota_init(&def);
     memcpy(&def, q, q->size < sizeof def ? q->size : sizeof def);
@@ -397,7 +490,7 @@ int rl_quota_add(rl_t *rl, const rl_quota_t *q)
         uv_mutex_unlock(&qs->mu);
         return RL_ELIMITS;
     }
-    if ((rc = start_replay(qs)) != 0) {
+    if ((rc = start_replay(qs, rl__exact_of(rl))) != 0) {
         uv_mutex_unlock(&qs->mu);
         return rc;
     }
@@ -427,7 +520,13 @@ int rl_quota_remove(rl_t *rl, int quota)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
+    char name[24];
+    snprintf(name, sizeof name, "id %d", quota);
+    if ((rc = shared_registry(rl, "removed", name)) != 0)
+        return rc;
     rl_quotas_t *qs = rl->quotas;
+    if (rl->shsync != NULL && (rc = shared_ledger(rl, &qs)) != 0)
+        return rc;
     if (qs == NULL)
         return RL_ENOTFOUND;
     uv_mutex_lock(&qs->mu);
@@ -487,7 +586,13 @@ static int begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_
         return rc;
     if (key_len == 0 || key_len > RL_MAX_KEY_LEN)
         return RL_EKEYLEN;
-    rl_quotas_t *qs = rl->quotas;
+    if (rl->shsync != NULL && rl__shsync_exact(rl->shsync) == NULL) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "quota %d: process %d charges or reads a quota of a shared instance without "
+                "rl_shared_attach (which starts its Redis connections)", quota, (int)getpid());
+        return RL_ENOTSUP;
+    }
+    rl_quotas_t *qs = rl__quotas_of(rl);
     if (qs == NULL)
         return RL_ENOTFOUND;
     uv_mutex_lock(&qs->mu);
@@ -536,7 +641,7 @@ int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len, uint64
         return RL_ERANGE;
     if (cost > q.amount)
         return RL_ECOST;
-    rl_quotas_t *qs = rl->quotas;
+    rl_quotas_t *qs = rl__quotas_of(rl);
     rl_qjentry_t e = {slot, gen, cost, rl__keyhash(&rl->kh, key, key_len), {0, 0}};
     rl__redis_quota_rid(&rl->kh, request_id, id_len, e.rid);
     qnames_t n;
@@ -607,7 +712,7 @@ int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len, 
         return RL_ERANGE;
     if (cost > c.q.amount)
         return RL_ECOST;
-    rl_quotas_t *qs = rl->quotas;
+    rl_quotas_t *qs = rl__quotas_of(rl);
     c.qs = qs;
     c.cb = cb;
     c.ud = ud;
@@ -635,7 +740,7 @@ int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_
     int rc = begin(rl, quota, key, key_len, out, &q, &slot, &gen);
     if (rc != 0)
         return rc;
-    rl_quotas_t *qs = rl->quotas;
+    rl_quotas_t *qs = rl__quotas_of(rl);
     qnames_t n;
     make_names(rl, &q, rl__keyhash(&rl->kh, key, key_len), NULL, &n);
     qreply_t p;

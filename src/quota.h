@@ -12,6 +12,7 @@
 #include "ratelimit.h"
 
 struct rl;
+struct rl_exact;
 typedef struct rl_quotas rl_quotas_t;
 
 /* 0 or RL_ENOMEM. Nothing starts until the first rl_quota_add, whose
@@ -28,6 +29,18 @@ void rl__quotas_stop(rl_quotas_t *qs);
 void rl__quotas_destroy(rl_quotas_t *qs);
 /* A child's copy after fork(): free the memory, touch no thread. */
 void rl__quotas_forget(rl_quotas_t *qs);
+/* A shared instance (shsync.h), in rl_shared_attach: make *slot (the
+ * ledger this process sees, NULL when no quota was defined) this
+ * process's own, a fork()'s copy replaced by a fresh ledger with the same
+ * definitions, and start its journal and replay on x's caller. 0 or
+ * RL_ENOMEM. */
+int rl__quotas_adopt(struct rl *rl, rl_quotas_t **slot, struct rl_exact *x);
+/* rl_close: destroy a ledger this process made (rl__quotas_stop first if
+ * its replay may run), forget a fork()'s copy. NULL is a no-op. */
+void rl__quotas_drop(rl_quotas_t *qs);
+/* The calling process's own ledger: the instance's, or in a shared
+ * instance the one it made or adopted (NULL for a fork()'s copy). */
+rl_quotas_t *rl__quotas_of(struct rl *rl);
 /* The rl_stats_t quota_* fields. */
 void rl__quotas_stats(rl_quotas_t *qs, rl_stats_t *o);
 

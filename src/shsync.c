@@ -16,6 +16,8 @@
 #include "alloc.h"
 #include "instance.h"
 #include "shared.h"
+#include "exact.h"
+#include "quota.h"
 
 #define PAGE 4096
 
@@ -30,6 +32,7 @@ typedef struct rl_attach {
     int started;          /* the lease thread holds its record */
     int stop;             /* rl_close asked the lease thread to end */
     int last;             /* ... and this process is the host's last */
+    rl_exact_t *exact;    /* this process's exact thread (exact.h) */
 } rl_attach_t;
 
 /* The private page, one copy per process (MAP_PRIVATE: a fork gives the
@@ -37,6 +40,10 @@ typedef struct rl_attach {
 typedef struct rl_shlocal {
     pid_t pid;          /* the process whose attachment `att` is */
     rl_attach_t *att;
+    /* The quota ledger (quota.h) this process sees: one it made (its
+     * definitions, while unattached), or the copy fork() gave it, which a
+     * change or rl_shared_attach replaces with its own (quota.c). */
+    struct rl_quotas *quotas;
 } rl_shlocal_t;
 
 static int robust_init(pthread_mutex_t *m)
@@ -89,6 +96,14 @@ static rl_attach_t *local_att(const rl_shsync_t *sh)
 {
     return sh->local->pid == getpid() ? sh->local->att : NULL;
 }
+
+struct rl_exact *rl__shsync_exact(const rl_shsync_t *sh)
+{
+    rl_attach_t *at = local_att(sh);
+    return at != NULL ? at->exact : NULL;
+}
+
+struct rl_quotas **rl__shsync_quotas(rl_shsync_t *sh) { return &sh->local->quotas; }
 
 static void abs_after_ms(struct timespec *ts, uint64_t ms)
 {
@@ -315,14 +330,30 @@ int rl_shared_attach(rl_t *rl)
         rl__free(&rl->alloc, at, sizeof *at, 64);
         return RL_ENOMEM;
     }
+    /* This process's own connections for exact checks and quota charges:
+     * their state is in Redis, so each process asks it directly. */
+    int rc = rl__exact_start(rl, &sh->url, &at->exact);
+    if (rc == 0 && (rc = rl__quotas_adopt(rl, &sh->local->quotas, at->exact)) != 0)
+        rl__exact_stop(at->exact);
+    if (rc != 0) {
+        atomic_store(&sh->procs[at->proc].pid, 0); /* seq_cst: see proc_alive */
+        pthread_cond_destroy(&at->cv);
+        pthread_mutex_destroy(&at->mu);
+        rl__free(&rl->alloc, at, sizeof *at, 64);
+        return rc;
+    }
     /* Every signal blocked: the host's handlers run on its own threads
      * (the sync thread it starts inherits the mask). */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&at->thread, NULL, lease_main, at);
+    rc = pthread_create(&at->thread, NULL, lease_main, at);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        rl__quotas_stop(sh->local->quotas);
+        rl__exact_stop(at->exact);
+        rl__quotas_drop(sh->local->quotas); /* its replay stopped for good */
+        sh->local->quotas = NULL;
         atomic_store(&sh->procs[at->proc].pid, 0); /* seq_cst: see proc_alive */
         pthread_cond_destroy(&at->cv);
         pthread_mutex_destroy(&at->mu);
@@ -357,7 +388,11 @@ void rl__shsync_close(rl_t *rl)
     if (sh == NULL || sh->local == NULL)
         return;
     rl_attach_t *at = local_att(sh);
+    rl_exact_t *x = at != NULL ? at->exact : NULL;
     if (at != NULL) {
+        /* Detach first: a lease holder hands the lease over before it
+         * stops anything else, so the last process out finds it within
+         * its wait. */
         /* seq_cst: see proc_alive. */
         atomic_store(&sh->procs[at->proc].pid, 0);
         int last = others_alive(sh, at->proc) == 0;
@@ -373,6 +408,16 @@ void rl__shsync_close(rl_t *rl)
         sh->local->att = NULL;
         sh->local->pid = 0;
     }
+    /* Then this process's own Redis work: the replay thread first (it
+     * waits on the exact thread's caller), then the exact thread, whose
+     * stop answers the checks and charges in flight (through the ledger),
+     * and only then the ledger's memory. */
+    if (x != NULL) {
+        rl__quotas_stop(sh->local->quotas);
+        rl__exact_stop(x);
+    }
+    rl__quotas_drop(sh->local->quotas);
+    sh->local->quotas = NULL;
     munmap(sh->local, PAGE);
 }
 

@@ -59,6 +59,8 @@ typedef struct rl_shsync {
     _Atomic uint64_t handovers; /* leases taken otherwise: the first, and
                                    each from a holder that detached */
     _Atomic uint64_t counters[C_N]; /* the host's rl_sync_counters_t */
+    uint32_t quota_journal_max; /* rl_config_t's, for each process's ledger */
+    uint32_t quota_timeout_ms;
     rl_shproc_t procs[RL_SHARED_PROCS_MAX];
 } rl_shsync_t;
 
@@ -73,6 +75,13 @@ void rl__shsync_close(struct rl *rl);
 /* rl_close of the opening pass that only measures the mapping (its blocks
  * are heap blocks). */
 void rl__shsync_free(struct rl *rl);
+
+/* This process's exact thread (exact.h), started by its rl_shared_attach;
+ * NULL in a process that did not attach. */
+struct rl_exact *rl__shsync_exact(const rl_shsync_t *sh);
+
+/* Where this process's quota ledger is (its private page; quota.c). */
+struct rl_quotas **rl__shsync_quotas(rl_shsync_t *sh);
 
 /* The host's sync counters (any process). */
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out);

@@ -187,7 +187,7 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
                                                            memory_order_relaxed);
     }
     o->log_dropped = rl__log_dropped(&rl->logger);
-    rl__quotas_stats(rl->quotas, o);
+    rl__quotas_stats(rl__quotas_of(rl), o);
 }
 
 void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)

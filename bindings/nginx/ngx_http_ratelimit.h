@@ -38,9 +38,8 @@ typedef struct {
     ngx_shm_zone_t *metrics_zone; /* NULL: no ratelimit_metrics anywhere */
     /* One instance for all workers (rl_open_shared), opened by the master in
      * init_module and inherited by the workers (with a Redis, each attaches
-     * to the host's sync in init_process); with an exact or tiered limit or
-     * a quota and a Redis, each worker's own, from init_process to
-     * exit_process. */
+     * in init_process: the host's sync, and its own connections for exact
+     * limits and quotas). */
     rl_t *rl;
     ngx_flag_t shared;
     int *ids;             /* limit id of defs[i] in rl */

@@ -385,6 +385,15 @@ ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r)
             }
         }
         o = out + n;
+        /* The answering worker's own gauge, what no instance counts (a
+         * test reads it to see a worker serve while its checks wait). */
+        if (mcf->exact != NULL && (size_t) n + 256 <= total) {
+            o = ngx_snprintf(o, 256, "# HELP ratelimit_nginx_exact_pending Requests of the "
+                             "answering worker waiting for Redis (an exact limit or a "
+                             "quota).\n"
+                             "# TYPE ratelimit_nginx_exact_pending gauge\n"
+                             "ratelimit_nginx_exact_pending %ui\n", mcf->exact_pending);
+        }
         goto send;
     }
     if (head == NULL) {

@@ -6,10 +6,10 @@
  * a bad spec, an unknown limit or an unreadable secret). The master opens one
  * shared instance for the host (rl_open_shared: no thread, no connection a
  * fork would break); with a Redis each worker joins the host's sync in
- * init_process (rl_shared_attach) and leaves it in exit_process (rl_close).
- * Only a configuration with exact or tiered limits or quotas, which a shared
- * instance does not support, makes each worker open its own instance (and
- * be its own node) in init_process. See README.md.
+ * init_process (rl_shared_attach, which also starts the worker's own Redis
+ * connections for mode=exact limits and quotas) and leaves it in
+ * exit_process (rl_close). A local limit is per host whatever else the
+ * configuration holds. See README.md.
  */
 #include "ngx_http_ratelimit.h"
 
@@ -736,6 +736,17 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
         return NGX_CONF_ERROR;
     }
     for (i = 0; i < mcf->defs.nelts; i++) {
+        if (defs[i].lim.mode == RL_MODE_TIERED && mcf->redis_url.len > 0) {
+            /* The workers' shared instance has no tiered mode
+             * (rl_open_shared): refused here, not at the first worker. */
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "ratelimit_limit: limit \"%s\" (line %ui): mode=tiered is not "
+                               "supported by the workers' shared instance; use mode=exact "
+                               "(every check in Redis) or mode=global",
+                               defs[i].lim.name, defs[i].line);
+            rl_close(rl);
+            return NGX_CONF_ERROR;
+        }
         rc = rl_limit_add(rl, &defs[i].lim);
         if (rc < 0) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -799,6 +810,49 @@ static ngx_uint_t ngx_http_ratelimit_shared_keys;
 static ngx_uint_t ngx_http_ratelimit_shared_cap;
 static char (*ngx_http_ratelimit_shared_names)[RL_NAME_MAX];
 static ngx_uint_t ngx_http_ratelimit_shared_n;
+static ngx_msec_t ngx_http_ratelimit_shared_timeout;
+/* The quotas the master defined in it (a shared instance's quotas are
+ * defined in the process that opened it, and each worker forked later
+ * inherits them: rl_open_shared); replaced at each reload (their state is
+ * in Redis, under their names: nothing is lost). */
+static int *ngx_http_ratelimit_shared_qids;
+static ngx_uint_t ngx_http_ratelimit_shared_qn;
+
+static ngx_int_t
+ngx_http_ratelimit_shared_quotas(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_qdef_t *qdefs = mcf->qdefs.elts;
+    ngx_uint_t i;
+    int *qids, rc;
+
+    for (i = 0; i < ngx_http_ratelimit_shared_qn; i++) {
+        rl_quota_remove(ngx_http_ratelimit_shared, ngx_http_ratelimit_shared_qids[i]);
+    }
+    ngx_http_ratelimit_shared_qn = 0;
+    qids = ngx_alloc(sizeof(int) * (mcf->qdefs.nelts + 1), cycle->log);
+    if (qids == NULL) {
+        return NGX_ERROR;
+    }
+    if (ngx_http_ratelimit_shared_qids != NULL) {
+        ngx_free(ngx_http_ratelimit_shared_qids);
+    }
+    ngx_http_ratelimit_shared_qids = qids;
+    for (i = 0; i < mcf->qdefs.nelts; i++) {
+        rc = rl_quota_add(ngx_http_ratelimit_shared, &qdefs[i].q);
+        if (rc < 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: quota \"%s\": %s (%s)",
+                          qdefs[i].q.name, rl_strerror(rc), rl_err_name(rc));
+            return NGX_ERROR;
+        }
+        qids[ngx_http_ratelimit_shared_qn++] = rc;
+    }
+    mcf->qids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->qdefs.nelts + 1));
+    if (mcf->qids == NULL) {
+        return NGX_ERROR;
+    }
+    ngx_memcpy(mcf->qids, qids, sizeof(int) * mcf->qdefs.nelts);
+    return NGX_OK;
+}
 
 static ngx_int_t
 ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf)
@@ -853,32 +907,9 @@ ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_
     return NGX_OK;
 }
 
-/* Whether the host's workers share one instance: always local-only; with
- * a Redis unless a limit is exact or tiered or a quota is defined (a shared
- * instance refuses them: they need the calling worker's own connection). */
-static ngx_flag_t
-ngx_http_ratelimit_host_mode(ngx_http_ratelimit_main_conf_t *mcf)
-{
-    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
-    ngx_uint_t i;
-
-    if (mcf->redis_url.len == 0) {
-        return 1;
-    }
-    if (mcf->qdefs.nelts > 0) {
-        return 0;
-    }
-    for (i = 0; i < mcf->defs.nelts; i++) {
-        if (defs[i].lim.mode == RL_MODE_EXACT || defs[i].lim.mode == RL_MODE_TIERED) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* The node id into node (cap bytes): ratelimit_node_id or the host name
  * (at most 32 bytes), bytes outside the library's alphabet replaced; its
- * end, where a worker's suffix may go. */
+ * end. */
 static u_char *
 ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
     char *node, size_t cap)
@@ -929,8 +960,8 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
     int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL || !ngx_http_ratelimit_host_mode(mcf)
-        || (mcf->defs.nelts == 0 && mcf->metrics_zone == NULL))
+    if (mcf == NULL
+        || (mcf->defs.nelts == 0 && mcf->qdefs.nelts == 0 && mcf->metrics_zone == NULL))
     {
         return NGX_OK;
     }
@@ -949,7 +980,8 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
     cap = ngx_max(256, 2 * mcf->defs.nelts);
     if (ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
         || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts
-        || ngx_http_ratelimit_shared_fleet != fleet)
+        || ngx_http_ratelimit_shared_fleet != fleet
+        || ngx_http_ratelimit_shared_timeout != mcf->exact_timeout)
     {
         rl_config_init(&cfg);
         cfg.max_keys = (uint32_t) mcf->max_keys;
@@ -968,6 +1000,8 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
             cfg.key_secret_len = mcf->secret.len;
             cfg.node_id = node;
             cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
+            cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
+            cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
         }
         rc = rl_open_shared(&rl, &cfg);
         if (rc < 0) {
@@ -983,9 +1017,13 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
         ngx_http_ratelimit_shared_fleet = fleet;
         ngx_http_ratelimit_shared_keys = mcf->max_keys;
         ngx_http_ratelimit_shared_cap = cfg.max_limits;
+        ngx_http_ratelimit_shared_timeout = mcf->exact_timeout;
         ngx_http_ratelimit_shared_n = 0;
+        ngx_http_ratelimit_shared_qn = 0;
     }
-    if (ngx_http_ratelimit_shared_sync(cycle, mcf) != NGX_OK) {
+    if (ngx_http_ratelimit_shared_sync(cycle, mcf) != NGX_OK
+        || ngx_http_ratelimit_shared_quotas(cycle, mcf) != NGX_OK)
+    {
         return NGX_ERROR;
     }
     mcf->rl = ngx_http_ratelimit_shared;
@@ -998,104 +1036,32 @@ ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
     ngx_http_ratelimit_def_t *defs;
-    ngx_http_ratelimit_qdef_t *qdefs;
-    char node[RL_NAME_MAX], url[2048];
-    rl_config_t cfg;
-    u_char *p;
+    ngx_flag_t waits;
     ngx_uint_t i;
     int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
-    if (mcf == NULL
-        || (mcf->defs.nelts == 0 && mcf->qdefs.nelts == 0 && mcf->metrics_zone == NULL))
-    {
-        return NGX_OK;
+    if (mcf == NULL || !mcf->shared || mcf->redis_url.len == 0) {
+        return NGX_OK; /* nothing configured, or local-only: nothing to join */
     }
-    if (mcf->shared) {
-        /* The master's shared instance, inherited; with a Redis, this
-         * worker joins the host's sync (one worker at a time runs it). */
-        if (mcf->redis_url.len > 0 && (rc = rl_shared_attach(mcf->rl)) < 0) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: rl_shared_attach failed: "
-                          "%s (%s)", rl_strerror(rc), rl_err_name(rc));
-            return NGX_ERROR;
-        }
-        return NGX_OK;
-    }
-    rl_config_init(&cfg);
-    cfg.max_keys = (uint32_t) mcf->max_keys;
-    cfg.max_limits = mcf->defs.nelts > 256 ? (uint32_t) mcf->defs.nelts : 256;
-    cfg.log = ngx_http_ratelimit_log;
-    cfg.log_ud = cycle->log;
-    if (mcf->redis_url.len > 0) {
-        if (mcf->redis_url.len >= sizeof(url)) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit_redis: URL too long");
-            return NGX_ERROR;
-        }
-        ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
-        cfg.redis_url = url;
-        cfg.key_secret = mcf->secret.data;
-        cfg.key_secret_len = mcf->secret.len;
-        /* Exact or tiered limits or quotas: each worker is one node of the
-         * fleet; the pid keeps the node of an old worker still draining
-         * after a reload apart from its successor. */
-        p = ngx_http_ratelimit_node_name(cycle, mcf, node, sizeof(node));
-        p = ngx_snprintf(p, sizeof(node) - 1 - (p - (u_char *) node), "-w%ui-%P", ngx_worker,
-                         ngx_pid);
-        *p = '\0';
-        cfg.node_id = node;
-        cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
-        cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
-        cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
-    } else if (mcf->expected_nodes > 0) {
-        cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
-    }
-    rc = rl_open(&mcf->rl, &cfg);
+    /* The master's shared instance, inherited: this worker joins the host's
+     * sync (one worker at a time runs it) and gets its own connections for
+     * exact checks and quota charges. */
+    rc = rl_shared_attach(mcf->rl);
     if (rc < 0) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                      "ratelimit: rl_open failed: %s (%s); ratelimit_redis \"%V\", "
-                      "ratelimit_max_keys %ui", rl_strerror(rc), rl_err_name(rc),
-                      &mcf->redis_url, mcf->max_keys);
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: rl_shared_attach failed: "
+                      "%s (%s)", rl_strerror(rc), rl_err_name(rc));
         return NGX_ERROR;
-    }
-    mcf->ids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->defs.nelts + 1));
-    if (mcf->ids == NULL) {
-        return NGX_ERROR;
-    }
-    defs = mcf->defs.elts;
-    for (i = 0; i < mcf->defs.nelts; i++) {
-        rc = rl_limit_add(mcf->rl, &defs[i].lim);
-        if (rc < 0) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: limit \"%s\": %s (%s)",
-                          defs[i].lim.name, rl_strerror(rc), rl_err_name(rc));
-            return NGX_ERROR;
-        }
-        mcf->ids[i] = rc;
-        if (defs[i].lim.mode == RL_MODE_EXACT && mcf->redis_url.len > 0 && mcf->exact == NULL
-            && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
     }
     mcf->rid_epoch = ngx_time();
-    mcf->qids = ngx_pcalloc(cycle->pool, sizeof(int) * (mcf->qdefs.nelts + 1));
-    if (mcf->qids == NULL) {
+    /* Rules that wait for Redis answer through this worker's channel. */
+    waits = mcf->qdefs.nelts > 0;
+    defs = mcf->defs.elts;
+    for (i = 0; i < mcf->defs.nelts; i++) {
+        waits |= defs[i].lim.mode == RL_MODE_EXACT;
+    }
+    if (waits && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK) {
         return NGX_ERROR;
-    }
-    qdefs = mcf->qdefs.elts;
-    for (i = 0; i < mcf->qdefs.nelts; i++) {
-        rc = rl_quota_add(mcf->rl, &qdefs[i].q);
-        if (rc < 0) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit: quota \"%s\": %s (%s)",
-                          qdefs[i].q.name, rl_strerror(rc), rl_err_name(rc));
-            return NGX_ERROR;
-        }
-        mcf->qids[i] = rc;
-        if (mcf->exact == NULL && ngx_http_ratelimit_exact_start(cycle, mcf) != NGX_OK) {
-            return NGX_ERROR;
-        }
-    }
-    if (mcf->metrics_zone != NULL) {
-        ngx_http_ratelimit_metrics_start(cycle, mcf);
     }
     return NGX_OK;
 }
@@ -1109,22 +1075,16 @@ ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
     if (mcf == NULL || mcf->rl == NULL) {
         return;
     }
-    if (mcf->shared) {
-        /* A shared instance outlives its workers. With a Redis, this worker
-         * leaves the host's sync: another worker takes it over, and the
-         * last one out hands the host's shares back. */
-        if (mcf->redis_url.len > 0) {
-            rl_close(mcf->rl);
-            mcf->rl = NULL;
-        }
-        return;
+    /* A shared instance outlives its workers. With a Redis, this worker
+     * leaves the host's sync (another worker takes it over, and the last
+     * one out hands the host's shares back) and stops its own connections,
+     * which answers every exact check and quota charge still in flight. */
+    if (mcf->shared && mcf->redis_url.len > 0) {
+        rl_close(mcf->rl);
+        mcf->rl = NULL;
+        /* rl_close answered them all: free their records. */
+        ngx_http_ratelimit_exact_stop(cycle, mcf);
     }
-    /* Reports the last usage to Redis and hands this node's shares back, so
-     * a reload loses no count (bounded wait, see rl_close). */
-    rl_close(mcf->rl);
-    mcf->rl = NULL;
-    /* rl_close answered every exact check in flight: free their records. */
-    ngx_http_ratelimit_exact_stop(cycle, mcf);
 }
 
 /* ---------------------------------------------------------------- requests */

@@ -439,6 +439,27 @@ class TestConfigErrors(unittest.TestCase):
             n.stop()
         self.assertEqual(rc, 0, out)
 
+    def test_tiered_with_a_redis_fails_nginx_t(self):
+        # The workers' shared instance has no tiered mode: nginx -t says so
+        # (before, each worker silently became its own node).
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        secret = os.path.join(d, "secret")
+        with open(secret, "w") as f:
+            f.write("0123456789abcdef0123\n")
+        n = Nginx(f"ratelimit_secret_file {secret};\nratelimit_redis redis://127.0.0.1:1;\n"
+                  "ratelimit_limit name=tt rate=5/s mode=tiered;",
+                  server_conf="location / { ratelimit tt $uri; }")
+        try:
+            rc, out = n.test_config()
+        finally:
+            n.stop()
+        self.assertNotEqual(rc, 0, out)
+        emerg = [l for l in out.splitlines() if "[emerg]" in l]
+        self.assertTrue(emerg, out)
+        self.assertIn('"tt"', emerg[0])
+        self.assertIn("mode=tiered", emerg[0])
+
 
 class WrkRun:
     """wrk against one nginx, counting statuses per wall-clock second."""
@@ -650,7 +671,7 @@ class TestExact(unittest.TestCase):
             "ratelimit_limit name=ex rate=1/h burst=1 mode=exact on_failure=open;",
             "location = /both { ratelimit loc k; ratelimit ex k; alias html/index.html; }\n"
             "location = /local { ratelimit loc k; alias html/index.html; }",
-            workers=1)  # mode=local holds per worker: one worker, one bucket
+            workers=1)  # one worker: the requests' order is the clients'
         st, h, _ = get(n.port, "/both")
         self.assertEqual(st, 200)
         for _ in range(2):
@@ -687,11 +708,50 @@ class TestExact(unittest.TestCase):
         self.assertLessEqual(admitted, bound, counts)
         self.assertGreater(counts.get(429, 0), 0, counts)
         self.assertGreaterEqual(admitted, burst, counts)
-        # Every worker of both servers took part.
-        for n in (a, b):
+        # Each host's /metrics (its shared instance, every worker's checks)
+        # counts at least what its clients were told was admitted (wrk may
+        # drop a response it was sent at the end of its run).
+        for n, per in ((a, per_a), (b, per_b)):
+            told = sum(sec.get(200, 0) for sec in per.values())
             text = get(n.port, "/metrics")[2].decode()
-            self.assertIn('worker="0"', text)
-            self.assertIn('worker="1"', text)
+            self.assertGreaterEqual(metric_sum(text, "ratelimit_limit_admitted_total"), told)
+
+    def test_a_local_limit_beside_an_exact_rule_holds_per_host(self):
+        # An exact limit (and a quota) in the configuration once made each
+        # worker open its own instance, silently turning every mode=local
+        # limit into a per-worker one (issue #16): the host holds it.
+        n = self.exact_nginx(
+            "a",
+            "ratelimit_limit name=api rate=1/h burst=5 mode=local;\n"
+            "ratelimit_limit name=ex rate=1/h burst=1000 mode=exact on_failure=closed;\n"
+            "ratelimit_quota name=plan amount=1000 period=day;",
+            "location / { ratelimit api $http_x_api_key; add_header X-Worker $pid always; }\n"
+            "location = /ex { ratelimit ex k; add_header X-Worker $pid always; "
+            "alias html/index.html; }\n"
+            "location = /q { ratelimit plan k; add_header X-Worker $pid always; "
+            "alias html/index.html; }")
+        # Both workers answer exact checks and quota charges from Redis.
+        seen = {}
+        end = time.monotonic() + WAIT_S
+        while len(seen) < 4:
+            self.assertLess(time.monotonic(), end, "no exact and quota answer from both workers")
+            with ThreadPoolExecutor(max_workers=8) as ex:
+                res = list(ex.map(lambda p: (p, get(n.port, p)), ["/ex", "/q"] * 8))
+            for p, (st, h, _) in res:
+                self.assertEqual(st, 200, p)
+                seen[(p, h["x-worker"])] = 1
+            self.assertLessEqual(len({w for _, w in seen}), 2)
+        both = False
+        batch = 0
+        while not both:
+            self.assertLess(time.monotonic(), end, "no batch reached both workers")
+            key = f"batch-{batch}"
+            batch += 1
+            with ThreadPoolExecutor(max_workers=16) as ex:
+                res = list(ex.map(lambda _: get(n.port, "/", {"X-Api-Key": key}), range(32)))
+            self.assertEqual(sum(1 for st, _, _ in res if st == 200), 5, key)
+            self.assertEqual(sum(1 for st, _, _ in res if st == 429), 27, key)
+            both = len({h["x-worker"] for _, h, _ in res}) == 2
 
     def test_a_frozen_redis_blocks_no_worker(self):
         n = self.exact_nginx(
@@ -831,6 +891,53 @@ class TestQuota(unittest.TestCase):
         # An id longer than the module takes is refused, never charged.
         st, _, _ = q("x" * 300)
         self.assertEqual(st, 400)
+
+    def test_reload_redefines_quotas_and_keeps_their_usage(self):
+        # The master defines the quotas in the host's shared instance before
+        # it forks; a reload replaces them there (their usage is in Redis,
+        # under their names), and the new workers, both of them, charge them.
+        http = ("ratelimit_quota name=plan amount=%d period=month dedup=1h;\n"
+                "ratelimit_quota name=%s amount=5 period=day;")
+        loc = ("location = /q { ratelimit plan k id=$http_idempotency_key; "
+               "add_header X-Worker $pid always; alias html/index.html; }\n"
+               "location = /o { ratelimit %s k; alias html/index.html; }")
+        n = self.quota_nginx(http % (3, "one"), loc % "one", workers=2)
+        st, h, _ = get(n.port, "/q", {"Idempotency-Key": "a"})
+        self.assertEqual((st, h.get("x-quota-remaining")), (200, "2"))
+        self.assertEqual(get(n.port, "/o")[0], 200)
+        old = set(n.worker_pids())
+        n.write(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
+                f"ratelimit_secret_file {self.secret};\n"
+                "ratelimit_node_id q;\n"
+                "ratelimit_exact_timeout 5s;\n" + http % (10, "two"), server_conf=loc % "two")
+        r = n.cmd("-s", "reload")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            wait_until(lambda: set(n.worker_pids()).isdisjoint(old) and
+                       len(n.worker_pids()) == 2, "the new workers")
+        except AssertionError:
+            print(n.error_log(), old, n.worker_pids(), file=sys.stderr)
+            raise
+        # The same id is still charged once; the new amount counts the old use.
+        st, h, _ = get(n.port, "/q", {"Idempotency-Key": "a"})
+        self.assertEqual((st, h.get("x-quota-remaining"), h.get("x-quota-duplicate")),
+                         (200, "9", "true"))
+        workers = set()
+        end = time.monotonic() + WAIT_S
+        i = 0
+        while len(workers) < 2:
+            self.assertLess(time.monotonic(), end, "no charge answered by both new workers")
+            with ThreadPoolExecutor(max_workers=4) as ex:
+                res = list(ex.map(lambda k: get(n.port, "/q", {"Idempotency-Key": k}),
+                                  [f"r{i}-{j}" for j in range(4)]))
+            i += 1
+            for st, h, _ in res:
+                self.assertIn(st, (200, 429))
+                workers.add(h["x-worker"])
+            if any(st == 429 for st, _, _ in res):
+                break  # the month's 10 used up before both workers answered: enough
+        self.assertEqual(get(n.port, "/o")[0], 200)  # the new quota, in the new workers
+        self.assertNotIn("[emerg]", n.error_log())
 
     def test_a_frozen_redis_blocks_no_worker(self):
         n = self.quota_nginx(
