@@ -5,6 +5,7 @@
 #include "instance.h"
 #include "shared.h"
 #include "shareword.h"
+#include "stats.h"
 #include "structsize.h"
 #include "syncnodes.h"
 
@@ -430,7 +431,9 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
     uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
     if (now - h->req_last_fp >= min_age_ms * RL_FP_PER_MS) {
         rl__hotkeys_decay(&h->req, 1);
+        rl__fold_begin(rl);
         harvest_local(rl);
+        rl__fold_end(rl);
         double dt = (double)(now - h->req_last_fp) / (double)RL_FP_PER_MS / 1000.0;
         h->req_last_fp = now;
         drain(rl);

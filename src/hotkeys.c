@@ -42,7 +42,7 @@ void rl__hotkeys_destroy(rl_hotkeys_t *h, const rl_allocator_t *a)
 
 /* The index's home slot of a key: ids are keyed hashes, mixed again so
  * every bit of both halves and the limit reaches the slot bits. */
-static size_t home(const rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, uint64_t id_hi)
+static size_t index_home(const rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, uint64_t id_hi)
 {
     uint64_t x = (id_lo ^ ((uint64_t)lref << 32)) * UINT64_C(0x9e3779b97f4a7c15);
     x ^= id_hi + (x >> 29);
@@ -59,7 +59,7 @@ static int same(const rl_hk_entry_t *e, uint32_t lref, uint64_t id_lo, uint64_t 
 static void idx_insert(rl_hotkeys_t *h, uint32_t p)
 {
     const rl_hk_entry_t *e = &h->e[p];
-    size_t i = home(h, e->lref, e->id_lo, e->id_hi);
+    size_t i = index_home(h, e->lref, e->id_lo, e->id_hi);
     while (h->idx[i] != 0)
         i = (i + 1) & h->mask;
     h->idx[i] = p + 1;
@@ -70,7 +70,7 @@ static void idx_insert(rl_hotkeys_t *h, uint32_t p)
 static void idx_remove(rl_hotkeys_t *h, uint32_t p)
 {
     const rl_hk_entry_t *e = &h->e[p];
-    size_t i = home(h, e->lref, e->id_lo, e->id_hi);
+    size_t i = index_home(h, e->lref, e->id_lo, e->id_hi);
     while (h->idx[i] != p + 1)
         i = (i + 1) & h->mask;
     for (size_t j = i;;) {
@@ -78,7 +78,7 @@ static void idx_remove(rl_hotkeys_t *h, uint32_t p)
         if (h->idx[j] == 0)
             break;
         const rl_hk_entry_t *o = &h->e[h->idx[j] - 1];
-        size_t k = home(h, o->lref, o->id_lo, o->id_hi);
+        size_t k = index_home(h, o->lref, o->id_lo, o->id_hi);
         /* o stays if its home lies cyclically in (i, j]. */
         if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
             continue;
@@ -174,7 +174,7 @@ rl_hk_entry_t *rl__hotkeys_find(rl_hotkeys_t *h, uint32_t lref, uint64_t id_lo, 
 {
     if (h->idx == NULL)
         return NULL;
-    for (size_t i = home(h, lref, id_lo, id_hi); h->idx[i] != 0; i = (i + 1) & h->mask) {
+    for (size_t i = index_home(h, lref, id_lo, id_hi); h->idx[i] != 0; i = (i + 1) & h->mask) {
         rl_hk_entry_t *e = &h->e[h->idx[i] - 1];
         if (same(e, lref, id_lo, id_hi))
             return e;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 #include "instance.h"
@@ -129,7 +130,11 @@ static void limit_totals(rl_limit_slot_t *ls, rl_limit_stats_t *o)
     rl__limit_sync_stats(ls, o);
 }
 
-void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
+/* Attempts at a read that no harvest overlapped; after them the last read
+ * is returned (each figure then within what one harvest moved). */
+#define RL_STATS_READ_TRIES 64
+
+static void limit_stats_once(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
 {
     window_t w;
     for (uint32_t i = 0; i < n;) {
@@ -146,6 +151,26 @@ void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t
             out[i].admitted += w.admitted[k];
             out[i].denied += w.denied[k];
         }
+    }
+}
+
+/* The slot walk and the totals, with no harvest moving counts from one to
+ * the other in between (stats.h: rl__fold_begin): a seqlock read with
+ * begun/ended counts, since harvests may overlap each other. */
+void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
+{
+    for (int tries = 0;; tries++) {
+        /* acquire: a harvest that ended has its moves visible to the reads. */
+        uint64_t ended = atomic_load_explicit(&rl->folds_ended, memory_order_acquire);
+        uint64_t begun = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        limit_stats_once(rl, ids, n, out);
+        /* acquire fence: if a read above saw a move of a harvest, the load
+         * below sees that harvest begun (rl__fold_begin's release fence). */
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t begun2 = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        if ((begun == ended && begun2 == begun) || tries + 1 >= RL_STATS_READ_TRIES)
+            return;
+        sched_yield(); /* let the harvest finish */
     }
 }
 

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include "stats.h"
 #include "syncint.h"
 #include "reportargs.h"
 #include "alloc.h"
@@ -732,6 +733,7 @@ void rl__sync_round(rl_sync_t *s)
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
     rl__hot_round_begin(s->rl);
+    rl__fold_begin(s->rl);
     for (size_t wi = 0; wi < words; wi++) {
         /* acq_rel: see rl__table_count; the counter swaps below come after. */
         uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
@@ -744,6 +746,7 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
+    rl__fold_end(s->rl);
     rl__hot_round_end(s->rl);
     if (s->leaving) {
         /* Hand back the shares Redis still counts and report the usage it

@@ -143,6 +143,47 @@ START_TEST(degraded_shadow_counts_its_allow)
 }
 END_TEST
 
+/* A limit's admitted total without the counts still in its slots. */
+static uint64_t totals_admitted(rl_t *rl, int id)
+{
+    return rl__limit_stat_sum(&rl->limits.slots[(uint32_t)id & RL_LIMIT_IDX_MASK],
+                              RL_STAT_ADMITTED);
+}
+
+START_TEST(stats_read_racing_the_harvest)
+{
+    /* The sync thread harvests every 50 ms (moving each slot's counts into
+     * the limit's totals) while this thread reads the stats back to back: a
+     * read that walked the slot before a harvest and the totals after it
+     * counted the same decisions twice (the fresh-clone CI's TSan stage saw
+     * admitted 2 for 1 answer). Each read must give exactly what callers
+     * were answered. */
+    rl_t *rl = rl_test_open_degraded(50);
+    int id = rl_test_add(rl, "name=rh rate=100000/s on_failure=local");
+    uint64_t answered = 0, reads = 0;
+    for (int round = 0; round < 12; round++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", round);
+        ck_assert_int_eq(rl_check(rl, id, key, strlen(key), 1, NULL), RL_ALLOW);
+        answered++;
+        /* Read until a harvest has moved this key's count (the totals have
+         * it), 30 s at most. */
+        time_t deadline = time(NULL) + 30;
+        for (;;) {
+            ck_assert_msg(time(NULL) < deadline, "no harvest in 30 s");
+            rl_limit_stats_t st = limit_stats(rl, id);
+            reads++;
+            ck_assert_msg(st.admitted == answered, "read %llu: admitted %llu, answered %llu",
+                          (unsigned long long)reads, (unsigned long long)st.admitted,
+                          (unsigned long long)answered);
+            if (totals_admitted(rl, id) == answered)
+                break;
+        }
+    }
+    rl_close(rl);
+}
+END_TEST
+
 /* ---------------------------------------------------- four threads */
 
 enum { THREADS = 4, BATCHES = 6000, KEYS = 8 };
@@ -350,6 +391,7 @@ static Suite *suite(void)
     tcase_add_test(tc, denied_multi_admits_nothing);
     tcase_add_test(tc, refund_keeps_the_counts);
     tcase_add_test(tc, degraded_shadow_counts_its_allow);
+    tcase_add_test(tc, stats_read_racing_the_harvest);
     tcase_add_test(tc, counts_match_answers_under_threads);
     suite_add_tcase(s, tc);
     TCase *rd = tcase_create("redis");
