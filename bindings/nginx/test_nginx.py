@@ -57,7 +57,7 @@ def get(port, path, headers=None):
 class Nginx:
     """An nginx with the module under a private prefix."""
 
-    def __init__(self, http_conf, workers=2, server_conf="", extra_main=""):
+    def __init__(self, http_conf, workers=2, server_conf="", extra_main="", listen_opts=""):
         self.prefix = tempfile.mkdtemp(prefix="rl-nginx-")
         os.chmod(self.prefix, 0o755)  # workers may run as another user
         os.makedirs(os.path.join(self.prefix, "html"))
@@ -66,6 +66,7 @@ class Nginx:
         self.port = free_port()
         self.conf = os.path.join(self.prefix, "nginx.conf")
         self.workers = workers
+        self.listen_opts = listen_opts  # e.g. "reuseport" (bench_nginx.py)
         self.write(http_conf, server_conf, extra_main)
         self.running = False
 
@@ -88,7 +89,7 @@ http {{
     scgi_temp_path {p}/scgi;
     {http_conf}
     server {{
-        listen 127.0.0.1:{self.port};
+        listen 127.0.0.1:{self.port} {self.listen_opts};
         root {p}/html;
         location = /metrics {{ ratelimit_metrics; }}
         {server_conf}
@@ -162,13 +163,15 @@ def _alive(pid):
 
 
 class Redis:
-    def __init__(self):
+    def __init__(self, own_session=False):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rl-redis-")
+        # own_session: a scheduler autogroup of its own, apart from the
+        # caller's (bench_nginx.py: not sharing one with wrk).
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=own_session)
         wait_until(self._up, "redis-server")
 
     def _up(self):
