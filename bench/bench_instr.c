@@ -15,7 +15,10 @@
  * 32 requests of the one key, counted per request), hot (allow, the key
  * marked hot through hot= and rl_hotkeys first: its checks take their
  * tokens from a lease, src/lease.h), precise (deny of a burst-1 limit,
- * which reads CLOCK_MONOTONIC).
+ * which reads CLOCK_MONOTONIC), precise1s (deny of a 1/s burst-1 limit,
+ * precise too, whose denies coarse-first settles on the coarse clock,
+ * src/clock.h) and fresh1s (N keys of that limit checked once each, all
+ * admitted: its allow path, with a new slot each).
  *
  * Cache misses per check, modes k1 and m1: N allowed checks of keys drawn
  * uniformly from 1000 or 1M keys, all in the table first (1M: max_keys
@@ -83,20 +86,25 @@ int main(int argc, char **argv)
     long n = argc > 2 ? atol(argv[2]) : 100000;
     int deny = strcmp(mode, "deny") == 0, precise = strcmp(mode, "precise") == 0;
     int hot = strcmp(mode, "hot") == 0;
+    int slow = strcmp(mode, "precise1s") == 0, fresh = strcmp(mode, "fresh1s") == 0;
     uint32_t nkeys = strcmp(mode, "k1") == 0 ? 1000 : strcmp(mode, "m1") == 0 ? 1u << 20 : 0;
     rl_config_t cfg;
     rl_config_init(&cfg);
     if (nkeys > 1000)
         cfg.max_keys = nkeys + nkeys / 4;
+    if (fresh)
+        cfg.max_keys = (uint32_t)(n + n / 4 + 16);
     rl_t *rl;
     if (rl_open(&rl, &cfg) != 0)
         return 2;
     rl_limit_t lim;
     char err[256];
-    /* deny: 1/m burst 1 gets the coarse clock (its tick fits in 60 s);
-     * precise: 1000/s burst 1 does not (rate x tick = 4 > burst - 1). */
-    const char *spec = deny      ? "name=d rate=1/m burst=1 mode=local"
-                       : precise ? "name=p rate=1000/s burst=1 mode=local"
+    /* All three burst-1 limits get the precise clock (rate x tick > burst
+     * - 1 = 0); deny and precise1s deny coarse-first (src/clock.h: a
+     * charge of at least two margins, 16 ms here), precise (1 ms) does not. */
+    const char *spec = deny            ? "name=d rate=1/m burst=1 mode=local"
+                       : precise         ? "name=p rate=1000/s burst=1 mode=local"
+                       : slow || fresh   ? "name=s rate=1/s burst=1 mode=local"
                        : hot     ? "name=a rate=100000/1ms burst=1000000 mode=local hot=0.000001"
                                  : "name=a rate=100000/1ms burst=1000000 mode=local";
     if (rl_limit_parse(&lim, spec, err, sizeof err) != 0) {
@@ -138,6 +146,14 @@ int main(int argc, char **argv)
         }
         for (long i = 0; i < n; i += 32)
             allowed += rl_check_batch(rl, req, 32, sizeof req[0], NULL, NULL);
+    } else if (fresh) {
+        char *ops = malloc((size_t)n * KEY_STRIDE);
+        if (ops == NULL)
+            return 2;
+        for (long i = 0; i < n; i++)
+            snprintf(ops + (size_t)i * KEY_STRIDE, KEY_STRIDE, "user:%08x", (uint32_t)i);
+        allowed = measured(rl, id, ops, n);
+        free(ops);
     } else if (strcmp(mode, "decision") == 0) {
         rl_decision_t d;
         rl_decision_init(&d);

@@ -373,7 +373,15 @@ typedef struct rl_request {
     uint32_t cost;
 } rl_request_t;
 
-/* The answer to one check, written by the library into caller-owned memory. */
+/*
+ * The answer to one check, written by the library into caller-owned memory.
+ * A deny that is certain on the coarse clock is decided there, without the
+ * precise read, for a limit that would otherwise read the precise clock
+ * (burst 1, at most 62/s at a 4 ms tick; built-in clocks only): its
+ * remaining, reset_ms and retry_after_ms are then figured at the coarse
+ * time, at most one coarse tick before the precise one, so retry_after_ms
+ * is never early and at most a tick (rounded up to a millisecond) late.
+ */
 typedef struct rl_decision {
     size_t size;             /* set by rl_decision_init; the library writes
                                 only the fields that fit in it */

@@ -34,7 +34,14 @@ typedef struct target {
     int detail;      /* the caller reads the decision: compute its figures */
     uint64_t health; /* the instance's health word, for synced limits */
     int near;        /* tiered: the key's share word carries NEAR (shareword.h) */
+    uint64_t margin; /* the coarse-first margin, while p.clock_source says so */
 } target_t;
+
+/* p.clock_source of a target whose `now` is a coarse reading taken for a
+ * precise-sourced limit (coarse-first, clock.h): the precise time is read
+ * (clock_settle) before anything but a certain deny. In the snapshot's own
+ * field, so the common path stores nothing more. */
+#define CLOCK_COARSE_FIRST 2
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
 {
@@ -93,9 +100,32 @@ static inline __attribute__((always_inline)) int target_init(rl_t *rl, int id, c
                                                              int detail, target_t *t)
 {
     int rc = target_prepare(rl, id, key, len, cost, detail, t);
-    if (rc == 0)
+    if (rc != 0)
+        return rc;
+    /* A charge of a precise-sourced limit whose charge takes at least two
+     * margins starts coarse-first (clock.h, which says why two); peeks and
+     * refunds, whose figures or writes need the time, and exact mode,
+     * which is decided in Redis, do not. */
+    uint64_t m;
+    if (t->p.clock_source == RL_CLOCK_PRECISE && cost > 0 &&
+        t->p.synced != RL_SYNCED_EXACT && (m = rl__clock_coarse_margin(&rl->clock)) != 0 &&
+        rl__mul_sat(cost, t->p.normal.t_fp) >= 2 * m) {
+        t->now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
+        t->p.clock_source = CLOCK_COARSE_FIRST;
+        t->margin = m;
+    } else {
         t->now = rl__clock_now_fp(&rl->clock, t->p.clock_source);
-    return rc;
+    }
+    return 0;
+}
+
+/* Coarse-first: the precise time, now that the decision needs it. */
+static inline void clock_settle(rl_t *rl, target_t *t)
+{
+    if (__builtin_expect(t->p.clock_source == CLOCK_COARSE_FIRST, 0)) {
+        t->p.clock_source = RL_CLOCK_PRECISE;
+        t->now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+    }
 }
 
 /*
@@ -558,6 +588,34 @@ static __attribute__((noinline)) int charge_hot(rl_t *rl, target_t *t, rl_slotre
     return rc;
 }
 
+/*
+ * Coarse-first (clock.h): 1 if charging `cost` to the word `tat` (as found)
+ * is denied even at the coarse time plus the margin, so at the precise time
+ * too, with o written as that deny; 0 when the precise time must decide
+ * (and for the rare word of another epoch or a dying slot). The figures are
+ * at the coarse time, which is at or before the precise one: remaining is
+ * never more than the precise figure, reset_ms and retry_after_ms never
+ * less (a retry at retry_after_ms is not early), each off by at most the
+ * coarse source's lag, under one tick.
+ */
+static inline int coarse_deny(const target_t *t, uint64_t tat, const rl_gcra_t *g,
+                              uint32_t cost, int epochal, outcome_t *o)
+{
+    uint64_t bit = epochal ? rl__epoch_bit(t->p.epoch) : tat & RL_TAT_EPOCH;
+    if (tat == RL_TAT_DEAD || ((tat ^ bit) >> 63))
+        return 0;
+    uint64_t val = tat ^ bit;
+    if (rl__gcra_charge(g, val, t->now + t->margin, cost).allowed)
+        return 0;
+    o->allowed = 0;
+    if (t->detail) {
+        o->remaining = rl__gcra_remaining(g, val, t->now);
+        o->reset_ms = rl__gcra_reset_ms(val, t->now);
+        o->retry_ms = rl__gcra_retry_ms(g, val, t->now, cost);
+    }
+    return 1;
+}
+
 /* Charge cost > 0 to the target's key. */
 static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, uint32_t cost,
                                                          outcome_t *o, const void *key,
@@ -568,14 +626,28 @@ static inline __attribute__((always_inline)) void charge(rl_t *rl, target_t *t, 
     o->g = &t->p.normal;
     rl_slotref_t ref;
     for (;;) {
-        if (!rl__table_find(&rl->table, &t->probe, &ref) &&
-            !rl__table_acquire(&rl->table, &t->probe, t->ls, t->p.max_keys, t->now, &ref)) {
-            charge_noslot(t, cost, o);
-            break;
+        if (!rl__table_find(&rl->table, &t->probe, &ref)) {
+            clock_settle(rl, t); /* a new slot's floor is set at the precise time */
+            if (!rl__table_acquire(&rl->table, &t->probe, t->ls, t->p.max_keys, t->now, &ref)) {
+                charge_noslot(t, cost, o);
+                break;
+            }
         }
         /* (a look-up again finds the same key's new slot: a mark of the old
          * one is still this key's) */
         o->g = slot_gcra(t, ref.slot, &o->flags);
+        /* Coarse-first for the plain charge only: the degraded ramp and a
+         * hot key's leases read the precise time as before. */
+        if (__builtin_expect(t->p.clock_source == CLOCK_COARSE_FIRST, 0)) {
+            int plain = !(t->p.synced && RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED) &&
+                        !(lease && (o->flags & RL_FLAG_HOT));
+            if (plain && coarse_deny(t, ref.tat, o->g, cost, !t->p.synced, o)) {
+                o->slot = ref.slot;
+                o->bucket = NULL;
+                break;
+            }
+            clock_settle(rl, t);
+        }
         if (t->p.synced && RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED) {
             charge_degraded(rl, t, &ref, cost, o);
             if (o->slot != NULL)

@@ -9,6 +9,18 @@ static uint64_t builtin_coarse_tick(void)
     return (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
 }
 
+/* Coarse-first's margin from the coarse source's tick (clock.h); 0: off. */
+static void set_margin(rl_clock_t *c, uint64_t tick_ns)
+{
+    /* Off with an unknown tick, or one whose margin would not fit: such a
+     * coarse source could not bound the precise one. */
+    uint64_t m = tick_ns != 0 && tick_ns <= (RL_NOW_FP_MAX >> (RL_FP_SHIFT + 1))
+                     ? (2 * tick_ns) << RL_FP_SHIFT
+                     : 0;
+    /* relaxed: as in rl__clock_coarse_margin. */
+    atomic_store_explicit(&c->guard[RL_CLOCK_COARSE].margin_fp, m, memory_order_relaxed);
+}
+
 void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_tick_ns)
 {
     c->user = user;
@@ -21,6 +33,7 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
     for (int s = 0; s < 2; s++) {
         c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS;
         atomic_init(&c->guard[s].offset_ns, 0);
+        atomic_init(&c->guard[s].margin_fp, 0);
     }
     atomic_init(&c->guard[RL_CLOCK_PRECISE].last_ns, RL_CLOCK_ORIGIN_NS);
     /* The coarse source starts where it really reads (up to a tick behind
@@ -36,7 +49,14 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
         c->coarse_tick_ns = coarse_tick_ns;
     else
         c->coarse_tick_ns = user ? UINT64_C(4000000) : builtin_coarse_tick();
+    /* The built-in coarse source's real tick bounds its lag, whatever
+     * clock_coarse_tick_ns says: a configured tick below it must not shrink
+     * the margin. */
+    uint64_t real = user ? 0 : builtin_coarse_tick();
+    set_margin(c, real != 0 ? rl__max_u64(real, c->coarse_tick_ns) : 0);
 }
+
+void rl__clock_coarse_first(rl_clock_t *c, int on) { set_margin(c, on ? c->coarse_tick_ns : 0); }
 
 int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp)
 {
@@ -69,6 +89,11 @@ uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint6
          * stalled here), and adding it put the reading a whole jump ahead,
          * published as `last` below (test_clock). */
         now = rel + (__int128)want;
+        /* The precise source may now lead the coarse one by the jump's
+         * rounding and more: coarse-first is off for good (clock.h).
+         * relaxed: as in rl__clock_coarse_margin. */
+        if (s == RL_CLOCK_PRECISE)
+            atomic_store_explicit(&c->guard[RL_CLOCK_COARSE].margin_fp, 0, memory_order_relaxed);
     }
     uint64_t unow = now <= 0 ? 0 : now > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)now;
     /* release: pairs with the acquire loads of the readers. */

@@ -20,6 +20,28 @@
  * than RL_CLOCK_LAST_GRAIN_NS may pass through: `last` is only advanced at
  * that grain so the hot path does not write a shared line on every call.
  * A forward jump passes: it can fill a bucket to its burst, never beyond.
+ *
+ * Coarse-first (issue #14): a check of a precise-sourced limit may read the
+ * coarse source first and settle a deny there without the precise read, if
+ * it would be denied even at coarse + margin (rl__clock_coarse_margin). A
+ * later time only makes a GCRA charge more admissible, so with the precise
+ * reading no more than the margin ahead, such a deny is a deny at the
+ * precise time too; and a deny writes nothing. Every other outcome reads the
+ * precise source and is decided on it as before. The margin is two ticks:
+ * the coarse source lags by less than one when both offsets are zero (same
+ * origin, clock.c), and a second covers a late tick, the same slack the
+ * table's reuse floor assumes (instance.c). A precise offset raised for a
+ * backward step can put the precise source further ahead for good, so it
+ * turns coarse-first off (a raised coarse offset only moves coarse ahead,
+ * which is safe). Only for a charge of at least two margins (cost x T):
+ * a saturated bucket's denies wait uniformly up to one charge, so a deny
+ * is certain with probability 1 - margin / (cost x T), at least 1/2 there,
+ * and each uncertain one, like every allow, pays the coarse read on top of
+ * the precise one (about 8 ns + 30 ns). With the precise source picked only
+ * where (burst - 1) x T < tick, that means burst-1 limits of T >= 4 ticks
+ * (62/s and slower at a 4 ms tick). On only for the built-in clocks: a
+ * user hook's coarse source promises nothing about its lag, so a hooked
+ * instance reads as before (tests turn it on: rl__clock_coarse_first).
  */
 #ifndef RL_CLOCK_H
 #define RL_CLOCK_H
@@ -43,7 +65,10 @@ typedef struct rl_clock {
     struct {
         _Atomic uint64_t offset_ns;
         _Atomic uint64_t last_ns; /* <= 2^63: sums with it cannot overflow */
-        char pad[64 - 2 * sizeof(uint64_t)];
+        /* guard[COARSE] only: the coarse-first margin in fixed point, 0
+         * off. On the coarse line, which a coarse-first check loads anyway. */
+        _Atomic uint64_t margin_fp;
+        char pad[64 - 3 * sizeof(uint64_t)];
     } guard[2] __attribute__((aligned(64)));
 } rl_clock_t;
 
@@ -51,6 +76,20 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
 
 /* Which source a bucket may use, from its slack tau - T. */
 int32_t rl__clock_pick(const rl_clock_t *c, uint64_t slack_fp);
+
+/* Turn coarse-first on (margin two ticks) or off. rl__clock_init turns it
+ * on for the built-in clocks; tests call it to model two sources through
+ * the hook. Not thread-safe against checks only in that a check racing it
+ * may use either setting. */
+void rl__clock_coarse_first(rl_clock_t *c, int on);
+
+/* The coarse-first margin (fixed point), 0 when off. */
+static inline uint64_t rl__clock_coarse_margin(rl_clock_t *c)
+{
+    /* relaxed: a self-contained value; a check that reads a stale one is
+     * concurrent with the backward step that cleared it. */
+    return atomic_load_explicit(&c->guard[RL_CLOCK_COARSE].margin_fp, memory_order_relaxed);
+}
 
 /* The guard's slow path: a backward step, a reading before the origin, or
  * `last` due to advance. `off` and `last` were loaded before `raw` was read. */

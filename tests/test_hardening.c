@@ -1289,16 +1289,19 @@ static int faketime_child(const char *file)
     if (rl_open(&rl, NULL) != 0)
         return 2;
     rl_limit_t l;
-    int ids[2];
-    const char *specs[2] = {"name=p rate=100/s burst=1", "name=c rate=1000/s burst=100"};
-    const uint64_t rate[2] = {100, 1000}, burst[2] = {1, 100};
-    for (int j = 0; j < 2; j++) {
+    /* p: the precise clock; c: the coarse one; f: the precise clock, its
+     * denies coarse-first (clock.h: burst 1, T >= two margins). */
+    int ids[3];
+    const char *specs[3] = {"name=p rate=100/s burst=1", "name=c rate=1000/s burst=100",
+                            "name=f rate=20/s burst=1"};
+    const uint64_t rate[3] = {100, 1000, 20}, burst[3] = {1, 100, 1};
+    for (int j = 0; j < 3; j++) {
         if (rl_limit_parse(&l, specs[j], NULL, 0) != 0 || (ids[j] = rl_limit_add(rl, &l)) < 0)
             return 2;
     }
-    const char *src[2];
-    uint64_t tick_slack[2];
-    for (int j = 0; j < 2; j++) {
+    const char *src[3];
+    uint64_t tick_slack[3];
+    for (int j = 0; j < 3; j++) {
         rl_limit_params_t p;
         rl__params_read(rl__limit_get(&rl->limits, ids[j]), &p);
         int coarse = p.clock_source == RL_CLOCK_COARSE;
@@ -1308,7 +1311,7 @@ static int faketime_child(const char *file)
          * tick early: a tick's worth of tokens more (+1 for rounding). */
         tick_slack[j] = coarse ? rate[j] * rl->clock.coarse_tick_ns / 1000000000u + 1 : 0;
     }
-    uint64_t t0 = real_mono_ns(), admitted[2] = {0, 0};
+    uint64_t t0 = real_mono_ns(), admitted[3] = {0, 0, 0};
     int failed = 0, jumps = 0;
     for (int phase = 0; phase < 4; phase++) {
         uint64_t before = libc_mono_ns(CLOCK_MONOTONIC);
@@ -1322,17 +1325,18 @@ static int faketime_child(const char *file)
         printf("faketime: offset %-5s: libc CLOCK_MONOTONIC moved %+.3f s (want %+d s): %s\n",
                offsets[phase], moved, step_s[phase], faked ? "ok" : "NOT FAKED");
         jumps += forward_jump[phase];
-        uint64_t in_phase[2] = {0, 0}, start = real_mono_ns();
+        uint64_t in_phase[3] = {0, 0, 0}, start = real_mono_ns();
         uint64_t end = start + 150000000u, give_up = start + UINT64_C(5000000000);
         for (;;) {
             uint64_t now = real_mono_ns();
-            if (now >= give_up || (now >= end && in_phase[0] > 0 && in_phase[1] > 0))
+            if (now >= give_up ||
+                (now >= end && in_phase[0] > 0 && in_phase[1] > 0 && in_phase[2] > 0))
                 break;
-            for (int j = 0; j < 2; j++)
+            for (int j = 0; j < 3; j++)
                 in_phase[j] += rl_check(rl, ids[j], "hot", 3, 1, NULL) == RL_ALLOW;
         }
         uint64_t real = real_mono_ns() - t0;
-        for (int j = 0; j < 2; j++) {
+        for (int j = 0; j < 3; j++) {
             admitted[j] += in_phase[j];
             uint64_t bound = (1 + (uint64_t)jumps) * burst[j] + rate[j] * real / 1000000000u + 1 +
                              tick_slack[j];
