@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ngx_http_ratelimit_module: what the directives, the request handler and
- * the cross-worker metrics share.
+ * ngx_http_ratelimit_module: what the directives, the request handler, the
+ * exact-check channel and the metrics location share.
  */
 #ifndef NGX_HTTP_RATELIMIT_H
 #define NGX_HTTP_RATELIMIT_H
@@ -34,8 +34,8 @@ typedef struct {
     ngx_uint_t max_keys;
     ngx_array_t defs;     /* ngx_http_ratelimit_def_t */
     ngx_array_t qdefs;    /* ngx_http_ratelimit_qdef_t */
-    size_t metrics_slot;  /* bytes of one worker's metrics text */
-    ngx_shm_zone_t *metrics_zone; /* NULL: no ratelimit_metrics anywhere */
+    size_t metrics_slot;  /* deprecated ratelimit_metrics_slot: parsed, unused */
+    ngx_flag_t metrics;   /* a location has ratelimit_metrics */
     /* One instance for all workers (rl_open_shared), opened by the master in
      * init_module and inherited by the workers (with a Redis, each attaches
      * in init_process: the host's sync, and its own connections for exact
@@ -46,7 +46,6 @@ typedef struct {
     int *qids;            /* quota id of qdefs[i] in rl */
     uint64_t rid_seq;     /* this worker's own request ids (worker only): */
     time_t rid_epoch;     /* pid, start time and this sequence number */
-    ngx_event_t publish;  /* the metrics publishing timer */
     ngx_msec_t exact_timeout;     /* ratelimit_exact_timeout: exact_timeout_ms */
     /* With a Redis and a mode=exact limit: this worker's completion channel
      * (ngx_http_ratelimit_exact.c); NULL otherwise. Worker only. */
@@ -82,11 +81,7 @@ typedef struct {
 extern ngx_module_t ngx_http_ratelimit_module;
 
 /* ngx_http_ratelimit_metrics.c */
-char *ngx_http_ratelimit_metrics_zone(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf);
-void ngx_http_ratelimit_metrics_start(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf);
-void ngx_http_ratelimit_metrics_publish(ngx_http_ratelimit_main_conf_t *mcf, ngx_log_t *log);
 ngx_int_t ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r);
-
 
 /* ngx_http_ratelimit_exact.c */
 ngx_int_t ngx_http_ratelimit_exact_start(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf);

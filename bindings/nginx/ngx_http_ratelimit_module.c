@@ -88,6 +88,9 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
     { ngx_string("ratelimit_max_keys"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_num_slot, NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_ratelimit_main_conf_t, max_keys), NULL },
+    /* Deprecated, no effect: it sized the per-worker metrics slots of the
+     * time each worker had its own instance. Still parsed as a size so an
+     * old configuration's typo fails `nginx -t` as it did. */
     { ngx_string("ratelimit_metrics_slot"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_size_slot, NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_ratelimit_main_conf_t, metrics_slot), NULL },
@@ -560,9 +563,8 @@ ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_ratelimit_module);
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
     clcf->handler = ngx_http_ratelimit_metrics_handler;
-    if (mcf->metrics_zone == NULL) {
-        return ngx_http_ratelimit_metrics_zone(cf, mcf);
-    }
+    /* A configuration with only this location still opens the instance. */
+    mcf->metrics = 1;
     return NGX_CONF_OK;
 }
 
@@ -596,7 +598,6 @@ ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf)
     (void) cf;
     ngx_conf_init_uint_value(mcf->expected_nodes, 0);
     ngx_conf_init_uint_value(mcf->max_keys, 65536);
-    ngx_conf_init_size_value(mcf->metrics_slot, 256 * 1024);
     ngx_conf_init_msec_value(mcf->exact_timeout, 100);
     return NGX_CONF_OK;
 }
@@ -961,7 +962,7 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
     if (mcf == NULL
-        || (mcf->defs.nelts == 0 && mcf->qdefs.nelts == 0 && mcf->metrics_zone == NULL))
+        || (mcf->defs.nelts == 0 && mcf->qdefs.nelts == 0 && !mcf->metrics))
     {
         return NGX_OK;
     }

@@ -339,9 +339,9 @@ class TestModule(unittest.TestCase):
             self.assertEqual(len(helps), len(set(helps)), "a family's HELP twice")
 
 
-def check_exposition(test, text, worker_labels=True):
-    """One # HELP per family, samples under their family, a worker label
-    (per-worker instances) or none (the host's shared instance)."""
+def check_exposition(test, text):
+    """One # HELP per family, samples under their family, and no worker
+    label: the text is the host's shared instance's."""
     helps = [l for l in text.splitlines() if l.startswith("# HELP ")]
     test.assertEqual(len(helps), len(set(helps)), "a family's HELP twice")
     fam = None
@@ -350,10 +350,7 @@ def check_exposition(test, text, worker_labels=True):
             fam = line.split()[2]
         elif line and not line.startswith("#"):
             test.assertTrue(line.startswith(fam), line)
-            if worker_labels:
-                test.assertRegex(line, r'\{worker="\d+"')
-            else:
-                test.assertNotIn('worker="', line)
+            test.assertNotIn('worker="', line)
 
 
 BAD_CONFIGS = [
@@ -395,6 +392,10 @@ BAD_CONFIGS = [
      "ratelimit", "idem=$http_x"),
     ("ratelimit_quota name=p amount=5;\nratelimit_limit name=e rate=5/s mode=exact;",
      "location / { ratelimit e $uri; ratelimit p $uri; }", "ratelimit", '"p"'),
+    # Deprecated and without effect, but still checked as before.
+    ("ratelimit_metrics_slot abc;", "", "ratelimit_metrics_slot", "invalid value"),
+    ("ratelimit_metrics_slot 1m;\nratelimit_metrics_slot 2m;", "", "ratelimit_metrics_slot",
+     "duplicate"),
 ]
 
 
@@ -431,7 +432,7 @@ class TestConfigErrors(unittest.TestCase):
         with open(good, "w") as f:
             f.write("0123456789abcdef0123\n")
         n = Nginx(f"ratelimit_secret_file {good};\nratelimit_redis redis://127.0.0.1:1;\n"
-                  "ratelimit_limit name=api rate=5/s;",
+                  "ratelimit_limit name=api rate=5/s;\nratelimit_metrics_slot 1m;",
                   server_conf="location / { ratelimit api $binary_remote_addr cost=2; }")
         try:
             rc, out = n.test_config()
@@ -579,7 +580,7 @@ class TestFleet(unittest.TestCase):
         # shared instance, no worker label), and the fleet is 2 nodes: a
         # server's workers are one node.
         text = get(a.port, "/metrics")[2].decode()
-        check_exposition(self, text, worker_labels=False)
+        check_exposition(self, text)
         self.assertEqual(metric_value(text, "ratelimit_fleet_nodes"), 2.0, text)
         # The master opened the instance and holds no thread of it (nothing
         # a fork would break): the sync runs in a worker.
