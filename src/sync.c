@@ -20,7 +20,7 @@
 #include "backoff.h"
 #include "policy.h"
 #include "shsync.h"
-#include "uvloop.h"
+#include "redis/uvloop.h"
 
 /* Transition log lines: at most one in this many ms. */
 #define HEALTH_LOG_EVERY_MS 1000

@@ -17,7 +17,7 @@
 #include "redis/keys.h"
 #include "exact.h"
 #include "scripts.h"
-#include "uvloop.h"
+#include "redis/uvloop.h"
 
 static rl_test_redis_t srv;
 static char url[64];

@@ -21,7 +21,7 @@
 #include "quota.h"
 #include "quotaperiod.h"
 #include "redis/keys.h"
-#include "uvloop.h"
+#include "redis/uvloop.h"
 
 #define DAY UINT64_C(86400000)
 #define SECRET "quota-test-secret-0123456789"
