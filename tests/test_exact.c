@@ -274,6 +274,7 @@ typedef struct async_run {
     unsigned issued;
     _Atomic uint32_t calls[NASYNC]; /* callbacks per check */
     _Atomic unsigned answered, exact_allows, inline_allows, in_flight;
+    _Atomic unsigned degraded; /* answered by on_failure (a missed deadline) */
     _Atomic unsigned bad;
 } async_run_t;
 
@@ -317,6 +318,8 @@ static void on_check(void *ud, int rc, const rl_decision_t *d)
         atomic_fetch_add(&a->exact_allows, 1);
     else if (rc == RL_ALLOW)
         atomic_fetch_add(&a->inline_allows, 1);
+    if (d != NULL && (d->flags & RL_FLAG_DEGRADED))
+        atomic_fetch_add(&a->degraded, 1);
     atomic_fetch_sub(&a->in_flight, 1);
     atomic_fetch_add(&a->answered, 1);
     uv_async_send(&a->wake);
@@ -346,7 +349,12 @@ START_TEST(exact_async_from_uv_loop)
         ck_assert_uint_eq(atomic_load(&a.calls[i]), 1);
     ck_assert_uint_eq(atomic_load(&a.bad), 0);
     ck_assert_uint_eq(atomic_load(&a.inline_allows), 0);
-    ck_assert_int_eq(counted, (long long)atomic_load(&a.exact_allows));
+    /* Every allow was charged; a check that missed its deadline (answered
+     * by on_failure, here a deny) may have been charged too, as the header
+     * says: a loaded valgrind run of the fresh-clone CI had 231 such. */
+    long long allows = (long long)atomic_load(&a.exact_allows);
+    ck_assert_int_ge(counted, allows);
+    ck_assert_int_le(counted, allows + (long long)atomic_load(&a.degraded));
     ck_assert_uint_ge(atomic_load(&a.exact_allows), 4000);
 }
 END_TEST
