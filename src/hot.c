@@ -352,15 +352,16 @@ static void harvest_local(rl_t *rl)
             }
             local_lref = lref;
         }
-        /* relaxed: as the sync thread's harvest and a retire (the same
-         * swaps, so each decision is folded once). */
-        uint64_t a = atomic_exchange_explicit(&s->admitted, 0, memory_order_relaxed);
-        uint64_t d = atomic_exchange_explicit(&s->denied, 0, memory_order_relaxed);
+        /* release: as the sync thread's harvest (a stats read that sees
+         * the moved counts sees the fold begun, stats.h); the same swaps as
+         * it and a retire, so each decision is folded once. */
+        uint64_t a = atomic_exchange_explicit(&s->admitted, 0, memory_order_release);
+        uint64_t d = atomic_exchange_explicit(&s->denied, 0, memory_order_release);
         if (a + d == 0)
             continue;
         rl_limit_slot_t *ls = &rl->limits.slots[lref & RL_LIMIT_IDX_MASK];
-        rl__stat_add_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
-        rl__stat_add_n(ls, (unsigned)i, RL_STAT_DENIED, d);
+        rl__stat_fold_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
+        rl__stat_fold_n(ls, (unsigned)i, RL_STAT_DENIED, d);
         /* relaxed: stable while ctrl is, re-read below. */
         uint64_t lo = atomic_load_explicit(&s->id_lo, memory_order_relaxed);
         uint64_t hi = atomic_load_explicit(&s->id_hi, memory_order_relaxed);

@@ -53,8 +53,9 @@ uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which)
 {
     uint64_t sum = 0;
     for (int i = 0; i < RL_STAT_STRIPES; i++)
-        /* relaxed: a statistic; no memory is published through it. */
-        sum += atomic_load_explicit(&s->stats[i].c[which], memory_order_relaxed);
+        /* acquire: a stats read (stats.c) then sees the fold begun of any
+         * harvest whose add it sees (rl__stat_fold_n). */
+        sum += atomic_load_explicit(&s->stats[i].c[which], memory_order_acquire);
     return sum;
 }
 

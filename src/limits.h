@@ -250,6 +250,16 @@ static inline void rl__limit_sync_stats(rl_limit_slot_t *ls, rl_limit_stats_t *o
     o->nodes_max = atomic_load_explicit(&ls->sync_nodes_max, memory_order_relaxed);
 }
 
+/* The same for a harvest's fold (stats.h, rl__fold_begin). release: a
+ * stats read whose acquire load sees this add (or a later one) sees the
+ * fold begun. */
+static inline void rl__stat_fold_n(rl_limit_slot_t *ls, unsigned stripe, int which, uint64_t n)
+{
+    if (n != 0)
+        atomic_fetch_add_explicit(&ls->stats[stripe % RL_STAT_STRIPES].c[which], n,
+                                  memory_order_release);
+}
+
 static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)
 {
     rl__stat_add_n(ls, stripe, which, 1);

@@ -112,8 +112,10 @@ static void window_walk(rl_t *rl, window_t *w)
             continue;
         uint32_t k = idx - w->base;
         if ((w->present >> k & 1) && w->lref[k] == lref) {
-            w->admitted[k] += atomic_load_explicit(&s->admitted, memory_order_relaxed);
-            w->denied[k] += atomic_load_explicit(&s->denied, memory_order_relaxed);
+            /* acquire: a harvest's swap of these (release) seen here means
+             * its fold is seen begun (rl__limit_stats_many). */
+            w->admitted[k] += atomic_load_explicit(&s->admitted, memory_order_acquire);
+            w->denied[k] += atomic_load_explicit(&s->denied, memory_order_acquire);
         }
     }
 }
@@ -164,9 +166,9 @@ void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t
         uint64_t ended = atomic_load_explicit(&rl->folds_ended, memory_order_acquire);
         uint64_t begun = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
         limit_stats_once(rl, ids, n, out);
-        /* acquire fence: if a read above saw a move of a harvest, the load
-         * below sees that harvest begun (rl__fold_begin's release fence). */
-        atomic_thread_fence(memory_order_acquire);
+        /* relaxed: the reads above are acquire loads; one that saw a move
+         * of a harvest (a release operation after its begin) makes this
+         * load see that harvest begun. */
         uint64_t begun2 = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
         if ((begun == ended && begun2 == begun) || tries + 1 >= RL_STATS_READ_TRIES)
             return;

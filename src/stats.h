@@ -21,10 +21,11 @@ void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t
  */
 static inline void rl__fold_begin(rl_t *rl)
 {
-    /* relaxed, then the release fence: a reader that sees any counter this
-     * harvest moves (its acquire fence) sees the count begun (stats.c). */
+    /* relaxed: the harvest's moves that follow are release operations
+     * (rl__stat_fold_n, the slot swaps), so a reader whose acquire load
+     * sees one of them sees this count too. (No fence: GCC's TSan does not
+     * model atomic_thread_fence.) */
     atomic_fetch_add_explicit(&rl->folds_begun, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
 }
 
 static inline void rl__fold_end(rl_t *rl)

@@ -119,12 +119,13 @@ static int harvest_slot(rl_sync_t *s, size_t i)
             atomic_store_explicit(&s->sh->next_epoch, s->next_epoch, memory_order_relaxed);
         ss->last_round = s->round_id - 1; /* its counts span this round */
     }
-    /* relaxed: values only; the bitmap swap (acq_rel) ordered them. */
-    uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_relaxed);
-    uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_relaxed);
+    /* release: a stats read that sees the moved counts sees this round's
+     * fold begun (stats.h); the bitmap swap (acq_rel) ordered the values. */
+    uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_release);
+    uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_release);
     rl_limit_slot_t *ls = &s->rl->limits.slots[RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK];
-    rl__stat_add_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
-    rl__stat_add_n(ls, (unsigned)i, RL_STAT_DENIED, d);
+    rl__stat_fold_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
+    rl__stat_fold_n(ls, (unsigned)i, RL_STAT_DENIED, d);
     ss->cum_a += a;
     ss->cum_o += a + d;
     ss->pend_a += a;
