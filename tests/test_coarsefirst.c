@@ -180,7 +180,7 @@ START_TEST(decisions_match_precise_model)
         step(&c, p0, &m[l], cost, &seed);
         uint64_t now = model_now(&c, p0);
         uint64_t p = atomic_load(&c.precise_ns);
-        uint64_t cnow = NS_FP(p - p % TICK_NS - c.lag_ticks * TICK_NS - p0 + 1000000000u);
+        uint64_t cnow = NS_FP(p - p % TICK_NS + 1000000000u - c.lag_ticks * TICK_NS - p0);
         model_t before = m[l];
         int want = model_charge(&m[l], now, cost);
         uint64_t pr = atomic_load(&c.reads[RL_CLOCK_PRECISE]);
