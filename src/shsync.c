@@ -423,14 +423,5 @@ void rl__shsync_close(rl_t *rl)
 
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)
 {
-    uint64_t v[C_N];
-    for (int i = 0; i < C_N; i++)
-        /* relaxed: statistics. */
-        v[i] = atomic_load_explicit(&sh->counters[i], memory_order_relaxed);
-#define RL_X_(up, field) out->field = v[C_##up];
-    RL_SYNC_COUNTERS_HEAD(RL_X_)
-    RL_SYNC_COUNTERS_TAIL(RL_X_)
-#undef RL_X_
-    for (int i = 0; i < RL_REDIS_ERR_N; i++)
-        out->by_class[i] = v[C_ERR_FIRST + i];
+    rl__sync_counters_decode(sh->counters, out);
 }

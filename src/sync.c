@@ -624,10 +624,15 @@ void rl__sync_forget(rl_sync_t *s)
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
 {
+    rl__sync_counters_decode(s->counters, out);
+}
+
+void rl__sync_counters_decode(const _Atomic uint64_t *counters, rl_sync_counters_t *out)
+{
     uint64_t v[C_N];
     for (int i = 0; i < C_N; i++)
         /* relaxed: statistics. */
-        v[i] = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
+        v[i] = atomic_load_explicit(&counters[i], memory_order_relaxed);
 #define RL_X_(up, field) out->field = v[C_##up];
     RL_SYNC_COUNTERS_HEAD(RL_X_)
     RL_SYNC_COUNTERS_TAIL(RL_X_)

@@ -157,6 +157,9 @@ struct rl_sync {
     _Atomic uint64_t own_counters[C_N]; /* rl_sync_counters_t, in field order */
 };
 
+/* C_N counters (an rl_sync_t's own, or a shared host's) into *out. */
+void rl__sync_counters_decode(const _Atomic uint64_t *counters, rl_sync_counters_t *out);
+
 static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 {
     /* relaxed: statistics read by rl__sync_counters. */
