@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* The per-request client (see caller.h). */
-#include <signal.h>
 #include <stdarg.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -15,6 +14,7 @@
 #include "redis/route.h"
 #include "redis/uvloop.h"
 #include "alloc.h"
+#include "thread.h"
 
 /* A slot's life: FREE -> WAITING (queued or sent) -> DELIVERING (its answer
  * being written) -> DONE; or WAITING -> ABANDONED (a blocking caller's own
@@ -70,7 +70,7 @@ typedef struct script_ref {
 struct rl_redis_caller {
     rl_allocator_t alloc;
     rl_redisurl_t url;
-    uv_thread_t thread;
+    pthread_t thread;
     uv_loop_t loop;
     uv_async_t wake;
     uv_timer_t dl_timer;
@@ -462,12 +462,13 @@ static void on_wake(uv_async_t *a)
         shutdown_loop(c);
 }
 
-static void thread_main(void *arg)
+static void *thread_main(void *arg)
 {
     rl_redis_caller_t *c = arg;
     for (uint32_t i = 0; i < c->pool; i++)
         rl__redis_route_connect(&c->routes[i].route);
     uv_run(&c->loop, UV_RUN_DEFAULT);
+    return NULL;
 }
 
 static void free_caller(rl_redis_caller_t *c)
@@ -478,14 +479,13 @@ static void free_caller(rl_redis_caller_t *c)
     rl__free(&a, c, sizeof *c, 64);
 }
 
-int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t *cfg)
+/* The caller's memory and its settings, the slots on the free list; no
+ * loop, no lock yet. NULL when out of memory. */
+static rl_redis_caller_t *alloc_caller(const rl_redis_caller_cfg_t *cfg)
 {
-    if (out == NULL || cfg == NULL || cfg->pool == 0 || cfg->slots == 0 ||
-        cfg->nscripts > RL_CALLER_SCRIPTS_MAX)
-        return RL_EINVAL;
     rl_redis_caller_t *c = rl__calloc(cfg->alloc, sizeof *c, 64);
     if (c == NULL)
-        return RL_ENOMEM;
+        return NULL;
     c->alloc = *cfg->alloc;
     c->url = *cfg->url;
     c->pool = cfg->pool;
@@ -496,7 +496,7 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
     if (c->routes == NULL || c->slots == NULL ||
         getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         free_caller(c);
-        return RL_ENOMEM;
+        return NULL;
     }
     c->rng = seed | 1;
     c->log = cfg->log;
@@ -517,13 +517,19 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
         c->free = s;
     }
     c->nfree = c->nslots;
-    if (uv_mutex_init(&c->qmu) != 0) {
-        free_caller(c);
+    return c;
+}
+
+/* The locks, the loop with its wake-up and deadline timer, and one route
+ * per pool connection. RL_ENOMEM with nothing left to undo but the
+ * caller's memory, or 0 (a route's failure leaves the loop to be shut down,
+ * *route_rc says which). */
+static int init_loop(rl_redis_caller_t *c, const rl_redis_caller_cfg_t *cfg, int *route_rc)
+{
+    if (uv_mutex_init(&c->qmu) != 0)
         return RL_ENOMEM;
-    }
     if (uv_mutex_init(&c->wmu) != 0 || uv_loop_init(&c->loop) != 0) {
         uv_mutex_destroy(&c->qmu);
-        free_caller(c);
         return RL_ENOMEM;
     }
     uv_async_init(&c->loop, &c->wake, on_wake);
@@ -550,15 +556,25 @@ int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t 
         if (rc != 0)
             c->pool = i; /* only the routes made are closed below */
     }
-    /* Every signal blocked on the thread: the host's handlers never run on
-     * it, and a SIGPIPE from a write to a closed socket stays pending on
-     * this thread instead of killing the process. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    *route_rc = rc;
+    return 0;
+}
+
+int rl__redis_caller_start(rl_redis_caller_t **out, const rl_redis_caller_cfg_t *cfg)
+{
+    if (out == NULL || cfg == NULL || cfg->pool == 0 || cfg->slots == 0 ||
+        cfg->nscripts > RL_CALLER_SCRIPTS_MAX)
+        return RL_EINVAL;
+    rl_redis_caller_t *c = alloc_caller(cfg);
+    if (c == NULL)
+        return RL_ENOMEM;
+    int rc;
+    if (init_loop(c, cfg, &rc) != 0) {
+        free_caller(c);
+        return RL_ENOMEM;
+    }
     if (rc == 0)
-        rc = uv_thread_create(&c->thread, thread_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+        rc = rl__thread_start(&c->thread, thread_main, c);
     if (rc != 0) {
         c->stopping = 1;
         shutdown_loop(c);
@@ -587,7 +603,7 @@ void rl__redis_caller_stop(rl_redis_caller_t *c)
     c->stop_asked = 1;
     uv_mutex_unlock(&c->qmu);
     uv_async_send(&c->wake);
-    uv_thread_join(&c->thread);
+    pthread_join(c->thread, NULL);
     rl__uv_loop_close(&c->loop);
     uv_mutex_destroy(&c->wmu);
     uv_mutex_destroy(&c->qmu);
