@@ -29,6 +29,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include "alloc.h"
 #include "health.h"
@@ -273,7 +274,76 @@ static void render_instance(rl_sink_t *s, const rl_stats_t *st)
            st->table_bytes);
 }
 
-static void render_global(rl_sink_t *s, const rl_stats_t *st)
+/* A family of one unlabelled sample: its name, type, help and the
+ * rl_stats_t field it shows. */
+typedef struct {
+    const char *name, *type, *help;
+    size_t field;
+} single_row_t;
+
+/* The field must be a uint64_t: _Generic has no other association. */
+#define ROW(name, type, help, field)                                                         \
+    {name, type, help,                                                                       \
+     offsetof(rl_stats_t, field) + 0 * sizeof(char[_Generic(((rl_stats_t *)0)->field, uint64_t: 1)])}
+
+static const single_row_t sync_rows[] = {
+    ROW("ratelimit_sync_rounds_total", "counter", "Sync rounds started.", sync_rounds),
+    ROW("ratelimit_sync_rounds_failed_total", "counter",
+        "Sync rounds that errored or missed their deadline.", sync_rounds_failed),
+    ROW("ratelimit_sync_reports_total", "counter", "Key usage reports sent to Redis.",
+        sync_reports),
+    ROW("ratelimit_sync_errors_total", "counter",
+        "Redis error replies, timeouts and failed connects.", sync_errors),
+};
+
+static const single_row_t fleet_quota_rows[] = {
+    ROW("ratelimit_sync_reports_last_round", "gauge",
+        "Key usage reports the last sync round sent.", sync_reports_last_round),
+    ROW("ratelimit_sync_connected", "gauge",
+        "1 while connected to Redis with the scripts loaded, else 0.", sync_connected),
+    ROW("ratelimit_fleet_nodes", "gauge",
+        "Live nodes of this key_prefix at the last node registry heartbeat (0: none seen "
+        "yet); the pessimistic shares divide the rate by it.", fleet_nodes),
+    ROW("ratelimit_fleet_split_total", "counter",
+        "Registry heartbeats that saw a live node of this key_prefix with another "
+        "key_secret fingerprint: a split fleet, each part enforcing the whole limit.",
+        fleet_split_rounds),
+    ROW("ratelimit_fleet_split_fingerprints", "gauge",
+        "Other key_secret fingerprints among the live nodes at the last heartbeat: "
+        "non-zero while the fleet is split.", fleet_split_fingerprints),
+    ROW("ratelimit_log_dropped_total", "counter",
+        "Log lines to stderr (no log hook set) dropped by the log rate limit.", log_dropped),
+    ROW("ratelimit_quota_charges_total", "counter",
+        "Quota charges Redis answered, duplicates included.", quota_charges),
+    ROW("ratelimit_quota_duplicates_total", "counter",
+        "Quota charges whose request id Redis had seen: the first answer repeated, "
+        "nothing charged.", quota_duplicates),
+    ROW("ratelimit_quota_degraded_total", "counter",
+        "Quota charges and reads answered by on_failure: Redis did not answer in time.",
+        quota_degraded),
+    ROW("ratelimit_quota_journaled_total", "counter",
+        "Open quota charges put in the journal while Redis was out.", quota_journaled),
+    ROW("ratelimit_quota_replayed_total", "counter",
+        "Journaled quota charges Redis has answered since.", quota_replayed),
+    ROW("ratelimit_quota_lost_total", "counter",
+        "Open quota charges never counted in Redis: the journal was full, or their quota "
+        "was removed.", quota_lost),
+    ROW("ratelimit_quota_journal_entries", "gauge",
+        "Quota charges in the journal now, waiting for Redis.", quota_journal_len),
+};
+
+#undef ROW
+
+static void render_rows(rl_sink_t *s, const rl_stats_t *st, const single_row_t *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)st + rows[i].field, sizeof v);
+        single(s, rows[i].name, rows[i].type, rows[i].help, v);
+    }
+}
+
+static void render_health(rl_sink_t *s, const rl_stats_t *st)
 {
     const uint64_t ms_in[3] = {st->ms_healthy, st->ms_degraded, st->ms_recovering};
 
@@ -298,14 +368,13 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     sample(s, "ratelimit_degraded_decisions_total", "policy", "open", st->degraded_open);
     sample(s, "ratelimit_degraded_decisions_total", "policy", "closed", st->degraded_closed);
     sample(s, "ratelimit_degraded_decisions_total", "policy", "local", st->degraded_local);
+}
 
-    single(s, "ratelimit_sync_rounds_total", "counter", "Sync rounds started.", st->sync_rounds);
-    single(s, "ratelimit_sync_rounds_failed_total", "counter",
-           "Sync rounds that errored or missed their deadline.", st->sync_rounds_failed);
-    single(s, "ratelimit_sync_reports_total", "counter", "Key usage reports sent to Redis.",
-           st->sync_reports);
-    single(s, "ratelimit_sync_errors_total", "counter",
-           "Redis error replies, timeouts and failed connects.", st->sync_errors);
+/* Errors by class, and the round latency as a summary without quantiles:
+ * _sum and _count give the mean over any scrape interval; last and max
+ * are gauges beside it. */
+static void render_sync_latency(rl_sink_t *s, const rl_stats_t *st)
+{
     family(s, "ratelimit_sync_errors_by_class_total", "counter",
            "Redis error replies, timeouts and failed connects, by class.");
     const struct {
@@ -318,8 +387,6 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     };
     for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++)
         sample(s, "ratelimit_sync_errors_by_class_total", "class", cls[i].name, cls[i].v);
-    /* A summary without quantiles: _sum and _count give the mean latency
-     * over any scrape interval; last and max are gauges beside it. */
     family(s, "ratelimit_sync_round_seconds", "summary",
            "Latency of the sync rounds whose every reply arrived: from the round's start to "
            "its last reply.");
@@ -331,40 +398,14 @@ static void render_global(rl_sink_t *s, const rl_stats_t *st)
     family(s, "ratelimit_sync_round_max_seconds", "gauge",
            "The longest latency of a completed sync round since the instance opened.");
     sample_fixed(s, "ratelimit_sync_round_max_seconds", NULL, NULL, st->sync_round_us_max, 6);
-    single(s, "ratelimit_sync_reports_last_round", "gauge",
-           "Key usage reports the last sync round sent.", st->sync_reports_last_round);
-    single(s, "ratelimit_sync_connected", "gauge",
-           "1 while connected to Redis with the scripts loaded, else 0.", st->sync_connected);
-    single(s, "ratelimit_fleet_nodes", "gauge",
-           "Live nodes of this key_prefix at the last node registry heartbeat (0: none seen "
-           "yet); the pessimistic shares divide the rate by it.", st->fleet_nodes);
-    single(s, "ratelimit_fleet_split_total", "counter",
-           "Registry heartbeats that saw a live node of this key_prefix with another "
-           "key_secret fingerprint: a split fleet, each part enforcing the whole limit.",
-           st->fleet_split_rounds);
-    single(s, "ratelimit_fleet_split_fingerprints", "gauge",
-           "Other key_secret fingerprints among the live nodes at the last heartbeat: "
-           "non-zero while the fleet is split.", st->fleet_split_fingerprints);
-    single(s, "ratelimit_log_dropped_total", "counter",
-           "Log lines to stderr (no log hook set) dropped by the log rate limit.",
-           st->log_dropped);
-    single(s, "ratelimit_quota_charges_total", "counter",
-           "Quota charges Redis answered, duplicates included.", st->quota_charges);
-    single(s, "ratelimit_quota_duplicates_total", "counter",
-           "Quota charges whose request id Redis had seen: the first answer repeated, "
-           "nothing charged.", st->quota_duplicates);
-    single(s, "ratelimit_quota_degraded_total", "counter",
-           "Quota charges and reads answered by on_failure: Redis did not answer in time.",
-           st->quota_degraded);
-    single(s, "ratelimit_quota_journaled_total", "counter",
-           "Open quota charges put in the journal while Redis was out.", st->quota_journaled);
-    single(s, "ratelimit_quota_replayed_total", "counter",
-           "Journaled quota charges Redis has answered since.", st->quota_replayed);
-    single(s, "ratelimit_quota_lost_total", "counter",
-           "Open quota charges never counted in Redis: the journal was full, or their quota "
-           "was removed.", st->quota_lost);
-    single(s, "ratelimit_quota_journal_entries", "gauge",
-           "Quota charges in the journal now, waiting for Redis.", st->quota_journal_len);
+}
+
+static void render_global(rl_sink_t *s, const rl_stats_t *st)
+{
+    render_health(s, st);
+    render_rows(s, st, sync_rows, sizeof sync_rows / sizeof sync_rows[0]);
+    render_sync_latency(s, st);
+    render_rows(s, st, fleet_quota_rows, sizeof fleet_quota_rows / sizeof fleet_quota_rows[0]);
 }
 
 /* Hot keys shown per limit: the busiest few, so the families' cardinality
