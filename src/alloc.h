@@ -23,9 +23,9 @@ int rl__alloc_is_default(const rl_allocator_t *a);
  * Zeroed memory for a large, randomly accessed block (the key table). With
  * the default hooks and size >= RL_HUGE_PAGE: a private anonymous mapping of
  * its own, aligned to RL_HUGE_PAGE and advised MADV_HUGEPAGE, so a random
- * lookup's TLB miss walks to a 2 MB entry (bench/README.md, "Huge pages").
+ * lookup's TLB miss walks to a 2 MB entry instead of a 4 KB one.
  * Otherwise exactly rl__calloc: a caller's hooks (rl_open_shared's arena
- * included) get the block as before. Free with rl__free_big, same arguments.
+ * included) get the block from their own allocator. Free with rl__free_big, same arguments.
  */
 void *rl__calloc_big(const rl_allocator_t *a, size_t size, size_t align);
 void rl__free_big(const rl_allocator_t *a, void *p, size_t size, size_t align);

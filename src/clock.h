@@ -4,8 +4,8 @@
  * second when the instance opens and saturating at RL_NOW_FP_MAX.
  *
  * Two sources, chosen per limit (see rl__clock_pick): the precise vDSO
- * CLOCK_MONOTONIC (~30 ns here) and CLOCK_MONOTONIC_COARSE (~7 ns, one tick
- * every few ms). A coarse tick caps a bucket at one burst per tick, and a
+ * CLOCK_MONOTONIC and CLOCK_MONOTONIC_COARSE (several times cheaper, one
+ * tick every few ms). A coarse tick caps a bucket at one burst per tick, and a
  * token noticed a tick late is lost when the bucket has no room to bank it
  * (burst 1: admission restarts the schedule from "now"). So coarse is used
  * only where a tick's worth of tokens fits in the burst minus one token
@@ -21,13 +21,13 @@
  * that grain so the hot path does not write a shared line on every call.
  * A forward jump passes: it can fill a bucket to its burst, never beyond.
  *
- * Coarse-first (issue #14): a check of a precise-sourced limit may read the
+ * Coarse-first: a check of a precise-sourced limit may read the
  * coarse source first and settle a deny there without the precise read, if
  * it would be denied even at coarse + margin (rl__clock_coarse_margin). A
  * later time only makes a GCRA charge more admissible, so with the precise
  * reading no more than the margin ahead, such a deny is a deny at the
  * precise time too; and a deny writes nothing. Every other outcome reads the
- * precise source and is decided on it as before. The margin is two ticks:
+ * precise source and is decided on it alone. The margin is two ticks:
  * the coarse source lags by less than one when both offsets are zero (same
  * origin, clock.c), and a second covers a late tick, the same slack the
  * table's reuse floor assumes (instance.c). A precise offset raised for a
@@ -37,11 +37,12 @@
  * a saturated bucket's denies wait uniformly up to one charge, so a deny
  * is certain with probability 1 - margin / (cost x T), at least 1/2 there,
  * and each uncertain one, like every allow, pays the coarse read on top of
- * the precise one (about 8 ns + 30 ns). With the precise source picked only
+ * the precise one. With the precise source picked only
  * where (burst - 1) x T < tick, that means burst-1 limits of T >= 4 ticks
  * (62/s and slower at a 4 ms tick). On only for the built-in clocks: a
  * user hook's coarse source promises nothing about its lag, so a hooked
- * instance reads as before (tests turn it on: rl__clock_coarse_first).
+ * instance reads the precise source only (tests turn it on:
+ * rl__clock_coarse_first).
  */
 #ifndef RL_CLOCK_H
 #define RL_CLOCK_H

@@ -31,10 +31,8 @@
  * counters only, 3 of 10 planted heavy keys were found; with 8 x K, all).
  * An update finds its key through a hash index and the smallest count at
  * the root of a min-heap: O(log 8K), on the sync thread, per key and round
- * with demand. Measured (10000 distinct keys a round, an update and a
- * find each, 2-vCPU VM): 0.24 us a key at K = 32, 0.39 at K = 1024; the
- * scan of every counter it replaced took 1.8 and 56 us (0.56 s of sync
- * thread a round at K = 1024). */
+ * with demand; a scan of every counter would cost O(8K) a key, which at
+ * K = 1024 and thousands of keys a round outlasts the round itself. */
 #define RL_HOTKEYS_SLACK 8
 /* Key bytes an entry keeps (a key longer than this is cut; key_len says). */
 #define RL_HOTKEY_BYTES 64

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Token leases for hot keys (issue #14, "One key, many threads").
+ * Token leases for hot keys: one key, many threads.
  *
  * Two threads charging one key's bucket word take turns owning its cache
- * line: two threads gave half the throughput of one (bench/README.md, "One
- * key, many threads"). A key marked hot (RL_SHAREWORD_HOT) instead takes its
+ * line, so two threads admit less than one (bench/README.md, "One key, many
+ * threads", measures it). A key marked hot (RL_SHAREWORD_HOT) instead takes its
  * tokens from the key's bucket in batches of B with one charge, and hands
  * them out one check at a time from a lease word on a line of the running
  * CPU's own. The key's bucket word stays the only bucket: a lease holds

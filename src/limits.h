@@ -63,7 +63,7 @@ _Static_assert(sizeof(rl_stat_stripe_t) == 64, "RL_STAT_N counters fit one cache
  * field is a 64-bit integer: the reader stores the published words straight
  * into the struct (no copy through a buffer, whose wider reloads stall store
  * forwarding), and same-size integer lvalues may alias. The order matters:
- * a check reads only a prefix (rl__params_read_hot). */
+ * a check reads only a prefix (rl__params_read_n). */
 typedef struct rl_limit_params {
     /* every check */
     rl_gcra_t normal;

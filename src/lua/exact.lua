@@ -1,8 +1,8 @@
 -- SPDX-License-Identifier: MIT
 -- One exact check (mode=exact): an atomic token bucket in Redis.
 -- It uses nothing of share.lua, so the build does not prepend it: every
--- EVALSHA runs the whole text, and each line costs every check (the
--- choices below are measured, bench/README.md "Exact mode").
+-- EVALSHA runs the whole text, and each line costs every check
+-- (bench/README.md, "Exact mode", measures the choices below).
 --
 -- KEYS[1]  the key's hash, {prefix:v1:limit:vshard}:k:<hex> (redis/keys.h):
 --          the same name the global tier uses, so one key has one ledger.
