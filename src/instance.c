@@ -298,6 +298,12 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
     return rc;
 }
 
+/* The log's rate limit runs on the instance clock (frozen with it in tests). */
+static uint64_t log_now_ns(void *clock)
+{
+    return rl__clock_now_fp(clock, RL_CLOCK_PRECISE) >> RL_FP_SHIFT;
+}
+
 /* The configuration's tunables, in the units the instance keeps. */
 static void copy_settings(rl_t *rl, const rl_config_t *c)
 {
@@ -316,7 +322,7 @@ static void copy_settings(rl_t *rl, const rl_config_t *c)
     rl->exact_pool_size = c->exact_pool_size;
     uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
     rl->sync_close_ms = close_ms > CLOSE_MIN_MS ? close_ms : CLOSE_MIN_MS;
-    rl__log_init(&rl->logger, c->log, c->log_ud, c->log_quiet != 0, &rl->clock);
+    rl__log_init(&rl->logger, c->log, c->log_ud, c->log_quiet != 0, log_now_ns, &rl->clock);
     atomic_init(&rl->fleet_nodes, 0);
     atomic_init(&rl->fleet_split_rounds, 0);
     atomic_init(&rl->fleet_split_fps, 0);

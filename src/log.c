@@ -5,15 +5,16 @@
 #include <string.h>
 #include <unistd.h>
 #include "log.h"
-#include "clock.h"
 
-void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, struct rl_clock *clock)
+void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, rl_log_now_fn now_ns,
+                  void *now_ctx)
 {
     lg->fn = fn;
     lg->ud = ud;
     lg->quiet = quiet;
     lg->node_id = NULL;
-    lg->clock = clock;
+    lg->now_ns = now_ns;
+    lg->now_ctx = now_ctx;
     lg->fd = 2;
     atomic_init(&lg->tat, 0);
     atomic_init(&lg->dropped, 0);
@@ -23,9 +24,9 @@ void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, struct rl_
 /* GCRA: 1 if a line may be written now. */
 static int admit(rl_logger_t *lg)
 {
-    const uint64_t t = (uint64_t)RL_LOG_EVERY_MS * RL_FP_PER_MS;
+    const uint64_t t = (uint64_t)RL_LOG_EVERY_MS * 1000000u;
     const uint64_t tau = (uint64_t)RL_LOG_BURST * t;
-    uint64_t now = rl__clock_now_fp(lg->clock, RL_CLOCK_PRECISE);
+    uint64_t now = lg->now_ns(lg->now_ctx);
     /* relaxed: the word is the whole state; nothing else is published. */
     uint64_t tat = atomic_load_explicit(&lg->tat, memory_order_relaxed);
     for (;;) {

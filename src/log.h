@@ -20,21 +20,25 @@
 /* Longest line written, prefix and newline included (longer ones are cut). */
 #define RL_LOG_LINE_MAX 640
 
-struct rl_clock;
+/* The rate limiter's time: monotonic nanoseconds from the instance's clock,
+ * so a test that freezes the clock freezes the limiter too. */
+typedef uint64_t (*rl_log_now_fn)(void *ctx);
 
 typedef struct rl_logger {
     rl_log_fn fn; /* NULL: stderr (unless quiet) */
     void *ud;
     int quiet;
     const char *node_id;     /* the instance's copy; NULL before it exists */
-    struct rl_clock *clock;  /* the rate limiter's time */
+    rl_log_now_fn now_ns;    /* the rate limiter's time */
+    void *now_ctx;
     int fd;                  /* 2; tests point it at a pipe */
-    _Atomic uint64_t tat;    /* GCRA state of the rate limiter, clock fp */
+    _Atomic uint64_t tat;    /* GCRA state of the rate limiter, ns */
     _Atomic uint64_t dropped;      /* lines dropped since rl_open (stats) */
     _Atomic uint64_t unreported;   /* dropped since the last line written */
 } rl_logger_t;
 
-void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, struct rl_clock *clock);
+void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, rl_log_now_fn now_ns,
+                  void *now_ctx);
 void rl__logv(rl_logger_t *lg, int level, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 void rl__log(rl_logger_t *lg, int level, const char *fmt, ...)
