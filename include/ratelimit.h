@@ -66,8 +66,8 @@ extern "C" {
  * return, and the error codes with their names and messages.
  */
 
-/* Exported symbols get default visibility; RL_STATIC (a static build's
- * callers) leaves them plain. */
+/* The library's symbols have default visibility; defining RL_STATIC before
+ * including this header leaves the declarations without the attribute. */
 #if defined(RL_STATIC)
 #define RL_EXTERN
 #elif defined(__GNUC__) || defined(__clang__)
@@ -428,8 +428,8 @@ RL_EXTERN void rl_close(rl_t *rl);
  * (nothing a fork could break); each process that should take part calls
  * rl_shared_attach after the fork, and rl_close detaches it. Until some
  * process attached and started the host's sync, the instance is degraded
- * (rl_stats_t.health: RL_HEALTH_DEGRADED, nobody syncs): global limits answer by
- * their on_failure policy, so a forgotten attach shows. Exact limits and
+ * (rl_stats_t.health: RL_HEALTH_DEGRADED, nobody syncs): global limits
+ * answer by their on_failure policy, so a forgotten attach shows. Exact limits and
  * quotas work in every attached process, on that process's own
  * connections (rl_shared_attach starts them; their state is in Redis):
  * an exact limit admits at most burst + rate x elapsed across the host as
@@ -493,7 +493,8 @@ RL_EXTERN int rl_shared_attach(rl_t *rl);
  * mode (where its decisions come from) and an on_failure policy. Limits are
  * added to an instance and addressed by id; they can be updated in place
  * and removed while checks run. Tiered mode (RL_MODE_TIERED, near_ppm) is
- * RL_EXPERIMENTAL; the hot-key fields are described with the hot keys below.
+ * RL_EXPERIMENTAL; the constants of the hot-key fields (hot_ppm, hot_policy,
+ * hot_every) are with the hot keys, the last section.
  */
 
 /* A limit name is 1..RL_NAME_MAX-1 bytes of [A-Za-z0-9_.:-], NUL-terminated. */
