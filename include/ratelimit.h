@@ -714,8 +714,9 @@ RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
  * Checks: charge tokens to a (limit, key) and decide. rl_check is the one
  * every program uses; rl_refund gives tokens back, rl_check_multi charges
  * several limits all or nothing, rl_check_batch decides many independent
- * requests in one call, rl_check_async never blocks (exact and tiered
- * limits). The decision carries what a response needs: rl_headers renders
+ * requests in one call, and rl_check_async is the form for event loops
+ * (never blocks: an exact or tiered limit's answer comes through a
+ * callback). The decision carries what a response needs: rl_headers renders
  * it as HTTP header fields.
  */
 
