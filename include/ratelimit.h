@@ -2,9 +2,30 @@
 /*
  * libratelimit: an embeddable, two-tier, distributed rate limiter.
  *
- * This header is the specification of the stable C ABI. Every public symbol
- * has a doc block saying what it does, its thread-safety, who owns what, and
- * every error it returns.
+ * This header is the specification of the C API and its stable ABI. Every
+ * public symbol has a doc block saying what it does, its thread-safety, who
+ * owns what, and every error it returns; a symbol not declared here is not
+ * part of the API.
+ *
+ * Stability: releases with the same RL_VERSION_MAJOR are ABI-compatible (the
+ * shared library's SOVERSION is the major version). The promise covers every
+ * declaration here but those marked RL_EXPERIMENTAL (see that macro): each
+ * function's name, signature and documented behaviour, each struct's layout
+ * and each field's meaning, each constant's value.
+ *
+ * Sections, in the order a program meets them; each opens with an intro,
+ * then its constants and types, then its functions:
+ *   conventions    the export and RL_EXPERIMENTAL markers, versions,
+ *                  verdicts, error codes
+ *   instance       rl_t, the log, clock and allocator hooks, rl_config_t,
+ *                  rl_open, rl_close
+ *   shared         one instance for a pre-fork server's processes
+ *   limits         rl_limit_t and the rl_limit_* calls
+ *   checks         flags, requests, decisions, rl_check and its forms,
+ *                  response headers
+ *   stats          counters and the Prometheus text
+ *   quotas         durable ledgers with idempotent charges
+ *   hot keys       the busiest keys, and what a hot key does
  *
  * Conventions
  * - Functions return an int: >= 0 on success, a negative RL_E* code on error.
@@ -21,9 +42,11 @@
  * - Nothing a caller passes is kept by pointer (options and strings are
  *   copied), except the hooks: the allocator, clock and log functions and
  *   their opaque / clock_ud / log_ud pointers must outlive the instance.
- *
- * ABI: releases with the same RL_VERSION_MAJOR are ABI-compatible (the shared
- * library's SOVERSION is the major version).
+ * - Each struct's tag is its typedef's name without _t (rl_config_t is
+ *   struct rl_config), except where that name is a function's: rl_stats_t
+ *   and rl_limit_stats_t are struct rl_stats_s and struct rl_limit_stats_s.
+ *   Tags never change: C++ mangles a struct parameter by its tag, so a
+ *   rename would change the symbols of a C++ caller's own functions.
  */
 #ifndef RATELIMIT_H
 #define RATELIMIT_H
@@ -35,6 +58,16 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------- conventions */
+
+/*
+ * What every declaration below relies on: the export macro, the
+ * RL_EXPERIMENTAL marker, the version, the verdicts checks and quota charges
+ * return, and the error codes with their names and messages.
+ */
+
+/* The library's symbols have default visibility; defining RL_STATIC before
+ * including this header leaves the declarations without the attribute. */
 #if defined(RL_STATIC)
 #define RL_EXTERN
 #elif defined(__GNUC__) || defined(__clang__)
@@ -43,22 +76,28 @@ extern "C" {
 #define RL_EXTERN
 #endif
 
+/*
+ * RL_EXPERIMENTAL marks a declaration that is exported and documented but not
+ * yet frozen: the newest parts of the API, still moving while their first
+ * users try them. A MINOR release may change such a function's signature or
+ * behaviour, or remove it. A field so marked keeps its offset and size (the
+ * fields after it stay where they are), but its meaning may change, or it
+ * may become reserved (must be zero); an enum value so marked keeps its
+ * number. CHANGELOG.md names every such change, and the release that freezes
+ * a declaration drops its marker. The macro expands to nothing, so every
+ * compiler and FFI (ctypes, cffi, cgo) sees the same declarations; constants
+ * (#defines) cannot carry it, so those of an experimental field say so in
+ * their comment.
+ */
+#define RL_EXPERIMENTAL
+
+/* The version of this header; rl_version and rl_version_hex give the
+ * library's. */
 #define RL_VERSION_MAJOR 0
 #define RL_VERSION_MINOR 2
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_HEX \
     ((RL_VERSION_MAJOR << 16) | (RL_VERSION_MINOR << 8) | RL_VERSION_PATCH)
-
-/* Keys are 1..RL_MAX_KEY_LEN bytes, binary-safe (NUL bytes allowed). */
-#define RL_MAX_KEY_LEN 512
-/* A limit name is 1..RL_NAME_MAX-1 bytes of [A-Za-z0-9_.:-], NUL-terminated. */
-#define RL_NAME_MAX 64
-/* Most limits one instance can hold (rl_config_t.max_limits caps it lower). */
-#define RL_MAX_LIMITS 4096
-/* Most requests in one rl_check_multi batch. */
-#define RL_MULTI_MAX 64
-/* The most requests one rl_check_batch call takes. */
-#define RL_BATCH_MAX 4096
 
 /* rl_check / rl_check_multi verdicts. */
 #define RL_DENY 0
@@ -93,63 +132,73 @@ enum {
 #undef RL_ERRNO_ENUM_
 };
 
+/* A static message for an error code: "success" for 0, "unknown error" for
+ * codes this library does not know. Thread-safe. */
+RL_EXTERN const char *rl_strerror(int err);
+
+/* The code's name, e.g. "RL_ENOMEM": "RL_OK" for 0, "RL_EUNKNOWN" for codes
+ * this library does not know. Thread-safe. */
+RL_EXTERN const char *rl_err_name(int err);
+
+/* The library's version, "MAJOR.MINOR.PATCH". Thread-safe. */
+RL_EXTERN const char *rl_version(void);
+
+/* RL_VERSION_HEX of the library actually loaded, to compare with the
+ * header's. Thread-safe. */
+RL_EXTERN uint32_t rl_version_hex(void);
+
+/* ---------------------------------------------------------------- instance */
+
+/*
+ * An instance holds the key table, the limits and, with a redis_url, the
+ * sync thread of the global tier: one per process and fleet, opened once.
+ * rl_config_t sets it up; the log, clock and allocator hooks hand logging,
+ * time and memory to the host.
+ */
+
 /* An instance: opaque. */
 typedef struct rl rl_t;
 
-/* rl_limit_t.mode: where a limit's decisions come from. */
-enum {
-    /* Shared across every node through Redis (local-only instances: local). */
-    RL_MODE_GLOBAL = 0,
-    /* Per node, never synced. */
-    RL_MODE_LOCAL = 1,
-    /* One atomic Redis round trip per check: Redis's token bucket decides,
-     * so the fleet never admits more than burst + rate x elapsed. rl_check
-     * blocks up to exact_timeout_ms; rl_check_async does not block. When
-     * Redis does not answer in time, on_failure decides (RL_FLAG_DEGRADED).
-     * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
-     * Local-only instances: local. */
-    RL_MODE_EXACT = 2,
-    /* Global with Redis confirming near the limit: a key far from its limit
-     * is decided locally and synced as RL_MODE_GLOBAL; once the fleet-wide
-     * remaining of the key (from the last sync round) is under 20% of its
-     * burst plus a token per live node, each check the local tier admits
-     * is confirmed by the exact script against the same Redis ledger
-     * (RL_FLAG_EXACT; rl_check blocks up to exact_timeout_ms, rl_check_async
-     * returns RL_PENDING), and one the local tier denies never reaches
-     * Redis. Confirmed checks are never reported again by sync. Same 2^53
-     * requirement as RL_MODE_EXACT. rl_check_multi decides a tiered request
-     * locally, unconfirmed. Local-only instances: local. */
-    RL_MODE_TIERED = 3
-};
-
-/* rl_limit_t.on_failure: what a limit does when it cannot decide normally
- * (Redis degraded, or no table slot for a new key). */
-enum {
-    /* Enforce a pessimistic share locally (degraded_rate). The default. */
-    RL_FAIL_LOCAL = 0,
-    /* Allow, flagged RL_FLAG_DEGRADED. */
-    RL_FAIL_OPEN = 1,
-    /* Deny, with retry_after_ms until the next recovery attempt. */
-    RL_FAIL_CLOSED = 2
-};
-
-/* rl_decision_t.flags */
-#define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
-#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (exact; tiered near its limit) */
-#define RL_FLAG_HOT 0x04u      /* a key marked hot (rl_limit_t.hot_ppm, rl_hotkeys) */
-#define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
-#define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
-#define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
-#define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
-
 /* Log levels for rl_config_t.log. */
 enum { RL_LOG_ERROR = 0, RL_LOG_WARN = 1, RL_LOG_INFO = 2, RL_LOG_DEBUG = 3 };
+
+/*
+ * Log hook: one line, no trailing newline. Called from the thread where the
+ * event happens (the sync thread for Redis events, the exact thread for
+ * exact mode's), never once per request,
+ * never while the library holds a lock the caller could need. Do not call
+ * back into the library from it. Must outlive the instance. A hook gets
+ * every level and is never rate-limited: it filters as it likes.
+ *
+ * With no hook (rl_config_t.log NULL), warnings and errors go to stderr, one
+ * line each, as one write(2):
+ *   libratelimit: WARN [node_id] sync: cannot connect to 10.0.0.7:6379: ...
+ * (levels ERROR and WARN; INFO and DEBUG are not written). The lines are
+ * rate-limited per instance, a burst of 10 then one every 6 s: a line
+ * after some were dropped says how many; rl_stats_t.log_dropped counts them.
+ * To silence it, set rl_config_t.log_quiet to 1, or set a hook that discards.
+ */
+typedef void (*rl_log_fn)(void *ud, int32_t level, const char *msg);
 
 /* Clock sources, passed to a user clock hook so a test clock can model both. */
 enum {
     RL_CLOCK_PRECISE = 0, /* CLOCK_MONOTONIC: about 30 ns through the vDSO */
     RL_CLOCK_COARSE = 1   /* CLOCK_MONOTONIC_COARSE: about 7 ns, ticks every few ms */
 };
+
+/*
+ * Clock hook: monotonic nanoseconds from an arbitrary origin. `source` says
+ * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
+ * clock may ignore it. Called from any thread that calls rl_check, rl_refund,
+ * rl_check_multi, rl_limit_add/update, rl_stats or rl_metrics_text (and from
+ * the sync thread, and the exact thread for rl_check_async), concurrently: it must be thread-safe and must not call
+ * back into the library. A backward step (of the hook, or of the built-in
+ * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
+ * back (no tokens are created) nor stands still for the length of the jump.
+ * A forward jump refills buckets, to their burst at most. The hook is called
+ * once per source at rl_open, and must outlive the instance.
+ */
+typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
 /*
  * Memory hooks, per instance. `alloc` returns memory aligned to `align` (a
@@ -173,38 +222,6 @@ typedef struct rl_allocator {
     void (*free)(void *opaque, void *ptr, size_t size, size_t align);
     void *opaque;
 } rl_allocator_t;
-
-/*
- * Clock hook: monotonic nanoseconds from an arbitrary origin. `source` says
- * which kind the library wants (RL_CLOCK_PRECISE or RL_CLOCK_COARSE); a test
- * clock may ignore it. Called from any thread that calls rl_check, rl_refund,
- * rl_check_multi, rl_limit_add/update, rl_stats or rl_metrics_text (and from
- * the sync thread, and the exact thread for rl_check_async), concurrently: it must be thread-safe and must not call
- * back into the library. A backward step (of the hook, or of the built-in
- * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
- * back (no tokens are created) nor stands still for the length of the jump.
- * A forward jump refills buckets, to their burst at most. The hook is called
- * once per source at rl_open, and must outlive the instance.
- */
-typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
-
-/*
- * Log hook: one line, no trailing newline. Called from the thread where the
- * event happens (the sync thread for Redis events, the exact thread for
- * exact mode's), never once per request,
- * never while the library holds a lock the caller could need. Do not call
- * back into the library from it. Must outlive the instance. A hook gets
- * every level and is never rate-limited: it filters as it likes.
- *
- * With no hook (rl_config_t.log NULL), warnings and errors go to stderr, one
- * line each, as one write(2):
- *   libratelimit: WARN [node_id] sync: cannot connect to 10.0.0.7:6379: ...
- * (levels ERROR and WARN; INFO and DEBUG are not written). The lines are
- * rate-limited per instance, a burst of 10 then one every 6 s: a line
- * after some were dropped says how many; rl_stats_t.log_dropped counts them.
- * To silence it, set rl_config_t.log_quiet to 1, or set a hook that discards.
- */
-typedef void (*rl_log_fn)(void *ud, int32_t level, const char *msg);
 
 /* Instance options. Initialise with rl_config_init, then set what you need. */
 typedef struct rl_config {
@@ -279,8 +296,249 @@ typedef struct rl_config {
                                    an update costs O(log K) */
 } rl_config_t;
 
-/* rl_stats_t.health */
-enum { RL_HEALTH_HEALTHY = 0, RL_HEALTH_DEGRADED = 1, RL_HEALTH_RECOVERING = 2 };
+/*
+ * Initialisers. Each *_init_sized(p, size) zeroes `size` bytes of *p, sets
+ * p->size = size and fills in the defaults of the fields that fit. The
+ * *_init forms are inline so `size` is the caller's own sizeof: a program
+ * built against an older header never has a newer library write past its
+ * structs. FFI callers use the _sized forms with their own struct size.
+ * Thread-safe; NULL (or a size smaller than the `size` field) is a no-op.
+ */
+RL_EXTERN void rl_config_init_sized(rl_config_t *cfg, size_t size);
+static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, sizeof *cfg); }
+
+/*
+ * Create an instance. cfg NULL (or cfg->redis_url NULL) gives a local-only
+ * instance: a complete single-node limiter. The key table and everything the
+ * check path uses is allocated here, once; rl_check never allocates. The
+ * config is copied: its strings may be freed after return.
+ * Thread-safe: instances are independent; the library has no global state.
+ * Errors (*out is set to NULL on every error; when cfg->err is set, it
+ * receives a message naming the field and why, "" on success):
+ *   RL_EINVAL  out is NULL
+ *   RL_ESIZE   cfg->size unknown, or a non-zero unknown tail
+ *   RL_ERANGE  a field out of the range its comment gives (sync_interval_ms,
+ *              max_keys, expected_nodes, key_ttl_ms, max_limits,
+ *              clock_coarse_tick_ns, key_secret/key_secret_len (16..4096
+ *              bytes), demand_alpha_pct, the health fields), only one of
+ *              allocator.alloc/free set, a reserved field non-zero
+ *   RL_ERANGE  also: a redis_url without a key_secret; a malformed redis_url
+ *              (the message names the part: scheme, host list, host N,
+ *              port, socket path, master name, db), a malformed node_id or
+ *              key_prefix. redis_url is one of
+ *                redis://[[user]:password@]host[:port][/db]
+ *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
+ *                  (or unix://...)
+ *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
+ *                  (Redis Cluster seeds; db 0 only)
+ *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
+ *                  (Sentinels, asked without AUTH, and the master's name)
+ *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
+ *              digits, '.', '-', '_'; no control byte or space anywhere
+ *   RL_ENOMEM  an allocation failed, or the system's random source
+ *              (getrandom) did not answer (nothing is leaked)
+ *   RL_EAUTH   Redis answered, and refused redis_url's user or password
+ * With a redis_url, a sync thread is started (every signal blocked in it).
+ * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
+ * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
+ * not: the instance opens degraded, logs it, and keeps trying (with backoff).
+ * On a Cluster each key's reports go to the master of its hash tag's slot
+ * (MOVED and ASK followed, the slot map asked again after a failover);
+ * behind Sentinels to the master they name, followed through a failover.
+ * While a key's server is unreachable the limit's on_failure decides, and
+ * what the node admitted is reported again once it is back.
+ *
+ * A fleet is the set of nodes sharing redis_url, key_prefix and key_secret:
+ * they name keys alike, so they share limits. Each node publishes a
+ * fingerprint of its key_secret (a keyed hash, never the secret) in the node
+ * registry; a node that sees a live node of its key_prefix with another
+ * fingerprint logs an error and counts it (rl_stats_t.fleet_split_rounds,
+ * ratelimit_fleet_split_total), and `ratelimit nodes` shows the split;
+ * while it lasts, the node takes at most rate / (live nodes of the prefix,
+ * any secret) of each key, so the split fleet stays within the limit.
+ * A key's pessimistic share (before its first sync, and the default
+ * degraded_rate) is rate / the live node count the node last saw in the
+ * registry; before it has seen one, rate / expected_nodes: set
+ * expected_nodes to the fleet's size for a cold start.
+ */
+RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
+
+/*
+ * Check a redis_url the way rl_open reads it, without connecting: every
+ * form rl_config_t.redis_url documents (redis://, redis+unix:// and
+ * unix://, redis+cluster://, redis+sentinel://). For configuration checks
+ * that must not open an instance (nginx -t, a CLI's check). Returns 0, or
+ * RL_EINVAL for a NULL url, or RL_ERANGE with a message in err (when err
+ * is not NULL and errlen > 0) naming the bad part; the message never
+ * echoes a password. Thread-safe, no allocation.
+ */
+RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
+
+/*
+ * Destroy an instance and free everything it allocated. NULL is a no-op.
+ * With a global tier it first reports the last usage and hands this node's
+ * shares back to Redis, waiting at most max(500 ms, 3 sync intervals); with
+ * quotas, also at most quota_timeout_ms for a journal replay in flight
+ * (what the journal still holds is lost: see rl_stats_t.quota_lost).
+ * No other call on the same instance may run concurrently with or after it
+ * (a check racing rl_close is undefined behaviour). In a child after fork(),
+ * rl_close frees only what the parent's copy owns, safely. A shared
+ * instance (rl_open_shared): this process's view only, after detaching it
+ * from the host's sync if it attached (rl_shared_attach says what the last
+ * one out does).
+ */
+RL_EXTERN void rl_close(rl_t *rl);
+
+/* ------------------------------------------------------------------ shared */
+
+/*
+ * Shared instances: one instance in a shared mapping for a pre-fork server's
+ * processes (rl_open_shared), so a limit holds per host, not per process.
+ * Every other call works on it as on any instance, with the exceptions its
+ * doc block lists. Local-only, a shared instance is stable; with a
+ * redis_url, the host's sync that each process joins (rl_shared_attach) is
+ * RL_EXPERIMENTAL.
+ */
+
+/*
+ * Create an instance shared by this process and every process forked from
+ * it afterwards: the multi-process mode for pre-fork servers (nginx,
+ * gunicorn, php-fpm, Apache prefork). Open it in the parent before the
+ * workers are forked; each worker uses the same handle, and all of them
+ * share one key table, one limit registry and one set of counters, so a
+ * limit holds per host, not per process: with 2 workers, a burst of 5 admits
+ * 5. Every call works from every such process as it does from threads:
+ * checks are lock-free across processes (the same atomics on one shared
+ * mapping), rl_limit_* calls serialise on a process-shared robust mutex
+ * (a process that dies holding it blocks nobody; its interrupted change
+ * either happened or did not), limit ids are the same in every process,
+ * and rl_stats / rl_metrics_text report the whole host from any of them.
+ * A process that dies in the middle of a check costs at most one table
+ * slot (a key it was inserting) until the instance is closed; no other key
+ * is touched.
+ * Everything is allocated at this call, in one MAP_SHARED anonymous mapping
+ * sized from cfg (max_keys, max_limits) and fixed for the instance's life.
+ * rl_close in any process drops that process's view only; the others keep
+ * working, and the memory goes with the last of them.
+ * An unrelated process cannot attach (there is no name to attach by).
+ *
+ * With cfg->redis_url, the host is one node of the fleet (node_id, the host
+ * name by default): global limits are synced for all its processes by one
+ * of them at a time. This call starts no thread and opens no connection
+ * (nothing a fork could break); each process that should take part calls
+ * rl_shared_attach after the fork, and rl_close detaches it. Until some
+ * process attached and started the host's sync, the instance is degraded
+ * (rl_stats_t.health: RL_HEALTH_DEGRADED, nobody syncs): global limits
+ * answer by their on_failure policy, so a forgotten attach shows. Exact limits and
+ * quotas work in every attached process, on that process's own
+ * connections (rl_shared_attach starts them; their state is in Redis):
+ * an exact limit admits at most burst + rate x elapsed across the host as
+ * across a fleet, and a request id is charged once whichever process
+ * sends it. A process that did not attach gets RL_ENOTSUP (logged) from
+ * an exact check, rl_quota_charge(_async) and rl_quota_get. Quotas are
+ * defined (rl_quota_add, rl_quota_remove) in a process that did not
+ * attach (the opener, or a process forked from it that forks the workers,
+ * as a daemon's master), before it forks the workers that use them: each
+ * process has its own copy of the quotas its parent had when it forked,
+ * with the same ids. An attached process may not change them (RL_ENOTSUP,
+ * logged): the change would be its alone. Tiered limits
+ * (rl_limit_add/update: RL_ENOTSUP, logged) and hot-key detection
+ * (rl_hotkeys: RL_ENOTSUP) are not supported.
+ * Errors (with cfg->err's message, as rl_open): those of rl_open, and
+ *   RL_ENOTSUP  cfg->allocator set (the shared mapping is the allocator)
+ *   RL_ENOMEM   the mapping could not be created
+ */
+RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
+
+/*
+ * Join this process to the host's sync of a shared instance opened with a
+ * redis_url (rl_open_shared): call it in each process after the fork (a
+ * worker's start), never before one. Every attached process runs one lease
+ * thread; one of them at a time holds the sync lease and runs the host's
+ * sync thread and connection, the others wait. When the holder detaches
+ * (rl_close) the next takes the lease at once; when it dies (even by
+ * SIGKILL) within about a millisecond (the kernel frees a dead thread's
+ * robust mutex). The new holder then connects (at most 1 s) and runs its
+ * first round a sync interval later; until then checks go on at the shares
+ * they hold. Either way the host stays one node in Redis and
+ * keeps its shares and counts: the new holder continues the same report
+ * state (epochs and cumulative counters live in the shared mapping), so
+ * Redis counts every admitted request once and no share is dropped.
+ * (One gap: a holder killed between taking a key's counters to 0 and
+ * storing them, a few instructions, loses that key's counts since the last
+ * round.) rl_close detaches; the last attached process to close sends the
+ * host's final round, which hands its shares back: it waits at most
+ * max(500 ms, 3 sync intervals) for the lease, then (if it did not hold it)
+ * at most about 1 s to connect, then for the round as rl_close does.
+ * It also starts this process's own exact thread and connections
+ * (exact_pool_size of them, connecting in the background) for exact
+ * checks and quota charges, and the quota journal's replay thread when the
+ * opener defined quotas (rl_open_shared); rl_close stops them, answering
+ * every asynchronous check and charge still in flight first.
+ * A child forked from an attached process is not attached (it may attach
+ * itself). The lease, sync, exact and replay threads block every signal.
+ * Returns 0 (also when already attached, and on a shared instance without
+ * a redis_url, where there is nothing to join).
+ * Errors: RL_EINVAL rl is NULL; RL_ENOTSUP rl is not a shared instance;
+ * RL_ENOMEM no thread or memory, or more than 512 processes attached.
+ * Thread-safe; one attachment per process.
+ */
+RL_EXPERIMENTAL
+RL_EXTERN int rl_shared_attach(rl_t *rl);
+
+/* ------------------------------------------------------------------ limits */
+
+/*
+ * A limit: a named token bucket applied per key, with a rate, a burst, a
+ * mode (where its decisions come from) and an on_failure policy. Limits are
+ * added to an instance and addressed by id; they can be updated in place
+ * and removed while checks run. Tiered mode (RL_MODE_TIERED, near_ppm) is
+ * RL_EXPERIMENTAL; the constants of the hot-key fields (hot_ppm, hot_policy,
+ * hot_every) are with the hot keys, the last section.
+ */
+
+/* A limit name is 1..RL_NAME_MAX-1 bytes of [A-Za-z0-9_.:-], NUL-terminated. */
+#define RL_NAME_MAX 64
+/* Most limits one instance can hold (rl_config_t.max_limits caps it lower). */
+#define RL_MAX_LIMITS 4096
+
+/* rl_limit_t.mode: where a limit's decisions come from. */
+enum {
+    /* Shared across every node through Redis (local-only instances: local). */
+    RL_MODE_GLOBAL = 0,
+    /* Per node, never synced. */
+    RL_MODE_LOCAL = 1,
+    /* One atomic Redis round trip per check: Redis's token bucket decides,
+     * so the fleet never admits more than burst + rate x elapsed. rl_check
+     * blocks up to exact_timeout_ms; rl_check_async does not block. When
+     * Redis does not answer in time, on_failure decides (RL_FLAG_DEGRADED).
+     * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
+     * Local-only instances: local. */
+    RL_MODE_EXACT = 2,
+    /* Global with Redis confirming near the limit: a key far from its limit
+     * is decided locally and synced as RL_MODE_GLOBAL; once the fleet-wide
+     * remaining of the key (from the last sync round) is under 20% of its
+     * burst plus a token per live node, each check the local tier admits
+     * is confirmed by the exact script against the same Redis ledger
+     * (RL_FLAG_EXACT; rl_check blocks up to exact_timeout_ms, rl_check_async
+     * returns RL_PENDING), and one the local tier denies never reaches
+     * Redis. Confirmed checks are never reported again by sync. Same 2^53
+     * requirement as RL_MODE_EXACT. rl_check_multi decides a tiered request
+     * locally, unconfirmed. Local-only instances: local. */
+    RL_EXPERIMENTAL
+    RL_MODE_TIERED = 3
+};
+
+/* rl_limit_t.on_failure: what a limit does when it cannot decide normally
+ * (Redis degraded, or no table slot for a new key). */
+enum {
+    /* Enforce a pessimistic share locally (degraded_rate). The default. */
+    RL_FAIL_LOCAL = 0,
+    /* Allow, flagged RL_FLAG_DEGRADED. */
+    RL_FAIL_OPEN = 1,
+    /* Deny, with retry_after_ms until the next recovery attempt. */
+    RL_FAIL_CLOSED = 2
+};
 
 /* A limit's rate: `count` tokens per `period_ms` milliseconds, stored exactly. */
 typedef struct rl_rate {
@@ -319,6 +577,7 @@ typedef struct rl_limit {
     uint32_t hot_ppm;        /* a key whose demand reaches this share of the
                                 rate, in ppm, is marked hot; 0: never */
     /* --- appended fields (tiered mode) --- */
+    RL_EXPERIMENTAL
     uint32_t near_ppm;       /* tiered: a key is near its limit, and every
                                 check the local tier admits is confirmed in
                                 Redis, while the fleet-wide remaining is
@@ -327,42 +586,155 @@ typedef struct rl_limit {
                                 token per live node; 0: the default,
                                 RL_NEAR_PPM_DEFAULT (20%) */
     /* --- appended fields (hot-key policy) --- */
+    RL_EXPERIMENTAL
     int32_t hot_policy;      /* RL_HOT_POLICY_*: how a key marked hot syncs;
                                 default RL_HOT_POLICY_SYNC (as any key) */
+    RL_EXPERIMENTAL
     uint32_t hot_every;      /* RL_HOT_POLICY_LOCAL: a hot key near its share
                                 reports every this many sync rounds, 2..
                                 RL_HOT_EVERY_MAX; 0: RL_HOT_EVERY_DEFAULT */
 } rl_limit_t;
 
 /* rl_limit_t.near_ppm: its largest value (the whole burst: every admitted
- * check confirms) and what 0 stands for (20% of the burst). */
+ * check confirms) and what 0 stands for (20% of the burst). Experimental,
+ * as the field is. */
 #define RL_NEAR_PPM_MAX 1000000u
 #define RL_NEAR_PPM_DEFAULT 200000u
 
+/* Defaults for a limit (see the initialisers above rl_open). Thread-safe. */
+RL_EXTERN void rl_limit_init_sized(rl_limit_t *lim, size_t size);
+static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, sizeof *lim); }
+
 /*
- * rl_limit_t.hot_policy: what a key marked hot (hot_ppm) does in the global
- * tier (mode=global only; every other mode refuses LOCAL, RL_ERANGE, and so
- * does a limit without hot_ppm, whose keys are never hot). A local-only
- * instance has no global tier: there the policy changes nothing.
- * - RL_HOT_POLICY_SYNC (0, the default): a hot key syncs as any other key,
- *   every round while it is near its share.
- * - RL_HOT_POLICY_LOCAL: a hot key near its share reports its usage only
- *   every hot_every rounds (its counters are cumulative: nothing is lost,
- *   nothing counted twice) and keeps the share its last report brought
- *   back (Redis's demand-weighted split, not rate / nodes), frozen, in
- *   between. Its reports fall to about 1/hot_every; the fleet's overshoot
- *   bound's share-move term grows from one round to hot_every rounds at the
- *   whole rate (bench/accuracy/README.md, "Hot keys"). It reports at once
- *   when it has no share yet, when its demand falls (a round under half
- *   its mean since the last report; then it lingers as any key does), and
- *   when it is no longer hot.
+ * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
+ * space-separated word=value pairs, each at most once:
+ *   name=api rate=100/s burst=200 mode=local on_failure=local
+ *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5 near=0.3
+ *   hot_policy=local hot_every=4
+ * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
+ * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
+ * ("5/10s"); they are stored exactly as count per period. name and rate are
+ * required. mode: global local exact tiered. on_failure: local open closed.
+ * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
+ * digits with an optional point and 1 to 6 decimals, in (0, 1000]. near:
+ * tiered mode's confirm threshold, a fraction of the burst
+ * (rl_limit_t.near_ppm) in the same form, in (0, 1]; only with mode=tiered
+ * (RL_ERANGE otherwise). hot_policy: sync local (rl_limit_t.hot_policy;
+ * local only with mode=global and hot=, RL_ERANGE otherwise). hot_every:
+ * 2..10, only with hot_policy=local (RL_ERANGE otherwise).
+ * Other numbers are decimal integers without sign.
+ * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
+ * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
+ * field of the caller's header is parsed. The exported function of the same
+ * name, which binaries built against 0.1 call, writes the 0.1 layout and
+ * answers RL_ESIZE to a word whose field it lacks (hot=, near=,
+ * hot_policy=local).
+ * On error, *out is unspecified and `err` (when errlen > 0) receives a
+ * NUL-terminated message that names the offending word.
+ * Thread-safe (no shared state).
+ * Errors: RL_EINVAL (out or spec NULL), RL_ESPEC (syntax: unknown word,
+ * duplicate, missing '=', missing name or rate, malformed number or unit),
+ * RL_ERANGE (zero, negative, non-finite or too large values), RL_ENAME,
+ * RL_EMODE.
  */
-#define RL_HOT_POLICY_SYNC 0
-#define RL_HOT_POLICY_LOCAL 1
-/* rl_limit_t.hot_every: what 0 stands for, and its largest value (a quiet
- * key's report period: the key's Redis entries are kept that long). */
-#define RL_HOT_EVERY_DEFAULT 4u
-#define RL_HOT_EVERY_MAX 10u
+RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen);
+
+/*
+ * rl_limit_parse into a struct of `size` bytes (the caller's sizeof; FFI
+ * callers pass their own struct size), as rl_limit_init_sized sizes it:
+ * size bytes are zeroed, out->size = size, and the fields that fit are set.
+ * rl_limit_parse itself writes the 0.1 layout of rl_limit_t (128 bytes on
+ * LP64), whatever the header a caller was built with; a caller whose
+ * rl_limit_t may be newer uses this form: rl_limit_parse_sized(&lim,
+ * sizeof lim, spec, err, sizeof err). Thread-safe.
+ * Errors: those of rl_limit_parse, and RL_ESIZE for a size smaller than the
+ * 0.1 layout (out untouched).
+ */
+RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
+                                   size_t errlen);
+#define rl_limit_parse(out, spec, err, errlen) \
+    rl_limit_parse_sized((out), sizeof(rl_limit_t), (spec), (err), (errlen))
+
+/*
+ * Add a limit; returns its id (>= 0). Ids are never reused for a different
+ * limit while the instance lives (an id carries a generation), so a stale id
+ * answers RL_ENOTFOUND. Thread-safe against every other call, checks included:
+ * the rl_limit_* calls serialise on one mutex of the instance (checks never
+ * take it). No allocation.
+ * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
+ * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for a tiered limit in a shared
+ * instance with a redis_url (rl_open_shared; logged).
+ */
+RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
+
+/*
+ * Replace a limit's parameters in place; every key keeps the tokens it has
+ * consumed: its debt is converted to the new rate exactly (rounded against
+ * the key) and is not cut to the new burst, so a key that owes more than
+ * the new burst stays empty until it has paid the difference (lowering a
+ * burst, then restoring it, gives nothing back). Only a debt of more than
+ * about 4.6 years at the new rate is cut to that.
+ * Exact across updates: over any interval, a local key admits at most the
+ * largest burst in force during it plus the tokens the rates in force
+ * refilled; with the clock frozen, at most the largest burst. This holds
+ * whatever checks and updates from any threads interleave. Checks running
+ * concurrently see either the old or the new parameters, never a mix; a
+ * check stalled across two whole updates of its limit may be charged twice
+ * (never less). (A synced key's local share is rescaled by the sync thread.)
+ * An update that changes the rate converts every key of the limit before it
+ * returns (a walk of the key table; updates serialise on the instance's
+ * mutex); one that keeps the rate is O(1). The name must stay the same.
+ * Errors: those of rl_limit_add, plus RL_ENOTFOUND; RL_ENAME if the name
+ * differs.
+ */
+RL_EXTERN int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim);
+
+/*
+ * Remove a limit and free its table slots. Its id becomes RL_ENOTFOUND for
+ * every later call. Checks racing the removal may still be answered from the
+ * old limit. Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_remove(rl_t *rl, int id);
+
+/*
+ * The id of the limit with this name, or RL_ENOTFOUND. Thread-safe.
+ * Errors: RL_EINVAL (rl or name NULL), RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_find(rl_t *rl, const char *name);
+
+/*
+ * Copy a limit's current parameters into *out (out->size must be set, e.g.
+ * by rl_limit_init). Errors: RL_EINVAL, RL_ESIZE, RL_ENOTFOUND, RL_EFORKED.
+ */
+RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
+
+/* ------------------------------------------------------------------ checks */
+
+/*
+ * Checks: charge tokens to a (limit, key) and decide. rl_check is the one
+ * every program uses; rl_refund gives tokens back, rl_check_multi charges
+ * several limits all or nothing, rl_check_batch decides many independent
+ * requests in one call, and rl_check_async is the form for event loops
+ * (never blocks: an exact or tiered limit's answer comes through a
+ * callback). The decision carries what a response needs: rl_headers renders
+ * it as HTTP header fields.
+ */
+
+/* Keys are 1..RL_MAX_KEY_LEN bytes, binary-safe (NUL bytes allowed). */
+#define RL_MAX_KEY_LEN 512
+/* Most requests in one rl_check_multi batch. */
+#define RL_MULTI_MAX 64
+/* The most requests one rl_check_batch call takes. */
+#define RL_BATCH_MAX 4096
+
+/* rl_decision_t.flags */
+#define RL_FLAG_DEGRADED 0x01u /* decided by the limit's on_failure policy */
+#define RL_FLAG_EXACT 0x02u    /* decided by Redis's bucket (exact; tiered near its limit) */
+#define RL_FLAG_HOT 0x04u      /* a key marked hot (rl_limit_t.hot_ppm, rl_hotkeys) */
+#define RL_FLAG_SHADOW 0x08u   /* a shadow limit that would have denied */
+#define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
+#define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
+#define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
 
 /* One element of an rl_check_multi batch. */
 typedef struct rl_request {
@@ -397,6 +769,178 @@ typedef struct rl_decision {
     const char *policy;      /* the limit's name: points into the instance,
                                 valid until that limit is removed or rl_close */
 } rl_decision_t;
+
+/*
+ * The answer of an rl_check_async that returned RL_PENDING: rc is RL_ALLOW,
+ * RL_DENY, or RL_ENOTFOUND (the limit was removed while the check was in
+ * flight; d is then NULL). d, when not NULL, is the decision as rl_check
+ * would write it (a full rl_decision_t of this library's size), valid only
+ * during the call. Runs on the instance's exact thread: it must be quick,
+ * must not block (an rl_check of an exact limit from it would wait out its
+ * whole deadline: the thread that would answer it is this one), and must
+ * not call rl_close; it may call rl_check_async again. A libuv host hands the answer back to its own loop with
+ * uv_async_send (examples/gateway does).
+ */
+typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);
+
+/* Zero a decision and set its size (see the initialisers above rl_open).
+ * Thread-safe. */
+RL_EXTERN void rl_decision_init_sized(rl_decision_t *d, size_t size);
+static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d, sizeof *d); }
+
+/*
+ * Charge `cost` tokens to (limit id, key) and decide. cost 0 peeks: the
+ * decision reports the state and charges nothing. `out` may be NULL.
+ * Lock-free: no lock, no allocation, no system call but the clock, never a
+ * network wait. Thread-safe: any number of threads may check the same or
+ * different keys at once.
+ * Except on an exact limit (RL_MODE_EXACT, an instance with Redis): there
+ * the check is one round trip to Redis's bucket, made by the instance's
+ * exact thread while this thread waits, at most exact_timeout_ms (then
+ * on_failure decides, flagged RL_FLAG_DEGRADED; a Redis decision is flagged
+ * RL_FLAG_EXACT). A timeout does not mean "not charged": Redis may still
+ * run the check after the caller stopped waiting.
+ * Returns RL_ALLOW (1), RL_DENY (0), or an error (and *out, if given, is
+ * left with allowed = RL_DENY):
+ *   RL_EINVAL   rl NULL, or key NULL with key_len > 0
+ *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
+ *   RL_ENOTFOUND unknown or removed limit id
+ *   RL_ECOST    cost larger than the limit's burst: never admissible
+ *   RL_ESIZE    out->size smaller than the oldest rl_decision_t layout
+ *   RL_EFORKED  called in a child process on an inherited instance
+ *   RL_ENOTSUP  an exact limit of a shared instance, in a process that did
+ *               not rl_shared_attach (logged)
+ * A key that cannot get a table slot (table, or the limit's max_keys, full of
+ * keys that are not yet idle) is decided by the limit's on_failure, flagged
+ * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one
+ * overflow bucket per limit shared by all such keys. No other key's state is
+ * touched.
+ */
+RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
+                       uint32_t cost, rl_decision_t *out);
+
+/*
+ * Give back `cost` tokens to (limit id, key), e.g. when a request was not
+ * served after all. A bucket never holds more than its burst. A key with no
+ * state (never charged, or reclaimed) is already full: nothing to do.
+ * Counts nothing: the request stays admitted in rl_stats, the metrics and
+ * the usage a synced key reports to Redis (rl_stats_t), and the tokens it
+ * gives back count again when a later check is admitted with them.
+ * Lock-free and thread-safe like rl_check.
+ * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE, and
+ * RL_ENOTSUP for an exact limit (Redis's bucket takes no refunds).
+ */
+RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
+
+/* Zero a request, set its size and cost = 1 (see the initialisers above
+ * rl_open). Thread-safe. */
+RL_EXTERN void rl_request_init_sized(rl_request_t *req, size_t size);
+static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(req, sizeof *req); }
+
+/*
+ * Check n requests as one: either every bucket is charged (RL_ALLOW), or none
+ * is (RL_DENY; the charges already made are refunded). `req_size` is
+ * sizeof(rl_request_t) as the caller knows it, so the array stride is the
+ * caller's; likewise out[0].size is the stride of `out`. `out` (n decisions,
+ * each initialised) may be NULL; if given,
+ * it receives every request's decision (after a deny, those checked before the
+ * denier report the state after their refund; those after it are not checked
+ * and report allowed = RL_DENY, flags 0). `denied_index` (may be NULL) gets the
+ * index of the request that denied, or n when none did. Every request is
+ * validated before anything is charged: an invalid one returns its error,
+ * charges nothing, and *denied_index is its index. Under concurrency another
+ * check may briefly observe the tokens a failed batch held before its refund.
+ * Counted by the batch's answer (rl_stats_t): a denied batch admits none of
+ * its requests, and reports none of its refunded charges to Redis as usage.
+ * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
+ * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
+ * n > RL_MULTI_MAX, RL_ENOTSUP for a request on an exact limit (all or
+ * nothing needs refunds, which Redis's bucket does not take).
+ */
+RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                             rl_decision_t *out, size_t *denied_index);
+
+/*
+ * Check n independent requests in one call: each is decided, charged and
+ * counted exactly as its own rl_check would be, in array order, and gets its
+ * own verdict (not all or nothing: see rl_check_multi for that). Faster than
+ * n calls when keys are cold: every key is hashed and its table slot's cache
+ * line requested before any request is charged, so the memory misses of
+ * independent keys overlap instead of following one another. The batch is
+ * worked through 32 requests at a time, each group decided at one clock
+ * reading per clock source, as if its checks had run back to back then.
+ * `req_size` and out[0].size are the strides, as for rl_check_multi; every
+ * out[i] must be initialised. `out` (n decisions) and `results` (n ints)
+ * may each be NULL; results[i] receives what rl_check would have returned
+ * for request i: RL_ALLOW, RL_DENY or that request's own error (RL_EKEYLEN,
+ * RL_EINVAL for a NULL key with key_len > 0, RL_ENOTFOUND, RL_ECOST, RL_ESIZE
+ * for a request whose size is not req_size or has unknown non-zero tail
+ * bytes), in which case out[i] has allowed = RL_DENY and the other requests
+ * are still checked. cost 0 peeks, as in rl_check.
+ * Lock-free and thread-safe like rl_check (a request on an exact limit
+ * waits for Redis as rl_check does); the arrays are the caller's and
+ * are only read (reqs) or written (out, results) during the call.
+ * Returns the number of requests allowed (0..n), or an error for the call as
+ * a whole, when nothing is checked and nothing written: RL_EINVAL (rl NULL,
+ * or reqs NULL with n > 0), RL_ERANGE (n > RL_BATCH_MAX), RL_ESIZE
+ * (req_size or out[0].size smaller than the oldest layout), RL_EFORKED.
+ */
+RL_EXTERN int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
+                             rl_decision_t *out, int *results);
+
+/*
+ * rl_check for event-loop hosts: never blocks. A limit decided locally
+ * (every mode but exact, or any limit of a local-only instance) is decided
+ * inline, exactly as rl_check(rl, id, key, key_len, cost, NULL) would:
+ * the verdict (RL_ALLOW, RL_DENY) is returned and cb is not called. An exact
+ * limit's check, and a tiered limit's check that the local tier admitted
+ * near the limit (RL_MODE_TIERED), is sent to Redis and RL_PENDING
+ * returned; cb then runs
+ * exactly once, on the instance's exact thread, by exact_timeout_ms (plus
+ * the thread's scheduling), with Redis's verdict (RL_FLAG_EXACT) or, when
+ * Redis did not answer in time, the limit's on_failure (RL_FLAG_DEGRADED;
+ * a timeout does not mean "not charged"). When the exact thread has no room
+ * for another check in flight (exact_pool_size x 256 of them), on_failure
+ * answers inline instead (RL_ALLOW/RL_DENY, cb not called).
+ * rl_close with checks in flight calls each pending cb once, before it
+ * returns and never after, with the limit's on_failure verdict, flagged
+ * RL_FLAG_DEGRADED (a local limit charges its local share), as for a Redis
+ * timeout. The key bytes are only read during the call. Thread-safe like
+ * rl_check.
+ * Returns RL_ALLOW, RL_DENY, RL_PENDING, or an error (cb not called): those
+ * of rl_check but RL_ESIZE, and RL_EINVAL for cb NULL.
+ */
+RL_EXTERN int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+                             rl_check_cb cb, void *ud);
+
+/*
+ * Render the rate-limit response header fields for a decision into buf, as
+ * CRLF-terminated lines:
+ *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-11),
+ *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds),
+ *   and Retry-After (whole seconds, rounded up, at least 1) when the decision
+ *   is a deny. RateLimit's t is the seconds until the bucket is full on an
+ *   allow, and on a deny the Retry-After value itself (the draft: Retry-After
+ *   SHOULD NOT end before the effective window t does); t saturates at 15
+ *   digits, so past 10^15 s Retry-After is the later of the two.
+ * snprintf-style: returns the length the full text needs (excluding the NUL);
+ * writes at most len bytes, always NUL-terminated when len > 0; buf may be
+ * NULL when len is 0. Thread-safe, pure; it reads d->policy, the limit's
+ * name, so the decision's limit (and instance) must still exist.
+ * Errors: RL_EINVAL (d NULL, or buf NULL with len > 0), RL_ESIZE.
+ */
+RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
+
+/* ------------------------------------------------------------------- stats */
+
+/*
+ * Statistics and metrics: instance-wide and per-limit counters, read without
+ * stopping checks, and the same figures as Prometheus text. A scrape walks
+ * the key table: call these from a monitor, not per request.
+ */
+
+/* rl_stats_t.health */
+enum { RL_HEALTH_HEALTHY = 0, RL_HEALTH_DEGRADED = 1, RL_HEALTH_RECOVERING = 2 };
 
 /*
  * Instance-wide counters, read with rl_stats. Versioned by size: fields are
@@ -516,460 +1060,6 @@ typedef struct rl_limit_stats_s {
 /* Sync rounds in one window of rl_limit_stats' sync fields. */
 #define RL_STATS_SYNC_WINDOW 10
 
-/* ---------------------------------------------------------------- instance */
-
-/*
- * Initialisers. Each *_init_sized(p, size) zeroes `size` bytes of *p, sets
- * p->size = size and fills in the defaults of the fields that fit. The
- * *_init forms are inline so `size` is the caller's own sizeof: a program
- * built against an older header never has a newer library write past its
- * structs. FFI callers use the _sized forms with their own struct size.
- * Thread-safe; NULL (or a size smaller than the `size` field) is a no-op.
- */
-RL_EXTERN void rl_config_init_sized(rl_config_t *cfg, size_t size);
-static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, sizeof *cfg); }
-
-/*
- * Create an instance. cfg NULL (or cfg->redis_url NULL) gives a local-only
- * instance: a complete single-node limiter. The key table and everything the
- * check path uses is allocated here, once; rl_check never allocates. The
- * config is copied: its strings may be freed after return.
- * Thread-safe: instances are independent; the library has no global state.
- * Errors (*out is set to NULL on every error; when cfg->err is set, it
- * receives a message naming the field and why, "" on success):
- *   RL_EINVAL  out is NULL
- *   RL_ESIZE   cfg->size unknown, or a non-zero unknown tail
- *   RL_ERANGE  a field out of the range its comment gives (sync_interval_ms,
- *              max_keys, expected_nodes, key_ttl_ms, max_limits,
- *              clock_coarse_tick_ns, key_secret/key_secret_len (16..4096
- *              bytes), demand_alpha_pct, the health fields), only one of
- *              allocator.alloc/free set, a reserved field non-zero
- *   RL_ERANGE  also: a redis_url without a key_secret; a malformed redis_url
- *              (the message names the part: scheme, host list, host N,
- *              port, socket path, master name, db), a malformed node_id or
- *              key_prefix. redis_url is one of
- *                redis://[[user]:password@]host[:port][/db]
- *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
- *                  (or unix://...)
- *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
- *                  (Redis Cluster seeds; db 0 only)
- *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
- *                  (Sentinels, asked without AUTH, and the master's name)
- *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
- *              digits, '.', '-', '_'; no control byte or space anywhere
- *   RL_ENOMEM  an allocation failed, or the system's random source
- *              (getrandom) did not answer (nothing is leaked)
- *   RL_EAUTH   Redis answered, and refused redis_url's user or password
- * With a redis_url, a sync thread is started (every signal blocked in it).
- * rl_open waits for its first connection at most 1.1 s: a reachable Redis that
- * refuses the credentials fails rl_open (RL_EAUTH); an unreachable one does
- * not: the instance opens degraded, logs it, and keeps trying (with backoff).
- * On a Cluster each key's reports go to the master of its hash tag's slot
- * (MOVED and ASK followed, the slot map asked again after a failover);
- * behind Sentinels to the master they name, followed through a failover.
- * While a key's server is unreachable the limit's on_failure decides, and
- * what the node admitted is reported again once it is back.
- *
- * A fleet is the set of nodes sharing redis_url, key_prefix and key_secret:
- * they name keys alike, so they share limits. Each node publishes a
- * fingerprint of its key_secret (a keyed hash, never the secret) in the node
- * registry; a node that sees a live node of its key_prefix with another
- * fingerprint logs an error and counts it (rl_stats_t.fleet_split_rounds,
- * ratelimit_fleet_split_total), and `ratelimit nodes` shows the split;
- * while it lasts, the node takes at most rate / (live nodes of the prefix,
- * any secret) of each key, so the split fleet stays within the limit.
- * A key's pessimistic share (before its first sync, and the default
- * degraded_rate) is rate / the live node count the node last saw in the
- * registry; before it has seen one, rate / expected_nodes: set
- * expected_nodes to the fleet's size for a cold start.
- */
-RL_EXTERN int rl_open(rl_t **out, const rl_config_t *cfg);
-
-/*
- * Check a redis_url the way rl_open reads it, without connecting: every
- * form rl_config_t.redis_url documents (redis://, redis+unix:// and
- * unix://, redis+cluster://, redis+sentinel://). For configuration checks
- * that must not open an instance (nginx -t, a CLI's check). Returns 0, or
- * RL_EINVAL for a NULL url, or RL_ERANGE with a message in err (when err
- * is not NULL and errlen > 0) naming the bad part; the message never
- * echoes a password. Thread-safe, no allocation.
- */
-RL_EXTERN int rl_redis_url_check(const char *url, char *err, size_t errlen);
-
-/*
- * Destroy an instance and free everything it allocated. NULL is a no-op.
- * With a global tier it first reports the last usage and hands this node's
- * shares back to Redis, waiting at most max(500 ms, 3 sync intervals); with
- * quotas, also at most quota_timeout_ms for a journal replay in flight
- * (what the journal still holds is lost: see rl_stats_t.quota_lost).
- * No other call on the same instance may run concurrently with or after it
- * (a check racing rl_close is undefined behaviour). In a child after fork(),
- * rl_close frees only what the parent's copy owns, safely. A shared
- * instance (rl_open_shared): this process's view only, after detaching it
- * from the host's sync if it attached (rl_shared_attach says what the last
- * one out does).
- */
-RL_EXTERN void rl_close(rl_t *rl);
-
-/*
- * Create an instance shared by this process and every process forked from
- * it afterwards: the multi-process mode for pre-fork servers (nginx,
- * gunicorn, php-fpm, Apache prefork). Open it in the parent before the
- * workers are forked; each worker uses the same handle, and all of them
- * share one key table, one limit registry and one set of counters, so a
- * limit holds per host, not per process: with 2 workers, a burst of 5 admits
- * 5. Every call works from every such process as it does from threads:
- * checks are lock-free across processes (the same atomics on one shared
- * mapping), rl_limit_* calls serialise on a process-shared robust mutex
- * (a process that dies holding it blocks nobody; its interrupted change
- * either happened or did not), limit ids are the same in every process,
- * and rl_stats / rl_metrics_text report the whole host from any of them.
- * A process that dies in the middle of a check costs at most one table
- * slot (a key it was inserting) until the instance is closed; no other key
- * is touched.
- * Everything is allocated at this call, in one MAP_SHARED anonymous mapping
- * sized from cfg (max_keys, max_limits) and fixed for the instance's life.
- * rl_close in any process drops that process's view only; the others keep
- * working, and the memory goes with the last of them.
- * An unrelated process cannot attach (there is no name to attach by).
- *
- * With cfg->redis_url, the host is one node of the fleet (node_id, the host
- * name by default): global limits are synced for all its processes by one
- * of them at a time. This call starts no thread and opens no connection
- * (nothing a fork could break); each process that should take part calls
- * rl_shared_attach after the fork, and rl_close detaches it. Until some
- * process attached and started the host's sync, the instance is degraded
- * (rl_health: RL_HEALTH_DEGRADED, nobody syncs): global limits answer by
- * their on_failure policy, so a forgotten attach shows. Exact limits and
- * quotas work in every attached process, on that process's own
- * connections (rl_shared_attach starts them; their state is in Redis):
- * an exact limit admits at most burst + rate x elapsed across the host as
- * across a fleet, and a request id is charged once whichever process
- * sends it. A process that did not attach gets RL_ENOTSUP (logged) from
- * an exact check, rl_quota_charge(_async) and rl_quota_get. Quotas are
- * defined (rl_quota_add, rl_quota_remove) in a process that did not
- * attach (the opener, or a process forked from it that forks the workers,
- * as a daemon's master), before it forks the workers that use them: each
- * process has its own copy of the quotas its parent had when it forked,
- * with the same ids. An attached process may not change them (RL_ENOTSUP,
- * logged): the change would be its alone. Tiered limits
- * (rl_limit_add/update: RL_ENOTSUP, logged) and hot-key detection
- * (rl_hotkeys: RL_ENOTSUP) are not supported.
- * Errors (with cfg->err's message, as rl_open): those of rl_open, and
- *   RL_ENOTSUP  cfg->allocator set (the shared mapping is the allocator)
- *   RL_ENOMEM   the mapping could not be created
- */
-RL_EXTERN int rl_open_shared(rl_t **out, const rl_config_t *cfg);
-
-/*
- * Join this process to the host's sync of a shared instance opened with a
- * redis_url (rl_open_shared): call it in each process after the fork (a
- * worker's start), never before one. Every attached process runs one lease
- * thread; one of them at a time holds the sync lease and runs the host's
- * sync thread and connection, the others wait. When the holder detaches
- * (rl_close) the next takes the lease at once; when it dies (even by
- * SIGKILL) within about a millisecond (the kernel frees a dead thread's
- * robust mutex). The new holder then connects (at most 1 s) and runs its
- * first round a sync interval later; until then checks go on at the shares
- * they hold. Either way the host stays one node in Redis and
- * keeps its shares and counts: the new holder continues the same report
- * state (epochs and cumulative counters live in the shared mapping), so
- * Redis counts every admitted request once and no share is dropped.
- * (One gap: a holder killed between taking a key's counters to 0 and
- * storing them, a few instructions, loses that key's counts since the last
- * round.) rl_close detaches; the last attached process to close sends the
- * host's final round, which hands its shares back: it waits at most
- * max(500 ms, 3 sync intervals) for the lease, then (if it did not hold it)
- * at most about 1 s to connect, then for the round as rl_close does.
- * It also starts this process's own exact thread and connections
- * (exact_pool_size of them, connecting in the background) for exact
- * checks and quota charges, and the quota journal's replay thread when the
- * opener defined quotas (rl_open_shared); rl_close stops them, answering
- * every asynchronous check and charge still in flight first.
- * A child forked from an attached process is not attached (it may attach
- * itself). The lease, sync, exact and replay threads block every signal.
- * Returns 0 (also when already attached, and on a shared instance without
- * a redis_url, where there is nothing to join).
- * Errors: RL_EINVAL rl is NULL; RL_ENOTSUP rl is not a shared instance;
- * RL_ENOMEM no thread or memory, or more than 512 processes attached.
- * Thread-safe; one attachment per process.
- */
-RL_EXTERN int rl_shared_attach(rl_t *rl);
-
-/* ------------------------------------------------------------------ limits */
-
-/* Defaults for a limit (see the initialisers above rl_open). Thread-safe. */
-RL_EXTERN void rl_limit_init_sized(rl_limit_t *lim, size_t size);
-static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, sizeof *lim); }
-
-/*
- * Parse a limit spec into *out (which is first rl_limit_init-ed). Grammar:
- * space-separated word=value pairs, each at most once:
- *   name=api rate=100/s burst=200 mode=local on_failure=local
- *   degraded_rate=20/s shadow=0 max_keys=100000 hot=0.5 near=0.3
- *   hot_policy=local hot_every=4
- * rate and degraded_rate are COUNT/UNIT or COUNT/NUNIT with a whole COUNT,
- * UNIT one of s m h d (ms is accepted too) and an optional whole multiplier N
- * ("5/10s"); they are stored exactly as count per period. name and rate are
- * required. mode: global local exact tiered. on_failure: local open closed.
- * shadow: 0 1 true false. hot: a fraction of the rate (rl_limit_t.hot_ppm),
- * digits with an optional point and 1 to 6 decimals, in (0, 1000]. near:
- * tiered mode's confirm threshold, a fraction of the burst
- * (rl_limit_t.near_ppm) in the same form, in (0, 1]; only with mode=tiered
- * (RL_ERANGE otherwise). hot_policy: sync local (rl_limit_t.hot_policy;
- * local only with mode=global and hot=, RL_ERANGE otherwise). hot_every:
- * 2..10, only with hot_policy=local (RL_ERANGE otherwise).
- * Other numbers are decimal integers without sign.
- * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
- * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
- * field of the caller's header is parsed. The exported function of the same
- * name, which binaries built against 0.1 call, writes the 0.1 layout and
- * answers RL_ESIZE to a word whose field it lacks (hot=, near=,
- * hot_policy=local).
- * On error, *out is unspecified and `err` (when errlen > 0) receives a
- * NUL-terminated message that names the offending word.
- * Thread-safe (no shared state).
- * Errors: RL_EINVAL (out or spec NULL), RL_ESPEC (syntax: unknown word,
- * duplicate, missing '=', missing name or rate, malformed number or unit),
- * RL_ERANGE (zero, negative, non-finite or too large values), RL_ENAME,
- * RL_EMODE.
- */
-RL_EXTERN int rl_limit_parse(rl_limit_t *out, const char *spec, char *err, size_t errlen);
-
-/*
- * rl_limit_parse into a struct of `size` bytes (the caller's sizeof; FFI
- * callers pass their own struct size), as rl_limit_init_sized sizes it:
- * size bytes are zeroed, out->size = size, and the fields that fit are set.
- * rl_limit_parse itself writes the 0.1 layout of rl_limit_t (128 bytes on
- * LP64), whatever the header a caller was built with; a caller whose
- * rl_limit_t may be newer uses this form: rl_limit_parse_sized(&lim,
- * sizeof lim, spec, err, sizeof err). Thread-safe.
- * Errors: those of rl_limit_parse, and RL_ESIZE for a size smaller than the
- * 0.1 layout (out untouched).
- */
-RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *err,
-                                   size_t errlen);
-#define rl_limit_parse(out, spec, err, errlen) \
-    rl_limit_parse_sized((out), sizeof(rl_limit_t), (spec), (err), (errlen))
-
-/*
- * Add a limit; returns its id (>= 0). Ids are never reused for a different
- * limit while the instance lives (an id carries a generation), so a stale id
- * answers RL_ENOTFOUND. Thread-safe against every other call, checks included:
- * the rl_limit_* calls serialise on one mutex of the instance (checks never
- * take it). No allocation.
- * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
- * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for a tiered limit in a shared
- * instance with a redis_url (rl_open_shared; logged).
- */
-RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
-
-/*
- * Replace a limit's parameters in place; every key keeps the tokens it has
- * consumed: its debt is converted to the new rate exactly (rounded against
- * the key) and is not cut to the new burst, so a key that owes more than
- * the new burst stays empty until it has paid the difference (lowering a
- * burst, then restoring it, gives nothing back). Only a debt of more than
- * about 4.6 years at the new rate is cut to that.
- * Exact across updates: over any interval, a local key admits at most the
- * largest burst in force during it plus the tokens the rates in force
- * refilled; with the clock frozen, at most the largest burst. This holds
- * whatever checks and updates from any threads interleave. Checks running
- * concurrently see either the old or the new parameters, never a mix; a
- * check stalled across two whole updates of its limit may be charged twice
- * (never less). (A synced key's local share is rescaled by the sync thread.)
- * An update that changes the rate converts every key of the limit before it
- * returns (a walk of the key table; updates serialise on the instance's
- * mutex); one that keeps the rate is O(1). The name must stay the same.
- * Errors: those of rl_limit_add, plus RL_ENOTFOUND; RL_ENAME if the name
- * differs.
- */
-RL_EXTERN int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim);
-
-/*
- * Remove a limit and free its table slots. Its id becomes RL_ENOTFOUND for
- * every later call. Checks racing the removal may still be answered from the
- * old limit. Thread-safe. Errors: RL_EINVAL, RL_ENOTFOUND, RL_EFORKED.
- */
-RL_EXTERN int rl_limit_remove(rl_t *rl, int id);
-
-/*
- * The id of the limit with this name, or RL_ENOTFOUND. Thread-safe.
- * Errors: RL_EINVAL (rl or name NULL), RL_ENOTFOUND, RL_EFORKED.
- */
-RL_EXTERN int rl_limit_find(rl_t *rl, const char *name);
-
-/*
- * Copy a limit's current parameters into *out (out->size must be set, e.g.
- * by rl_limit_init). Errors: RL_EINVAL, RL_ESIZE, RL_ENOTFOUND, RL_EFORKED.
- */
-RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
-
-/* ------------------------------------------------------------------ checks */
-
-/* Zero a decision and set its size (see the initialisers above rl_open).
- * Thread-safe. */
-RL_EXTERN void rl_decision_init_sized(rl_decision_t *d, size_t size);
-static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d, sizeof *d); }
-
-/*
- * Charge `cost` tokens to (limit id, key) and decide. cost 0 peeks: the
- * decision reports the state and charges nothing. `out` may be NULL.
- * Lock-free: no lock, no allocation, no system call but the clock, never a
- * network wait. Thread-safe: any number of threads may check the same or
- * different keys at once.
- * Except on an exact limit (RL_MODE_EXACT, an instance with Redis): there
- * the check is one round trip to Redis's bucket, made by the instance's
- * exact thread while this thread waits, at most exact_timeout_ms (then
- * on_failure decides, flagged RL_FLAG_DEGRADED; a Redis decision is flagged
- * RL_FLAG_EXACT). A timeout does not mean "not charged": Redis may still
- * run the check after the caller stopped waiting.
- * Returns RL_ALLOW (1), RL_DENY (0), or an error (and *out, if given, is
- * left with allowed = RL_DENY):
- *   RL_EINVAL   rl NULL, or key NULL with key_len > 0
- *   RL_EKEYLEN  key_len 0 or > RL_MAX_KEY_LEN
- *   RL_ENOTFOUND unknown or removed limit id
- *   RL_ECOST    cost larger than the limit's burst: never admissible
- *   RL_ESIZE    out->size smaller than the oldest rl_decision_t layout
- *   RL_EFORKED  called in a child process on an inherited instance
- *   RL_ENOTSUP  an exact limit of a shared instance, in a process that did
- *               not rl_shared_attach (logged)
- * A key that cannot get a table slot (table, or the limit's max_keys, full of
- * keys that are not yet idle) is decided by the limit's on_failure, flagged
- * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one
- * overflow bucket per limit shared by all such keys. No other key's state is
- * touched.
- */
-RL_EXTERN int rl_check(rl_t *rl, int id, const void *key, size_t key_len,
-                       uint32_t cost, rl_decision_t *out);
-
-/*
- * Give back `cost` tokens to (limit id, key), e.g. when a request was not
- * served after all. A bucket never holds more than its burst. A key with no
- * state (never charged, or reclaimed) is already full: nothing to do.
- * Counts nothing: the request stays admitted in rl_stats, the metrics and
- * the usage a synced key reports to Redis (rl_stats_t), and the tokens it
- * gives back count again when a later check is admitted with them.
- * Lock-free and thread-safe like rl_check.
- * Returns 0 or an error: those of rl_check but RL_ECOST and RL_ESIZE, and
- * RL_ENOTSUP for an exact limit (Redis's bucket takes no refunds).
- */
-RL_EXTERN int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost);
-
-/* Zero a request, set its size and cost = 1 (see the initialisers above
- * rl_open). Thread-safe. */
-RL_EXTERN void rl_request_init_sized(rl_request_t *req, size_t size);
-static inline void rl_request_init(rl_request_t *req) { rl_request_init_sized(req, sizeof *req); }
-
-/*
- * Check n requests as one: either every bucket is charged (RL_ALLOW), or none
- * is (RL_DENY; the charges already made are refunded). `req_size` is
- * sizeof(rl_request_t) as the caller knows it, so the array stride is the
- * caller's; likewise out[0].size is the stride of `out`. `out` (n decisions,
- * each initialised) may be NULL; if given,
- * it receives every request's decision (after a deny, those checked before the
- * denier report the state after their refund; those after it are not checked
- * and report allowed = RL_DENY, flags 0). `denied_index` (may be NULL) gets the
- * index of the request that denied, or n when none did. Every request is
- * validated before anything is charged: an invalid one returns its error,
- * charges nothing, and *denied_index is its index. Under concurrency another
- * check may briefly observe the tokens a failed batch held before its refund.
- * Counted by the batch's answer (rl_stats_t): a denied batch admits none of
- * its requests, and reports none of its refunded charges to Redis as usage.
- * Errors: those of rl_check, and RL_EINVAL for reqs NULL with n > 0,
- * RL_ESIZE for a req_size/size this library does not know, RL_ERANGE for
- * n > RL_MULTI_MAX, RL_ENOTSUP for a request on an exact limit (all or
- * nothing needs refunds, which Redis's bucket does not take).
- */
-RL_EXTERN int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
-                             rl_decision_t *out, size_t *denied_index);
-
-/*
- * Check n independent requests in one call: each is decided, charged and
- * counted exactly as its own rl_check would be, in array order, and gets its
- * own verdict (not all or nothing: see rl_check_multi for that). Faster than
- * n calls when keys are cold: every key is hashed and its table slot's cache
- * line requested before any request is charged, so the memory misses of
- * independent keys overlap instead of following one another. The batch is
- * worked through 32 requests at a time, each group decided at one clock
- * reading per clock source, as if its checks had run back to back then.
- * `req_size` and out[0].size are the strides, as for rl_check_multi; every
- * out[i] must be initialised. `out` (n decisions) and `results` (n ints)
- * may each be NULL; results[i] receives what rl_check would have returned
- * for request i: RL_ALLOW, RL_DENY or that request's own error (RL_EKEYLEN,
- * RL_EINVAL for a NULL key with key_len > 0, RL_ENOTFOUND, RL_ECOST, RL_ESIZE
- * for a request whose size is not req_size or has unknown non-zero tail
- * bytes), in which case out[i] has allowed = RL_DENY and the other requests
- * are still checked. cost 0 peeks, as in rl_check.
- * Lock-free and thread-safe like rl_check (a request on an exact limit
- * waits for Redis as rl_check does); the arrays are the caller's and
- * are only read (reqs) or written (out, results) during the call.
- * Returns the number of requests allowed (0..n), or an error for the call as
- * a whole, when nothing is checked and nothing written: RL_EINVAL (rl NULL,
- * or reqs NULL with n > 0), RL_ERANGE (n > RL_BATCH_MAX), RL_ESIZE
- * (req_size or out[0].size smaller than the oldest layout), RL_EFORKED.
- */
-RL_EXTERN int rl_check_batch(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
-                             rl_decision_t *out, int *results);
-
-/*
- * The answer of an rl_check_async that returned RL_PENDING: rc is RL_ALLOW,
- * RL_DENY, or RL_ENOTFOUND (the limit was removed while the check was in
- * flight; d is then NULL). d, when not NULL, is the decision as rl_check
- * would write it (a full rl_decision_t of this library's size), valid only
- * during the call. Runs on the instance's exact thread: it must be quick,
- * must not block (an rl_check of an exact limit from it would wait out its
- * whole deadline: the thread that would answer it is this one), and must
- * not call rl_close; it may call rl_check_async again. A libuv host hands the answer back to its own loop with
- * uv_async_send (examples/gateway does).
- */
-typedef void (*rl_check_cb)(void *ud, int rc, const rl_decision_t *d);
-
-/*
- * rl_check for event-loop hosts: never blocks. A limit decided locally
- * (every mode but exact, or any limit of a local-only instance) is decided
- * inline, exactly as rl_check(rl, id, key, key_len, cost, NULL) would:
- * the verdict (RL_ALLOW, RL_DENY) is returned and cb is not called. An exact
- * limit's check, and a tiered limit's check that the local tier admitted
- * near the limit (RL_MODE_TIERED), is sent to Redis and RL_PENDING
- * returned; cb then runs
- * exactly once, on the instance's exact thread, by exact_timeout_ms (plus
- * the thread's scheduling), with Redis's verdict (RL_FLAG_EXACT) or, when
- * Redis did not answer in time, the limit's on_failure (RL_FLAG_DEGRADED;
- * a timeout does not mean "not charged"). When the exact thread has no room
- * for another check in flight (exact_pool_size x 256 of them), on_failure
- * answers inline instead (RL_ALLOW/RL_DENY, cb not called).
- * rl_close with checks in flight calls each pending cb once, before it
- * returns and never after, with the limit's on_failure verdict, flagged
- * RL_FLAG_DEGRADED (a local limit charges its local share), as for a Redis
- * timeout. The key bytes are only read during the call. Thread-safe like
- * rl_check.
- * Returns RL_ALLOW, RL_DENY, RL_PENDING, or an error (cb not called): those
- * of rl_check but RL_ESIZE, and RL_EINVAL for cb NULL.
- */
-RL_EXTERN int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
-                             rl_check_cb cb, void *ud);
-
-/*
- * Render the rate-limit response header fields for a decision into buf, as
- * CRLF-terminated lines:
- *   RateLimit-Policy and RateLimit (IETF draft-ietf-httpapi-ratelimit-headers-11),
- *   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds),
- *   and Retry-After (whole seconds, rounded up, at least 1) when the decision
- *   is a deny. RateLimit's t is the seconds until the bucket is full on an
- *   allow, and on a deny the Retry-After value itself (the draft: Retry-After
- *   SHOULD NOT end before the effective window t does); t saturates at 15
- *   digits, so past 10^15 s Retry-After is the later of the two.
- * snprintf-style: returns the length the full text needs (excluding the NUL);
- * writes at most len bytes, always NUL-terminated when len > 0; buf may be
- * NULL when len is 0. Thread-safe, pure; it reads d->policy, the limit's
- * name, so the decision's limit (and instance) must still exist.
- * Errors: RL_EINVAL (d NULL, or buf NULL with len > 0), RL_ESIZE.
- */
-RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
-
-/* ------------------------------------------------------------------- stats */
-
 /* Zero a stats struct and set its size (see the initialisers above rl_open).
  * Thread-safe. */
 RL_EXTERN void rl_stats_init_sized(rl_stats_t *s, size_t size);
@@ -1045,23 +1135,6 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  */
 RL_EXTERN int rl_metrics_text(rl_t *rl, char *buf, size_t len);
 
-/* ------------------------------------------------------------------- misc */
-
-/* A static message for an error code: "success" for 0, "unknown error" for
- * codes this library does not know. Thread-safe. */
-RL_EXTERN const char *rl_strerror(int err);
-
-/* The code's name, e.g. "RL_ENOMEM": "RL_OK" for 0, "RL_EUNKNOWN" for codes
- * this library does not know. Thread-safe. */
-RL_EXTERN const char *rl_err_name(int err);
-
-/* The library's version, "MAJOR.MINOR.PATCH". Thread-safe. */
-RL_EXTERN const char *rl_version(void);
-
-/* RL_VERSION_HEX of the library actually loaded, to compare with the
- * header's. Thread-safe. */
-RL_EXTERN uint32_t rl_version_hex(void);
-
 /* ------------------------------------------------------------------ quotas */
 
 /*
@@ -1072,7 +1145,8 @@ RL_EXTERN uint32_t rl_version_hex(void);
  * quota's dedup window is answered with the first answer and never charged
  * twice. The wall clock is Redis's (TIME), never the node's. What survives
  * a Redis restart depends on its persistence settings: see the README
- * ("Quotas: what is durable").
+ * ("Quotas: what is durable"). The non-blocking charge (rl_quota_cb,
+ * rl_quota_charge_async) is RL_EXPERIMENTAL.
  */
 
 /* rl_quota_t.period: calendar periods start at UTC boundaries; a fixed
@@ -1127,6 +1201,20 @@ typedef struct rl_quota_result {
     uint64_t remaining;     /* amount - used */
     uint64_t reset_unix_ms; /* the period's end (the next boundary), Unix ms */
 } rl_quota_result_t;
+
+/*
+ * The answer of an rl_quota_charge_async that returned RL_PENDING: rc is
+ * RL_ALLOW or RL_DENY, and r the result as rl_quota_charge would write it
+ * (a full rl_quota_result_t of this library's size; never NULL), valid only
+ * during the call. Runs on the instance's exact thread (rl_close's
+ * answers too: it waits for them before it returns). It must be quick, must not block (a blocking rl_quota_charge from it would
+ * wait out its whole deadline: the thread that would answer it is this
+ * one), and must not call rl_close; it may call rl_quota_charge_async
+ * again. A libuv host hands the answer back to its own loop with
+ * uv_async_send (examples/gateway does).
+ */
+RL_EXPERIMENTAL
+typedef void (*rl_quota_cb)(void *ud, int rc, const rl_quota_result_t *r);
 
 /* Zero a quota, set its size and the defaults (period month, dedup 24 h,
  * on_failure closed). Thread-safe; NULL or a size smaller than the size
@@ -1233,10 +1321,75 @@ RL_EXTERN int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_l
  */
 RL_EXTERN int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len,
                            rl_quota_result_t *out);
+
+/*
+ * rl_quota_charge for event-loop hosts: never blocks. The charge is sent to
+ * Redis and RL_PENDING returned; cb then runs exactly once, by
+ * quota_timeout_ms (plus the exact thread's scheduling), with Redis's
+ * answer (RL_FLAG_DUPLICATE for a retried id, as for rl_quota_charge) or,
+ * when Redis did not answer in time, the quota's on_failure
+ * (RL_FLAG_DEGRADED; open journals the charge exactly as the blocking form
+ * does, and a timeout does not mean "not charged"). When the exact thread
+ * has no room for another request in flight (exact_pool_size x 256 of them,
+ * shared with exact checks), on_failure answers inline instead: RL_ALLOW or
+ * RL_DENY is returned, journaled likewise, and cb is not called. rl_close
+ * with charges in flight calls each pending cb once, before it returns and
+ * never after, with the quota's on_failure answer flagged RL_FLAG_DEGRADED
+ * (an open quota's charge is journaled, and that journal dies with the
+ * instance: counted in quota_journaled, never replayed). A quota removed
+ * while its charge is in flight is still answered. The key and id bytes are
+ * only read during the call. Thread-safe like rl_quota_charge; no call may
+ * race rl_close.
+ * Returns RL_PENDING, RL_ALLOW, RL_DENY (inline on_failure), or an error
+ * (cb not called): those of rl_quota_charge but RL_ESIZE, and RL_EINVAL
+ * for cb NULL.
+ */
+RL_EXPERIMENTAL
+RL_EXTERN int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len,
+                                    uint64_t cost, const void *request_id, size_t id_len,
+                                    rl_quota_cb cb, void *ud);
+
 /* ---------------------------------------------------------------- hot keys */
+
+/*
+ * Hot keys: the busiest keys of a limit, found by a top-K sketch
+ * (rl_hotkeys), and what a key whose demand passes its limit's hot_ppm does:
+ * its checks answer RL_FLAG_HOT, a fast one's tokens are leased per CPU,
+ * and its limit's hot_policy may let it report to Redis less often. The
+ * policy (rl_limit_t.hot_policy, hot_every and their constants) is
+ * RL_EXPERIMENTAL.
+ */
 
 /* rl_limit_t.hot_ppm's largest value: a demand of 1000 times the rate. */
 #define RL_HOT_PPM_MAX 1000000000u
+
+/*
+ * rl_limit_t.hot_policy: what a key marked hot (hot_ppm) does in the global
+ * tier (mode=global only; every other mode refuses LOCAL, RL_ERANGE, and so
+ * does a limit without hot_ppm, whose keys are never hot). A local-only
+ * instance has no global tier: there the policy changes nothing.
+ * - RL_HOT_POLICY_SYNC (0, the default): a hot key syncs as any other key,
+ *   every round while it is near its share.
+ * - RL_HOT_POLICY_LOCAL: a hot key near its share reports its usage only
+ *   every hot_every rounds (its counters are cumulative: nothing is lost,
+ *   nothing counted twice) and keeps the share its last report brought
+ *   back (Redis's demand-weighted split, not rate / nodes), frozen, in
+ *   between. Its reports fall to about 1/hot_every; the fleet's overshoot
+ *   bound's share-move term grows from one round to hot_every rounds at the
+ *   whole rate (bench/accuracy/README.md, "Hot keys"). It reports at once
+ *   when it has no share yet, when its demand falls (a round under half
+ *   its mean since the last report; then it lingers as any key does), and
+ *   when it is no longer hot.
+ * Experimental, as the field is (RL_EXPERIMENTAL).
+ */
+#define RL_HOT_POLICY_SYNC 0
+#define RL_HOT_POLICY_LOCAL 1
+/* rl_limit_t.hot_every: what 0 stands for, and its largest value (a quiet
+ * key's report period: the key's Redis entries are kept that long).
+ * Experimental, as the field is. */
+#define RL_HOT_EVERY_DEFAULT 4u
+#define RL_HOT_EVERY_MAX 10u
+
 /* Key bytes an rl_hotkey_t carries (a longer key is cut; key_len says). */
 #define RL_HOTKEY_KEY_BYTES 64
 
@@ -1339,45 +1492,6 @@ static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, si
  * processes, and so would its reports be), RL_EFORKED.
  */
 RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
-
-/*
- * The answer of an rl_quota_charge_async that returned RL_PENDING: rc is
- * RL_ALLOW or RL_DENY, and r the result as rl_quota_charge would write it
- * (a full rl_quota_result_t of this library's size; never NULL), valid only
- * during the call. Runs on the instance's exact thread (rl_close's
- * answers too: it waits for them before it returns). It must be quick, must not block (a blocking rl_quota_charge from it would
- * wait out its whole deadline: the thread that would answer it is this
- * one), and must not call rl_close; it may call rl_quota_charge_async
- * again. A libuv host hands the answer back to its own loop with
- * uv_async_send (examples/gateway does).
- */
-typedef void (*rl_quota_cb)(void *ud, int rc, const rl_quota_result_t *r);
-
-/*
- * rl_quota_charge for event-loop hosts: never blocks. The charge is sent to
- * Redis and RL_PENDING returned; cb then runs exactly once, by
- * quota_timeout_ms (plus the exact thread's scheduling), with Redis's
- * answer (RL_FLAG_DUPLICATE for a retried id, as for rl_quota_charge) or,
- * when Redis did not answer in time, the quota's on_failure
- * (RL_FLAG_DEGRADED; open journals the charge exactly as the blocking form
- * does, and a timeout does not mean "not charged"). When the exact thread
- * has no room for another request in flight (exact_pool_size x 256 of them,
- * shared with exact checks), on_failure answers inline instead: RL_ALLOW or
- * RL_DENY is returned, journaled likewise, and cb is not called. rl_close
- * with charges in flight calls each pending cb once, before it returns and
- * never after, with the quota's on_failure answer flagged RL_FLAG_DEGRADED
- * (an open quota's charge is journaled, and that journal dies with the
- * instance: counted in quota_journaled, never replayed). A quota removed
- * while its charge is in flight is still answered. The key and id bytes are
- * only read during the call. Thread-safe like rl_quota_charge; no call may
- * race rl_close.
- * Returns RL_PENDING, RL_ALLOW, RL_DENY (inline on_failure), or an error
- * (cb not called): those of rl_quota_charge but RL_ESIZE, and RL_EINVAL
- * for cb NULL.
- */
-RL_EXTERN int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len,
-                                    uint64_t cost, const void *request_id, size_t id_len,
-                                    rl_quota_cb cb, void *ud);
 
 #ifdef __cplusplus
 }

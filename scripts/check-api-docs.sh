@@ -3,7 +3,11 @@
 # Fail unless docs/api.md and docs/man/ratelimit.3 are what
 # scripts/gen-api-docs.py makes of include/ratelimit.h today: the committed
 # API reference must never lag the header it documents. Regenerates into a
-# temporary directory and diffs. Run by ctest as docs_api_current.
+# temporary directory and diffs. Run by ctest as docs_api_current. The
+# generator also keeps the header organised: it fails (and so does this
+# check) when a section is missing, out of order (SECTIONS in
+# gen-api-docs.py) or without its intro, or has a constant or type after its
+# functions.
 #
 #   bash scripts/check-api-docs.sh     exit 0: current; 1: stale (the diff
 #                                      and the command that fixes it are

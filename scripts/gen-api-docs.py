@@ -23,10 +23,18 @@ diff a fresh run against the committed files.
 
 The parser knows the header's layout, not C: doc comments directly above a
 declaration (no blank line between), trailing field/member comments,
-section dividers "/* ---- name */", #defines (with continuations), anonymous
-enums, typedef'd structs, function-pointer typedefs, RL_EXTERN prototypes
-and the static inline initialisers. Anything else at file scope is an error,
-so a new kind of declaration cannot silently go missing from the page.
+section dividers "/* ---- name */" each followed by the section's intro (a
+comment and a blank line), #defines (with continuations), anonymous enums,
+typedef'd structs, function-pointer typedefs, RL_EXTERN prototypes, the
+static inline initialisers, and the RL_EXPERIMENTAL marker on a line of its
+own above a declaration, a struct field or an enum member. Anything else at
+file scope is an error, so a new kind of declaration cannot silently go
+missing from the page.
+
+It also keeps the header organised: the sections must be SECTIONS, in that
+order, each with an intro, and within a section every constant and type
+comes before the first function (a function-like macro standing for a
+function is one of the functions).
 """
 
 import argparse
@@ -38,13 +46,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER_REL = "include/ratelimit.h"
 GENERATOR_REL = "scripts/gen-api-docs.py"
 
-SECTION_TITLES = {
-    "instance": "Instance",
-    "limits": "Limits",
-    "checks": "Checks",
-    "stats": "Stats and metrics",
-    "misc": "Errors and version",
-}
+# The header's sections, in the order a program meets them: (divider name,
+# title on the page).
+SECTIONS = [
+    ("conventions", "Conventions, versions and errors"),
+    ("instance", "The instance and its hooks"),
+    ("shared", "Shared instances"),
+    ("limits", "Limits"),
+    ("checks", "Checks"),
+    ("stats", "Statistics and metrics"),
+    ("quotas", "Quotas"),
+    ("hot keys", "Hot keys"),
+]
+SECTION_TITLES = dict(SECTIONS)
+MARKER = "RL_EXPERIMENTAL"
+EXPERIMENTAL_NOTE = ("*Experimental* (`RL_EXPERIMENTAL`): not yet frozen; a minor release "
+                     "may still change it (see the macro's doc block).")
 
 
 class HeaderError(Exception):
@@ -112,6 +129,12 @@ def parse_params(arglist):
     return params
 
 
+def strip_marker(text):
+    """(text without a leading RL_EXPERIMENTAL, whether it had one)."""
+    m = re.match(r"^%s\s+" % MARKER, text)
+    return (text[m.end():], True) if m else (text, False)
+
+
 def parse_body_items(body, sep):
     """Fields of a struct or members of an enum, with their comments.
 
@@ -154,6 +177,9 @@ class Block:
         self.line = line
         self.decls = []
 
+    def experimental(self):
+        return any(getattr(d, "experimental", False) for d in self.decls)
+
 
 class Decl:
     def __init__(self, kind, name, **kw):
@@ -172,15 +198,33 @@ def parse_header(text):
     block = None
     blocks = []
     errors = None
+    section_intros = {}  # divider name -> the intro's lines
+    expect_intro = False
+    in_functions = False  # a function of the current section seen
+    marked = None  # the line of an RL_EXPERIMENTAL waiting for its declaration
 
-    def start_block(lineno):
-        nonlocal block, pending_doc
+    def start_block(lineno, kind="type"):
+        nonlocal block, pending_doc, in_functions, marked
+        if section is None:
+            raise HeaderError("line %d: a declaration before the first section divider" % lineno)
+        if kind == "func":
+            in_functions = True
+        elif in_functions:
+            raise HeaderError("line %d: a constant or type after the functions of section "
+                              "'%s': each section has its constants and types first" %
+                              (lineno, section))
         if block is None:
             doc = pending_doc or []
             block = Block(doc, section, lineno)
             blocks.append(block)
             pending_doc = None
         return block
+
+    def add_decl(b, d):
+        nonlocal marked
+        d.experimental = marked is not None
+        marked = None
+        b.decls.append(d)
 
     def read_comment(k):
         buf = [lines[k]]
@@ -207,20 +251,47 @@ def parse_header(text):
         lineno = i + 1
         if s == "":
             # A blank line ends a block; a comment followed by one documents
-            # nothing.
+            # nothing (but a section's intro).
+            if marked is not None:
+                raise HeaderError("line %d: %s above a blank line" % (marked, MARKER))
             block = None
             pending_doc = None
+            i += 1
+            continue
+        if expect_intro and not s.startswith("/*"):
+            raise HeaderError("line %d: section '%s' has no intro comment after its divider"
+                              % (lineno, section))
+        if s == MARKER:
+            marked = lineno
             i += 1
             continue
         if s.startswith("/*"):
             raw, i = read_comment(i)
             if re.match(r"^/\*\s*SPDX-License-Identifier:[^*]*\*/$", raw.strip()):
                 continue  # the license tag, not documentation
-            divider = re.match(r"^/\*\s*-{3,}\s*(\w+)\s*\*/$", raw.strip())
+            divider = re.match(r"^/\*\s*-{3,}\s*(\w[\w ]*?)\s*\*/$", raw.strip())
             if divider:
                 section = divider.group(1)
+                names = [x[0] for x in SECTIONS]
+                if section not in names:
+                    raise HeaderError("line %d: unknown section '%s' (SECTIONS in %s)"
+                                      % (lineno, section, GENERATOR_REL))
+                want = names[len(section_intros)] if len(section_intros) < len(names) else None
+                if section != want:
+                    raise HeaderError("line %d: section '%s' where '%s' belongs (the order is %s)"
+                                      % (lineno, section, want, ", ".join(names)))
+                section_intros[section] = None
+                expect_intro = True
+                in_functions = False
                 block = None
                 pending_doc = None
+                continue
+            if expect_intro:
+                if i < n and lines[i].strip() != "":
+                    raise HeaderError("line %d: section '%s''s intro must be followed by a "
+                                      "blank line" % (lineno, section))
+                section_intros[section] = comment_text(raw)
+                expect_intro = False
                 continue
             if intro is None and not blocks:
                 intro = comment_text(raw)
@@ -239,7 +310,7 @@ def parse_header(text):
             names = sorted(set(re.findall(r"#define\s+(\w+)", raw)))
             cond = sorted(set(re.findall(r"defined\((\w+)\)", raw)) - {"__GNUC__", "__clang__"})
             b = start_block(lineno)
-            b.decls.append(Decl("export", names[0], code=raw.strip(), names=names, controls=cond))
+            add_decl(b, Decl("export", names[0], code=raw.strip(), names=names, controls=cond))
             block = None
             continue
         if s.startswith("#define"):
@@ -253,24 +324,26 @@ def parse_header(text):
                 joined = joined[:m.start()]
             m = re.match(r"#define\s+(\w+)(\([^)]*\))?\s*(.*)$", joined.strip(), re.S)
             name, args, value = m.group(1), m.group(2), m.group(3)
-            b = start_block(lineno)
+            # A function-like macro standing for a function (rl_limit_parse)
+            # belongs with the functions.
+            b = start_block(lineno, "func" if args and re.match(r"rl_[a-z]", name) else "type")
             if name == "RL_ERRNO_MAP":
                 errors = []
                 for em in re.finditer(r'XX\((\w+),\s*(-?\d+),\s*"((?:[^"\\]|\\.)*)"\)', value):
                     errors.append(("RL_" + em.group(1), int(em.group(2)), em.group(3)))
                 if not errors:
                     raise HeaderError("RL_ERRNO_MAP has no XX(...) entries")
-                b.decls.append(Decl("errmap", name, code=raw.strip(), errors=errors))
+                add_decl(b, Decl("errmap", name, code=raw.strip(), errors=errors))
             else:
-                b.decls.append(Decl("define", name, args=args, value=squash(value),
-                                    trailing=trailing))
+                add_decl(b, Decl("define", name, args=args, value=squash(value),
+                                 trailing=trailing))
             continue
         if s.startswith("enum"):
             raw, i = read_until(i, lambda t: re.search(r"}\s*;", t) is not None)
             body = raw[raw.index("{") + 1:raw.rindex("}")]
             b = start_block(lineno)
             if "RL_ERRNO_MAP" in body:
-                b.decls.append(Decl("errenum", "RL_E*"))
+                add_decl(b, Decl("errenum", "RL_E*"))
             else:
                 members = []
                 note = []
@@ -278,17 +351,18 @@ def parse_header(text):
                     if it[0] == "note":
                         note = it[1]
                         continue
-                    mm = re.match(r"^(\w+)\s*=\s*(.+)$", it[1])
+                    text, exp = strip_marker(squash(it[1]))
+                    mm = re.match(r"^(\w+)\s*=\s*(.+)$", text)
                     if not mm:
                         raise HeaderError("enum member without a value at line %d" % lineno)
-                    members.append((mm.group(1), mm.group(2).strip(), note + it[2]))
+                    members.append((mm.group(1), mm.group(2).strip(), note + it[2], exp))
                     note = []
-                b.decls.append(Decl("enum", members[0][0], members=members))
+                add_decl(b, Decl("enum", members[0][0], members=members))
             continue
         m = re.match(r"typedef\s+struct\s+(\w+)\s+(\w+)\s*;$", s)
         if m:
             b = start_block(lineno)
-            b.decls.append(Decl("opaque", m.group(2), tag=m.group(1), code=s))
+            add_decl(b, Decl("opaque", m.group(2), tag=m.group(1), code=s))
             i += 1
             continue
         if re.match(r"typedef\s+struct\s+\w+\s*{", s):
@@ -301,26 +375,26 @@ def parse_header(text):
                 if it[0] == "note":
                     fields.append(("note", it[1]))
                     continue
-                decl = squash(it[1])
+                decl, exp = strip_marker(squash(it[1]))
                 fm = re.match(r"^(.*?)\(\*(\w+)\)\((.*)\)$", decl)
                 if fm:
                     ret = squash(fm.group(1))
                     ftype = "%s(*)(%s)" % (ret if ret.endswith("*") else ret + " ", fm.group(3))
-                    fields.append(("field", ftype, fm.group(2), it[2]))
+                    fields.append(("field", ftype, fm.group(2), it[2], exp))
                     continue
                 fm = re.match(r"^(.*?)(\w+)(\[[^\]]*\])?$", decl)
                 if not fm:
                     raise HeaderError("cannot parse field %r" % decl)
                 ftype = squash(fm.group(1)) + (" " + fm.group(3) if fm.group(3) else "")
-                fields.append(("field", ftype, fm.group(2), it[2]))
+                fields.append(("field", ftype, fm.group(2), it[2], exp))
             b = start_block(lineno)
-            b.decls.append(Decl("struct", name, tag=tag, fields=fields))
+            add_decl(b, Decl("struct", name, tag=tag, fields=fields))
             continue
         m = re.match(r"typedef\s+(.+?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)\s*;$", s)
         if m:
             b = start_block(lineno)
-            b.decls.append(Decl("fnptr", m.group(2), ret=squash(m.group(1)),
-                                params=parse_params(m.group(3)), code=squash(s)))
+            add_decl(b, Decl("fnptr", m.group(2), ret=squash(m.group(1)),
+                             params=parse_params(m.group(3)), code=squash(s)))
             i += 1
             continue
         if s.startswith("RL_EXTERN"):
@@ -329,9 +403,9 @@ def parse_header(text):
             fm = re.match(r"^(.*?)\b(\w+)\s*\((.*)\)$", sig)
             if not fm:
                 raise HeaderError("cannot parse prototype at line %d" % lineno)
-            b = start_block(lineno)
-            b.decls.append(Decl("func", fm.group(2), ret=squash(fm.group(1)),
-                                params=parse_params(fm.group(3)), code=sig + ";"))
+            b = start_block(lineno, "func")
+            add_decl(b, Decl("func", fm.group(2), ret=squash(fm.group(1)),
+                             params=parse_params(fm.group(3)), code=sig + ";"))
             continue
         if s.startswith("static inline"):
             raw, i = read_until(i, lambda t: t.count("{") > 0 and t.count("{") == t.count("}"))
@@ -339,9 +413,9 @@ def parse_header(text):
             fm = re.match(r"^static inline (.*?)\b(\w+)\s*\(([^)]*)\)", code)
             if not fm:
                 raise HeaderError("cannot parse inline function at line %d" % lineno)
-            b = start_block(lineno)
-            b.decls.append(Decl("inline", fm.group(2), ret=squash(fm.group(1)),
-                                params=parse_params(fm.group(3)), code=code))
+            b = start_block(lineno, "func")
+            add_decl(b, Decl("inline", fm.group(2), ret=squash(fm.group(1)),
+                             params=parse_params(fm.group(3)), code=code))
             continue
         if s.startswith("#undef"):
             i += 1
@@ -352,7 +426,12 @@ def parse_header(text):
         raise HeaderError("no introductory comment at the top of the header")
     if errors is None:
         raise HeaderError("no RL_ERRNO_MAP")
-    return intro, blocks, errors
+    if marked is not None:
+        raise HeaderError("line %d: %s marks no declaration" % (marked, MARKER))
+    missing = [x[0] for x in SECTIONS if x[0] not in section_intros]
+    if missing:
+        raise HeaderError("missing sections: %s" % ", ".join(missing))
+    return intro, blocks, errors, section_intros
 
 
 # ------------------------------------------------------------ doc blocks
@@ -560,8 +639,9 @@ def render_doc(page, lines, link, here=()):
 
 
 class Model:
-    def __init__(self, intro, blocks, errors):
+    def __init__(self, intro, blocks, errors, section_intros):
         self.intro = intro
+        self.section_intros = section_intros
         self.blocks = blocks
         self.errors = errors
         self.error_names = {e[0] for e in errors}
@@ -742,7 +822,8 @@ def render_markdown(model):
                 continue
             doc = " ".join(d.trailing) if d.trailing else " ".join(b.doc)
             value = d.value if not d.args else "%s → %s" % (d.args, d.value)
-            page.add("| `%s` | `%s` | %s |" % (d.name, cell(value),
+            shown = "`%s`" % cell(value) if value else "*(nothing)*"
+            page.add("| `%s` | %s | %s |" % (d.name, shown,
                                                 cell(link.inline(doc)) or "*No doc block.*"))
     page.add("")
     for b in model.blocks:
@@ -762,9 +843,10 @@ def render_markdown(model):
         page.add("### %s" % enum_title(d), "")
         render_doc(page, b.doc, link)
         page.add("| Name | Value | Meaning |", "| --- | ---: | --- |")
-        for name, value, doc in d.members:
+        for name, value, doc, exp in d.members:
+            meaning = cell(link.inline(" ".join(doc))) or "—"
             page.add("| `%s` | %s | %s |" % (name, cell(value),
-                                              cell(link.inline(" ".join(doc))) or "—"))
+                                              ("*Experimental.* " + meaning) if exp else meaning))
         page.add("")
 
     # Types.
@@ -776,6 +858,8 @@ def render_markdown(model):
             render_doc(page, b.doc, link, (d.name,))
         elif d.kind == "fnptr":
             page.add("```c", d.code, "```", "")
+            if d.experimental:
+                page.add(EXPERIMENTAL_NOTE, "")
             render_doc(page, b.doc, link, (d.name,))
             render_params(page, d, b, link)
         else:
@@ -785,8 +869,10 @@ def render_markdown(model):
 
     # Functions.
     page.add("## Functions", "")
+    page.add("By section of the header, in its order; each section's intro comes first.", "")
     for sec in sections:
         page.add("### %s" % SECTION_TITLES.get(sec, (sec or "other").capitalize()), "")
+        render_doc(page, model.section_intros.get(sec) or [], link)
         for b in fblocks:
             if b.section != sec:
                 continue
@@ -794,6 +880,8 @@ def render_markdown(model):
             names = [d.name for d in decls]
             page.add("#### %s" % ", ".join(names), "")
             page.add("```c", *[d.code for d in decls], "```", "")
+            if b.experimental():
+                page.add(EXPERIMENTAL_NOTE, "")
             inl = [d.name for d in decls if d.kind == "inline"]
             if inl:
                 page.add("%s: `static inline` in the header, so no exported symbol: "
@@ -814,7 +902,8 @@ def render_markdown(model):
                      "errmap": "macro (X-macro)", "errenum": "error constants"}
             if d.kind == "enum":
                 for m in d.members:
-                    index.append((m[0], "enum constant", enum_title(d)))
+                    index.append((m[0], "enum constant" + (", experimental" if m[3] else ""),
+                                  enum_title(d)))
             elif d.kind == "export":
                 for nm in d.names:
                     index.append((nm, "macro", "Constants"))
@@ -826,10 +915,12 @@ def render_markdown(model):
             elif d.kind == "define":
                 index.append((d.name, "macro", "Constants"))
             elif d.kind in ("func", "inline"):
-                index.append((d.name, kinds[d.kind], ", ".join(
+                index.append((d.name, kinds[d.kind] + (", experimental" if d.experimental or (
+                    d.kind == "inline" and b.experimental()) else ""), ", ".join(
                     x.name for x in b.decls if x.kind in ("func", "inline"))))
             else:
-                index.append((d.name, kinds[d.kind], d.name))
+                index.append((d.name, kinds[d.kind] + (", experimental" if d.experimental
+                                                       else ""), d.name))
     target = {}
     for level, title, names in plan:
         target[title] = slug_of[(level, title)]
@@ -866,9 +957,10 @@ def render_fields(page, d, link):
             else:
                 render_doc(page, f[1], link)
             continue
-        _, ftype, name, doc = f
+        _, ftype, name, doc, exp = f
+        meaning = cell(link.inline(" ".join(doc))) or "—"
         rows.append("| `%s` | `%s` | %s |" % (name, cell(ftype),
-                                              cell(link.inline(" ".join(doc))) or "—"))
+                                              ("*Experimental.* " + meaning) if exp else meaning))
     flush()
 
 
@@ -974,6 +1066,10 @@ def roff_doc(lines):
     return out
 
 
+MAN_EXPERIMENTAL = ("\\fBExperimental\\fP (RL_EXPERIMENTAL): not yet frozen; a minor "
+                    "release may still change it.")
+
+
 def render_man(model):
     out = [
         '.\\" Generated by %s from %s: do not edit.' % (GENERATOR_REL, HEADER_REL),
@@ -988,7 +1084,8 @@ def render_man(model):
     for b in model.blocks:
         for d in b.decls:
             if d.kind == "func":
-                out.append(roff_escape(d.code))
+                out.append(roff_escape(d.code) + ("   /* experimental */" if d.experimental
+                                                  else ""))
             elif d.kind == "inline":
                 proto = "%s %s(%s);" % (d.ret, d.name, ", ".join(
                     ("%s%s" if t.endswith("*") else "%s %s") % (t, n) for t, n in d.params))
@@ -1013,6 +1110,8 @@ def render_man(model):
             out += [".SS %s" % roff_escape(", ".join(d.name for d in decls)), ".nf"]
             out += [roff_escape(d.code) for d in decls]
             out += [".fi"]
+            if b.experimental():
+                out += [".PP", MAN_EXPERIMENTAL]
             out += roff_doc(b.doc)
     out += [".SH TYPES"]
     for b in model.blocks:
@@ -1025,9 +1124,12 @@ def render_man(model):
                         out += [".PP", roff_escape(" ".join(f[1]))]
                     else:
                         out += [".TP", "\\fI%s\\fP \\fB%s\\fP" % (roff_escape(f[1]), f[2]),
-                                roff_escape(" ".join(f[3])) or "\\(em"]
+                                ("Experimental. " if f[4] else "") +
+                                (roff_escape(" ".join(f[3])) or "\\(em")]
             elif d.kind in ("fnptr", "opaque"):
                 out += [".SS %s" % d.name, ".nf", roff_escape(d.code), ".fi"]
+                if d.experimental:
+                    out += [".PP", MAN_EXPERIMENTAL]
                 out += roff_doc(b.doc)
     out += [".SH SEE ALSO", "docs/api.md, docs/thread\\-safety.md and docs/operations.md "
             "in the source tree; \\fIinclude/ratelimit.h\\fP is the specification."]
