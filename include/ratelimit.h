@@ -107,7 +107,7 @@ enum {
      * blocks up to exact_timeout_ms; rl_check_async does not block. When
      * Redis does not answer in time, on_failure decides (RL_FLAG_DEGRADED).
      * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
-     * Local-only instances: local. */
+     * An instance without a redis_url refuses it (RL_ENOTSUP, logged). */
     RL_MODE_EXACT = 2,
     /* Global with Redis confirming near the limit: a key far from its limit
      * is decided locally and synced as RL_MODE_GLOBAL; once the fleet-wide
@@ -118,14 +118,18 @@ enum {
      * returns RL_PENDING), and one the local tier denies never reaches
      * Redis. Confirmed checks are never reported again by sync. Same 2^53
      * requirement as RL_MODE_EXACT. rl_check_multi decides a tiered request
-     * locally, unconfirmed. Local-only instances: local. */
+     * locally, unconfirmed. Refused without a redis_url, as exact. */
     RL_MODE_TIERED = 3
 };
 
 /* rl_limit_t.on_failure: what a limit does when it cannot decide normally
- * (Redis degraded, or no table slot for a new key). */
+ * (Redis degraded or late, or no table slot for a new key). */
 enum {
-    /* Enforce a pessimistic share locally (degraded_rate). The default. */
+    /* rl_limit_init's value, resolved by mode when the limit is parsed or
+     * added: RL_FAIL_CLOSED for exact and tiered (a limit declared exact
+     * never admits past its bound), RL_FAIL_LOCAL for global and local. */
+    RL_FAIL_DEFAULT = -1,
+    /* Enforce a pessimistic share locally (degraded_rate). */
     RL_FAIL_LOCAL = 0,
     /* Allow, flagged RL_FLAG_DEGRADED. */
     RL_FAIL_OPEN = 1,
@@ -260,7 +264,7 @@ typedef struct rl_config {
     /* --- appended fields: exact mode (RL_MODE_EXACT) --- */
     uint32_t exact_timeout_ms; /* how long an exact check waits for Redis
                                   before its on_failure answers, 1..60000;
-                                  default 5 */
+                                  default 100 */
     uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
                                   default 4 (a key always uses the same one) */
     /* --- appended fields: quotas (rl_quota_add) --- */
@@ -311,7 +315,8 @@ typedef struct rl_limit {
     rl_rate_t rate;
     uint64_t burst;
     int32_t mode;            /* RL_MODE_*; default RL_MODE_GLOBAL */
-    int32_t on_failure;      /* RL_FAIL_*; default RL_FAIL_LOCAL */
+    int32_t on_failure;      /* RL_FAIL_*; default RL_FAIL_DEFAULT: closed
+                                for exact and tiered, local otherwise */
     rl_rate_t degraded_rate;
     int32_t shadow;          /* non-zero: decide and count, never deny */
     uint32_t max_keys;       /* cap on this limit's table slots; 0: no own cap */
