@@ -555,13 +555,17 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *              key_prefix. redis_url is one of
  *                redis://[[user]:password@]host[:port][/db]
  *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
- *                  (or unix://...)
+ *                  (or unix://... or unix:/path)
  *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
  *                  (Redis Cluster seeds; db 0 only)
  *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
  *                  (Sentinels, asked without AUTH, and the master's name)
  *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
- *              digits, '.', '-', '_'; no control byte or space anywhere
+ *              digits, '.', '-', '_', or a bracketed IPv6 address ([::1]);
+ *              user and password are percent-decoded (RFC 3986: %40 is '@';
+ *              a '%' not before two hex digits is itself); no control byte
+ *              or space anywhere. A db the server refuses (SELECT) fails
+ *              the connection: degraded, logged, never db 0
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
