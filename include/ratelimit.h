@@ -277,7 +277,7 @@ typedef struct rl_config {
     /* --- appended fields: exact mode (RL_MODE_EXACT) --- */
     uint32_t exact_timeout_ms; /* how long an exact check waits for Redis
                                   before its on_failure answers, 1..60000;
-                                  default 5 */
+                                  default 100 */
     uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
                                   default 4 (a key always uses the same one) */
     /* --- appended fields: quotas (rl_quota_add) --- */
@@ -328,13 +328,17 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *              key_prefix. redis_url is one of
  *                redis://[[user]:password@]host[:port][/db]
  *                redis+unix://[[user]:password@]/path/to/sock[?db=N]
- *                  (or unix://...)
+ *                  (or unix://... or unix:/path)
  *                redis+cluster://[[user]:password@]host[:port][,host[:port]...]
  *                  (Redis Cluster seeds; db 0 only)
  *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
  *                  (Sentinels, asked without AUTH, and the master's name)
  *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
- *              digits, '.', '-', '_'; no control byte or space anywhere
+ *              digits, '.', '-', '_', or a bracketed IPv6 address ([::1]);
+ *              user and password are percent-decoded (RFC 3986: %40 is '@';
+ *              a '%' not before two hex digits is itself); no control byte
+ *              or space anywhere. A db the server refuses (SELECT) fails
+ *              the connection: degraded, logged, never db 0
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password
@@ -513,7 +517,7 @@ enum {
      * blocks up to exact_timeout_ms; rl_check_async does not block. When
      * Redis does not answer in time, on_failure decides (RL_FLAG_DEGRADED).
      * Requires burst x period under 2^53 token-microseconds (RL_ERANGE).
-     * Local-only instances: local. */
+     * An instance without a redis_url refuses it (RL_ENOTSUP, logged). */
     RL_MODE_EXACT = 2,
     /* Global with Redis confirming near the limit: a key far from its limit
      * is decided locally and synced as RL_MODE_GLOBAL; once the fleet-wide
@@ -524,15 +528,19 @@ enum {
      * returns RL_PENDING), and one the local tier denies never reaches
      * Redis. Confirmed checks are never reported again by sync. Same 2^53
      * requirement as RL_MODE_EXACT. rl_check_multi decides a tiered request
-     * locally, unconfirmed. Local-only instances: local. */
+     * locally, unconfirmed. Refused without a redis_url, as exact. */
     RL_EXPERIMENTAL
     RL_MODE_TIERED = 3
 };
 
 /* rl_limit_t.on_failure: what a limit does when it cannot decide normally
- * (Redis degraded, or no table slot for a new key). */
+ * (Redis degraded or late, or no table slot for a new key). */
 enum {
-    /* Enforce a pessimistic share locally (degraded_rate). The default. */
+    /* rl_limit_init's value, resolved by mode when the limit is parsed or
+     * added: RL_FAIL_CLOSED for exact and tiered (a limit declared exact
+     * never admits past its bound), RL_FAIL_LOCAL for global and local. */
+    RL_FAIL_DEFAULT = -1,
+    /* Enforce a pessimistic share locally (degraded_rate). */
     RL_FAIL_LOCAL = 0,
     /* Allow, flagged RL_FLAG_DEGRADED. */
     RL_FAIL_OPEN = 1,
@@ -569,7 +577,8 @@ typedef struct rl_limit {
     rl_rate_t rate;
     uint64_t burst;
     int32_t mode;            /* RL_MODE_*; default RL_MODE_GLOBAL */
-    int32_t on_failure;      /* RL_FAIL_*; default RL_FAIL_LOCAL */
+    int32_t on_failure;      /* RL_FAIL_*; default RL_FAIL_DEFAULT: closed
+                                for exact and tiered, local otherwise */
     rl_rate_t degraded_rate;
     int32_t shadow;          /* non-zero: decide and count, never deny */
     uint32_t max_keys;       /* cap on this limit's table slots; 0: no own cap */

@@ -5,7 +5,8 @@
 # port, without persistence, stopped by its PID. Source this file, then
 #
 #   rl_redis_start LOG [redis-server options...]
-#       Start one; its output goes to LOG. Sets RL_REDIS_PORT and
+#       Start one; its output goes to LOG, its files (if any) beside LOG,
+#       so LOG belongs in a temporary directory. Sets RL_REDIS_PORT and
 #       RL_REDIS_PID. Status 1, with LOG shown on stderr, when five tries
 #       failed (a port taken between the pick and the bind is retried).
 #   rl_redis_stop
@@ -38,8 +39,10 @@ rl_redis_start() {
   shift
   for try in 1 2 3 4 5; do
     port=$(rl_redis_free_port)
+    # --dir: the log's directory (a temporary one), never the caller's
+    # working directory, which may be the source tree.
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-      --daemonize no "$@" >"$log" 2>&1 &
+      --dir "$(dirname "$log")" --daemonize no "$@" >"$log" 2>&1 &
     pid=$!
     # Up, or gone (the port was taken): at most 30 s, the last look after
     # the deadline.

@@ -379,4 +379,6 @@ case "$mode" in
   tsan) tsan_setup; run_ctest ;;
   *) run_ctest ;;
 esac
+# After the suites: no redis-server wrote into the source tree.
+bash "$here/check-tree-clean.sh" "$root"
 log "OK"

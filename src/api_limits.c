@@ -3,6 +3,7 @@
 #include <string.h>
 #include "instance.h"
 #include "structsize.h"
+#include "limitdef.h"
 
 static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
 {
@@ -20,14 +21,14 @@ static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
 
 /* The caller's limit in this library's layout: a struct of an older (smaller)
  * size gets the appended fields' defaults (all zero), never bytes read past
- * its end. */
+ * its end; an on_failure left at RL_FAIL_DEFAULT becomes its mode's. */
 static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
 {
-    if (lim->size >= sizeof *lim)
-        return lim;
+    size_t n = lim->size < sizeof *lim ? lim->size : sizeof *lim;
     memset(tmp, 0, sizeof *tmp);
-    memcpy(tmp, lim, lim->size);
+    memcpy(tmp, lim, n);
     tmp->size = sizeof *tmp;
+    rl__limit_resolve(tmp);
     return tmp;
 }
 
@@ -40,6 +41,19 @@ static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
  * logged, since these calls have no message buffer. */
 static int mode_ok(rl_t *rl, const rl_limit_t *lim)
 {
+    /* A limit's own fault is named first. */
+    int rc = rl__limit_validate(lim, NULL, 0);
+    if (rc != 0)
+        return rc;
+    /* Refused, not run locally: a per-process bucket under a name that
+     * says exact would admit nodes x burst and read healthy. */
+    if (!rl->limits.synced && (lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED)) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: mode %s needs Redis, and this instance has no redis_url "
+                "(set rl_config_t.redis_url, or use mode local or global)",
+                lim->name, lim->mode == RL_MODE_EXACT ? "exact" : "tiered");
+        return RL_ENOTSUP;
+    }
     if (rl->shsync == NULL || lim->mode != RL_MODE_TIERED)
         return 0;
     rl__log(&rl->logger, RL_LOG_ERROR,

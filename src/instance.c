@@ -36,7 +36,7 @@
     X(reconnect_max_ms, 950, 10, 60000)                                            \
     X(degrade_ramp_ms, 1000, 0u, 3600000)                                          \
     X(clock_coarse_tick_ns, 0, 0u, 1000000000)                                     \
-    X(exact_timeout_ms, 5, 1, 60000)                                               \
+    X(exact_timeout_ms, 100, 1, 60000)                                             \
     X(exact_pool_size, 4, 1, 64)                                                   \
     X(quota_journal_max, 10000, 0u, 1000000)                                       \
     X(quota_timeout_ms, 500, 1, 60000)                                             \
@@ -75,10 +75,11 @@ void rl_limit_init_sized(rl_limit_t *lim, size_t size)
 {
     if (lim == NULL || size < sizeof lim->size)
         return;
-    /* All defaults are zero: mode global, on_failure local, burst = count,
-     * degraded_rate = rate / expected_nodes, no own max_keys. */
+    /* All defaults are zero (mode global, burst = count, degraded_rate =
+     * rate / expected_nodes, no own max_keys) but on_failure's, by mode. */
     memset(lim, 0, size);
     lim->size = size;
+    lim->on_failure = RL_FAIL_DEFAULT;
 }
 
 /* The first byte of s (at most cap bytes) outside [A-Za-z0-9_.:-], as a

@@ -49,6 +49,16 @@ int rl__limit_derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expe
     return derive(d, lim, expected_nodes, NULL, 0);
 }
 
+void rl__limit_resolve(rl_limit_t *lim)
+{
+    /* Closed for the modes a user picks to protect an invariant: a limit
+     * declared exact must not admit past its bound while Redis is late. */
+    if (lim->on_failure == RL_FAIL_DEFAULT)
+        lim->on_failure = lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED
+                              ? RL_FAIL_CLOSED
+                              : RL_FAIL_LOCAL;
+}
+
 int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
 {
     if (!rl__name_valid(lim->name, sizeof lim->name))
@@ -56,7 +66,7 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
                         RL_NAME_MAX - 1);
     if (lim->mode < RL_MODE_GLOBAL || lim->mode > RL_MODE_TIERED)
         return rl__errf(err, errlen, RL_EMODE, "mode: unknown value %d", (int)lim->mode);
-    if (lim->on_failure < RL_FAIL_LOCAL || lim->on_failure > RL_FAIL_CLOSED)
+    if (lim->on_failure < RL_FAIL_DEFAULT || lim->on_failure > RL_FAIL_CLOSED)
         return rl__errf(err, errlen, RL_EMODE, "on_failure: unknown value %d",
                         (int)lim->on_failure);
     if (lim->shadow != 0 && lim->shadow != 1)

@@ -20,6 +20,9 @@ int rl__name_valid(const char *name, size_t cap);
  */
 int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen);
 
+/* on_failure RL_FAIL_DEFAULT made the mode's default (ratelimit.h). */
+void rl__limit_resolve(rl_limit_t *lim);
+
 /* The normal and degraded bucket parameters of a valid limit. */
 typedef struct rl_limit_derived {
     rl_gcra_t normal;

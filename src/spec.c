@@ -373,9 +373,11 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
                         "(%zu bytes)", size, (size_t)RL_LIMIT_SIZE_MIN);
     /* The fields are parsed into a whole struct of this library's layout
      * and only the caller's `size` bytes are written: rl_limit_init's
-     * defaults are all zero, so a larger caller struct gets a zero tail. */
+     * appended defaults are all zero, so a larger caller struct gets a zero
+     * tail. */
     rl_limit_t lim;
     memset(&lim, 0, sizeof lim);
+    lim.on_failure = RL_FAIL_DEFAULT;
     int rc = parse_spec(&lim, spec, err, errlen);
     if (rc == 0 && lim.hot_ppm != 0 && size < offsetof(rl_limit_t, hot_ppm) + sizeof lim.hot_ppm)
         rc = rl__errf(err, errlen, RL_ESIZE,
@@ -436,5 +438,6 @@ static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errle
         return rl__errf(err, errlen, RL_ERANGE,
                         "hot_every: only hot_policy=local reports every Nth round (add "
                         "hot_policy=local or drop hot_every=)");
+    rl__limit_resolve(out); /* no on_failure= word: the mode's default */
     return rl__limit_validate(out, err, errlen);
 }

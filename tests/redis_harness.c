@@ -186,6 +186,10 @@ static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
         argv[n++] = "127.0.0.1";
         argv[n++] = peer_s;
     }
+    if (srv->mode != RL_TEST_REDIS_CLUSTER) {
+        argv[n++] = "--dir";
+        argv[n++] = srv->dir;
+    }
     for (int i = 0; srv->extra != NULL && srv->extra[i] != NULL && n < 39; i++)
         argv[n++] = srv->extra[i];
     argv[n] = NULL;
@@ -311,14 +315,13 @@ static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
                               "or set RL_SKIP_REDIS=1 to skip the Redis suites");
         return -1;
     }
-    if (mode == RL_TEST_REDIS_CLUSTER || mode == RL_TEST_REDIS_SENTINEL ||
-        mode == RL_TEST_REDIS_UNIX) {
-        snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
-        if (mkdtemp(srv->dir) == NULL) {
-            snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
-            srv->dir[0] = '\0';
-            return -1;
-        }
+    /* Every server gets its own directory: a replica's full sync writes an
+     * RDB there even without persistence, never into the working one. */
+    snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
+    if (mkdtemp(srv->dir) == NULL) {
+        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+        srv->dir[0] = '\0';
+        return -1;
     }
     snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
     int fd = mkstemp(srv->log);

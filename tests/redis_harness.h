@@ -41,8 +41,7 @@ typedef struct rl_test_redis {
     char log[64];   /* the server's log while it starts; removed once up */
     int mode;       /* RL_TEST_REDIS_* */
     int peer_port;  /* REPLICA, SENTINEL: the primary */
-    char dir[64];   /* CLUSTER, SENTINEL, UNIX: the server's files (removed at
-                       stop) */
+    char dir[64];   /* the server's files, its --dir (removed at stop) */
     const char *const *extra; /* more redis-server arguments, NULL-terminated
                                  (rl_test_redis_start_args); NULL: none */
 } rl_test_redis_t;

@@ -114,7 +114,7 @@ START_TEST(limit_add_errors)
     l.mode = 9;
     ck_assert_int_eq(rl_limit_add(rl, &l), RL_EMODE);
     l.mode = RL_MODE_LOCAL;
-    l.on_failure = -1;
+    l.on_failure = -2; /* below RL_FAIL_DEFAULT */
     ck_assert_int_eq(rl_limit_add(rl, &l), RL_EMODE);
     l.on_failure = RL_FAIL_OPEN;
     l.burst = UINT64_C(2000000000);

@@ -451,17 +451,20 @@ START_TEST(async_inline_and_errors)
     req.key_len = 1;
     ck_assert_int_eq(rl_check_multi(rl, &req, 1, sizeof req, NULL, NULL), RL_ENOTSUP);
     rl_close(rl);
-    /* Local-only: exact is local, decided inline. */
+    /* Local-only: exact is refused, never a per-process bucket. */
     rl_t *lo = NULL;
-    ck_assert_int_eq(rl_open(&lo, NULL), 0);
-    ex = add_limit(lo, "name=ex rate=1/s burst=1 mode=exact");
-    ck_assert_int_eq(rl_check_async(lo, ex, "a", 1, 1, on_close_check, NULL), RL_ALLOW);
-    ck_assert_int_eq(rl_check_async(lo, ex, "a", 1, 1, on_close_check, NULL), RL_DENY);
+    rl_config_t lc;
+    rl_config_init(&lc);
+    lc.log_quiet = 1;
+    ck_assert_int_eq(rl_open(&lo, &lc), 0);
+    rl_limit_t exl;
+    ck_assert_int_eq(rl_limit_parse(&exl, "name=ex rate=1/s burst=1 mode=exact", NULL, 0), 0);
+    ck_assert_int_eq(rl_limit_add(lo, &exl), RL_ENOTSUP);
     rl_close(lo);
     /* The config's exact fields: ranges named in the message. */
     rl_config_t c;
     rl_config_init(&c);
-    ck_assert_uint_eq(c.exact_timeout_ms, 5);
+    ck_assert_uint_eq(c.exact_timeout_ms, 100);
     ck_assert_uint_eq(c.exact_pool_size, 4);
     char msg[160];
     c.err = msg;

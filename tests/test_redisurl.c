@@ -191,6 +191,78 @@ START_TEST(public_check_is_the_parser)
 }
 END_TEST
 
+/* Userinfo is percent-decoded (RFC 3986), the form secret stores and other
+ * clients write; a raw password still works where it is unambiguous (a '%'
+ * not followed by two hex digits is itself). */
+START_TEST(userinfo_percent_decoded)
+{
+    rl_redisurl_t u;
+    char err[256];
+    ck_assert_int_eq(parse("redis://:p%40ss%3Aw%2Frd@h:1", &u, err), 0);
+    ck_assert_str_eq(u.password, "p@ss:w/rd");
+    ck_assert_str_eq(u.user, "");
+    ck_assert_int_eq(parse("redis://ap%70:x%2fy@h", &u, err), 0);
+    ck_assert_str_eq(u.user, "app");
+    ck_assert_str_eq(u.password, "x/y");
+    ck_assert_int_eq(parse("redis://:p@ss:w@h:1", &u, err), 0); /* raw, as before */
+    ck_assert_str_eq(u.password, "p@ss:w");
+    ck_assert_int_eq(parse("redis://:100%sure%@h:1", &u, err), 0);
+    ck_assert_str_eq(u.password, "100%sure%");
+    ck_assert_int_eq(parse("redis+unix://:a%20b@/tmp/r.sock", &u, err), 0);
+    ck_assert_str_eq(u.password, "a b");
+    /* a decoded NUL would cut the password short: refused, not cut */
+    ck_assert_int_eq(parse("redis://:a%00b@h", &u, err), RL_ERANGE);
+    ck_assert_ptr_nonnull(strstr(err, "password"));
+    ck_assert_ptr_null(strstr(err, "a%00b"));
+}
+END_TEST
+
+/* Bracketed IPv6 literals; unix:/path; a query blamed as a query; every
+ * refusal names the part at fault. */
+START_TEST(ipv6_unix_and_query)
+{
+    rl_redisurl_t u;
+    char err[256] = "";
+    ck_assert_int_eq(parse("redis://[::1]:7000/2", &u, err), 0);
+    ck_assert_str_eq(u.host, "::1");
+    ck_assert_int_eq(u.port, 7000);
+    ck_assert_int_eq(u.db, 2);
+    ck_assert_int_eq(parse("redis://:pw@[fe80::1:2]", &u, err), 0);
+    ck_assert_str_eq(u.host, "fe80::1:2");
+    ck_assert_int_eq(u.port, 6379);
+    ck_assert_int_eq(parse("redis+cluster://[::1]:7000,[::1]:7001", &u, err), 0);
+    ck_assert_int_eq(u.nhosts, 2);
+    ck_assert_int_eq(u.hosts[1].port, 7001);
+    char where[128];
+    rl__redisurl_where(&u, where, sizeof where);
+    ck_assert_str_eq(where, "cluster [::1]:7000,[::1]:7001");
+    ck_assert_int_eq(parse("unix:/tmp/r.sock?db=1", &u, err), 0);
+    ck_assert_int_eq(u.kind, RL_REDISURL_UNIX);
+    ck_assert_str_eq(u.path, "/tmp/r.sock");
+    ck_assert_int_eq(u.db, 1);
+    static const struct {
+        const char *url, *says;
+    } refused[] = {
+        {"redis://h:6379?timeout=1", "query \"?timeout=1\""},
+        {"redis://h:6379/0?timeout=1", "query \"?timeout=1\""},
+        {"redis://h?db=1", "query"},
+        {"redis://[::1:6379", "host 1: '[' without its ']'"},
+        {"redis://[::1]6379", "after ']'"},
+        {"redis://[]:1", "host 1: empty"},
+        {"redis://[::g]:1", "IPv6"},
+        {"unix:tmp/r.sock", "socket path: must be absolute"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(parse(refused[i].url, &u, err), RL_ERANGE);
+        ck_assert_msg(strstr(err, refused[i].says) != NULL, "%s: \"%s\" lacks \"%s\"", refused[i].url,
+                      err, refused[i].says);
+        ck_assert_msg(strstr(err, "port must be") == NULL, "%s: blames the port: %s",
+                      refused[i].url, err);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("redisurl");
@@ -199,6 +271,8 @@ static Suite *suite(void)
     tcase_add_test(tc, unix_cluster_sentinel);
     tcase_add_test(tc, refusals_say_why);
     tcase_add_test(tc, public_check_is_the_parser);
+    tcase_add_test(tc, userinfo_percent_decoded);
+    tcase_add_test(tc, ipv6_unix_and_query);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -130,8 +130,8 @@ static const struct {
 } choices[] = {
     {"mode=global", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
     {"mode=local", RL_MODE_LOCAL, RL_FAIL_LOCAL, 0},
-    {"mode=exact", RL_MODE_EXACT, RL_FAIL_LOCAL, 0},
-    {"mode=tiered", RL_MODE_TIERED, RL_FAIL_LOCAL, 0},
+    {"mode=exact", RL_MODE_EXACT, RL_FAIL_CLOSED, 0},
+    {"mode=tiered", RL_MODE_TIERED, RL_FAIL_CLOSED, 0},
     {"on_failure=local", RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0},
     {"on_failure=open", RL_MODE_GLOBAL, RL_FAIL_OPEN, 0},
     {"on_failure=closed", RL_MODE_GLOBAL, RL_FAIL_CLOSED, 0},
@@ -574,6 +574,9 @@ START_TEST(test_near_field)
     rl_config_t c;
     rl_config_init(&c);
     c.log_quiet = 1;
+    c.redis_url = "redis://127.0.0.1:1"; /* tiered needs one; never reached */
+    c.key_secret = "spec-test-secret-0123456789";
+    c.key_secret_len = 27;
     ck_assert_int_eq(rl_open(&rl, &c), 0);
     lim.near_ppm = RL_NEAR_PPM_MAX + 1;
     ck_assert_int_eq(rl_limit_add(rl, &lim), RL_ERANGE);

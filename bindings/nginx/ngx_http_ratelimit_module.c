@@ -594,11 +594,13 @@ static char *
 ngx_http_ratelimit_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_ratelimit_main_conf_t *mcf = conf;
+    rl_config_t lib;
 
     (void) cf;
+    rl_config_init(&lib); /* the library's exact deadline: one default */
     ngx_conf_init_uint_value(mcf->expected_nodes, 0);
     ngx_conf_init_uint_value(mcf->max_keys, 65536);
-    ngx_conf_init_msec_value(mcf->exact_timeout, 100);
+    ngx_conf_init_msec_value(mcf->exact_timeout, lib.exact_timeout_ms);
     return NGX_CONF_OK;
 }
 
@@ -697,6 +699,7 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
 {
     ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
     rl_config_t cfg;
+    rl_limit_t lim;
     ngx_uint_t i;
     rl_t *rl;
     int rc;
@@ -724,6 +727,7 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
         return NGX_CONF_ERROR;
     }
     rl_config_init(&cfg);
+    cfg.log_quiet = 1; /* its refusals are named here, by directive */
     cfg.max_keys = (uint32_t) mcf->max_keys;
     cfg.max_limits = mcf->defs.nelts > 256 ? (uint32_t) mcf->defs.nelts : 256;
     if (mcf->expected_nodes > 0) {
@@ -748,7 +752,26 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
             rl_close(rl);
             return NGX_CONF_ERROR;
         }
-        rc = rl_limit_add(rl, &defs[i].lim);
+        lim = defs[i].lim;
+        if (lim.mode == RL_MODE_EXACT || lim.mode == RL_MODE_TIERED) {
+            if (mcf->redis_url.len == 0) {
+                /* Refused, as the library refuses it: each worker alone
+                 * would admit workers x burst under a name saying exact. */
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "ratelimit_limit: limit \"%s\" (line %ui): mode=%s needs "
+                                   "Redis, and there is no ratelimit_redis",
+                                   lim.name, defs[i].line,
+                                   lim.mode == RL_MODE_EXACT ? "exact" : "tiered");
+                rl_close(rl);
+                return NGX_CONF_ERROR;
+            }
+            /* The check instance has no Redis: the rest of the limit is
+             * checked as a global one (rl_limit_parse checked the mode's
+             * own bounds). */
+            lim.mode = RL_MODE_GLOBAL;
+            lim.near_ppm = 0;
+        }
+        rc = rl_limit_add(rl, &lim);
         if (rc < 0) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "ratelimit_limit: limit \"%s\" (line %ui): %s (%s)",

@@ -375,6 +375,11 @@ BAD_CONFIGS = [
     ("ratelimit_limit name=a rate=5/s mode=exact;\nratelimit_limit name=b rate=5/s mode=exact;",
      "location / { ratelimit a $uri; ratelimit b $uri; }", "ratelimit", '"b"'),
     ("ratelimit_exact_timeout 61s;", "", "ratelimit_exact_timeout", "60s"),
+    # Exact and tiered need Redis: refused, naming the limit, never per worker.
+    ("ratelimit_limit name=login rate=5/m burst=5 mode=exact;", "", "ratelimit_limit",
+     'mode=exact needs Redis, and there is no ratelimit_redis'),
+    ("ratelimit_limit name=t rate=5/m mode=tiered;", "", "ratelimit_limit",
+     "mode=tiered needs Redis"),
     # Quotas: the spec's word at fault, and the rules that use them.
     ("ratelimit_quota name=p amount=5 perod=month;", "", "ratelimit_quota", "perod"),
     ("ratelimit_quota name=p amount=5 period=fortnight;", "", "ratelimit_quota", "fortnight"),

@@ -177,8 +177,13 @@ int limits_apply(rl_t *rl, const limit_set_t *prev, limit_set_t *next, limits_ch
             undo[i].added = true;
         }
         if (rc < 0) {
+            bool redis_mode = r->limit.mode == RL_MODE_EXACT || r->limit.mode == RL_MODE_TIERED;
             snprintf(err, errlen, "line %d: limit \"%s\": %s", r->line, r->limit.name,
-                     rl_strerror(rc));
+                     rc == RL_ENOTSUP && redis_mode
+                         ? (r->limit.mode == RL_MODE_EXACT
+                                ? "mode=exact needs Redis: start the gateway with --redis"
+                                : "mode=tiered needs Redis: start the gateway with --redis")
+                         : rl_strerror(rc));
             break;
         }
         undo[i].id = id;

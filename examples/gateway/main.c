@@ -70,7 +70,8 @@ static void usage(FILE *f)
           "  --expected-nodes N        fleet size, the pre-sync share divisor (default 1)\n"
           "  --sync-interval-ms N      global tier round, 50..200 (default 100)\n"
           "  --exact-timeout-ms N      how long a mode=exact rule waits for Redis before\n"
-          "                            its on_failure answers, 1..60000 (default 5)\n"
+          "                            its on_failure answers, 1..60000 (default 100,\n"
+          "                            the library's)\n"
           "  --max-keys N              key table capacity (default 65536)\n"
           "  --max-connections N       open client connections (default 1024)\n"
           "  --idle-timeout-ms N       keep-alive wait for the next request (default 5000)\n"
@@ -171,10 +172,12 @@ static int parse_options(int argc, char **argv, options_t *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    rl_config_t lib;
+    rl_config_init(&lib); /* the library's exact deadline, one default everywhere */
     *o = (options_t){.listen = "127.0.0.1:8080",
                      .expected_nodes = 1,
                      .sync_interval_ms = 100,
-                     .exact_timeout_ms = 5,
+                     .exact_timeout_ms = lib.exact_timeout_ms,
                      .max_keys = 65536,
                      .max_connections = 1024,
                      .idle_timeout_ms = 5000,

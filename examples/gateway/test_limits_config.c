@@ -310,6 +310,27 @@ START_TEST(apply_is_all_or_nothing)
 }
 END_TEST
 
+/* Without --redis an exact or tiered rule is refused, naming the rule and
+ * the missing --redis: a per-process bucket is not what the file says. */
+START_TEST(apply_refuses_exact_without_redis)
+{
+    rl_t *rl = open_local(16);
+    errs_t e;
+    const char *files[] = {"/login client name=login rate=5/m burst=5 mode=exact\n",
+                           "/t client name=t rate=5/m mode=tiered\n"};
+    for (int i = 0; i < 2; i++) {
+        limit_set_t *a = parse(files[i], &e);
+        char err[256] = "";
+        ck_assert_int_eq(limits_apply(rl, NULL, a, NULL, err, sizeof err), RL_ENOTSUP);
+        ck_assert_msg(strstr(err, "line 1") != NULL && strstr(err, i ? "\"t\"" : "\"login\"") &&
+                          strstr(err, "--redis") != NULL,
+                      "names the rule and --redis: %s", err);
+        free(a);
+    }
+    rl_close(rl);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gateway_limits");
@@ -324,6 +345,7 @@ int main(void)
     tc = tcase_create("apply");
     tcase_add_test(tc, apply_keeps_state_adds_and_removes);
     tcase_add_test(tc, apply_is_all_or_nothing);
+    tcase_add_test(tc, apply_refuses_exact_without_redis);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,9 @@
  * redis/uv.c, deadlines enforced with uv timers (hiredis 0.14 has no async
  * timeouts).
  */
+#include <stdio.h>
 #include "redis/conn.h"
+#include "redis/reply.h"
 #include "redis/uv.h"
 #include "backoff.h"
 
@@ -37,43 +39,85 @@ void rl__redis_conn_drop(rl_redis_conn_t *c)
     rl__redis_conn_schedule(c);
 }
 
+/* The last setup reply: the connection is the one the URL names. */
+static void setup_answered(rl_redis_conn_t *c)
+{
+    if (c->setup_pending > 0 && --c->setup_pending > 0)
+        return;
+    uv_timer_stop(&c->connect_timer);
+    c->connecting = 0;
+    c->ops->connected(c->owner);
+}
+
 static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
     rl_redis_conn_t *c = priv;
     redisReply *reply = r;
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+    if (reply == NULL)
+        return; /* the context is going: on_disconnect tells the owner */
+    if (reply->type == REDIS_REPLY_ERROR)
         c->ops->setup_error(c->owner, reply);
+    setup_answered(c);
+}
+
+/* A refused SELECT fails the connection: the owner's commands would
+ * otherwise run in db 0, a db the URL did not name. */
+static void on_select_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    rl_redis_conn_t *c = priv;
+    redisReply *reply = r;
+    if (reply == NULL)
+        return;
+    if (reply->type != REDIS_REPLY_ERROR) {
+        setup_answered(c);
+        return;
+    }
+    c->ops->setup_error(c->owner, reply);
+    char detail[256];
+    snprintf(detail, sizeof detail, "SELECT %d (the redis_url's db): %.200s", c->url->db,
+             rl__redis_reply_text(reply));
+    uv_timer_stop(&c->connect_timer);
+    c->connecting = 0;
+    c->ops->failed(c->owner, "redis_url's db refused", detail);
+    rl__redis_conn_drop(c);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     rl_redis_conn_t *c = ac->data;
-    uv_timer_stop(&c->connect_timer);
-    c->connecting = 0;
     if (status != REDIS_OK) {
+        uv_timer_stop(&c->connect_timer);
+        c->connecting = 0;
         c->ac = NULL; /* hiredis frees a context whose connect failed */
         c->ops->failed(c->owner, "cannot connect", ac->errstr);
         rl__redis_conn_schedule(c);
         return;
     }
-    /* Pipelined: AUTH, SELECT and SETNAME run before anything the owner
-     * sends, in order, on this connection (SETNAME after AUTH: an
-     * unauthenticated client may not name itself). */
+    /* Pipelined: AUTH, SELECT and SETNAME, in order (SETNAME after AUTH:
+     * an unauthenticated client may not name itself); the owner hears of
+     * the connection once they are answered, within the connect deadline. */
     const rl_redisurl_t *u = c->url;
+    c->setup_pending = 1; /* held until every command below is queued */
     if (u->password[0] != '\0') {
+        c->setup_pending++;
         if (u->user[0] != '\0')
             redisAsyncCommand(c->ac, on_setup_reply, c, "AUTH %s %s", u->user, u->password);
         else
             redisAsyncCommand(c->ac, on_setup_reply, c, "AUTH %s", u->password);
     }
-    if (u->db != 0)
-        redisAsyncCommand(c->ac, on_setup_reply, c, "SELECT %d", u->db);
+    if (u->db != 0) {
+        c->setup_pending++;
+        redisAsyncCommand(c->ac, on_select_reply, c, "SELECT %d", u->db);
+    }
     char name[RL_REDIS_CONN_NAME_MAX];
     rl__redis_client_name(name, c->ops->client_name != NULL ? c->ops->client_name(c->owner) : NULL);
-    if (name[0] != '\0')
+    if (name[0] != '\0') {
+        c->setup_pending++;
         redisAsyncCommand(c->ac, on_setup_reply, c, "CLIENT SETNAME %s", name);
-    c->ops->connected(c->owner);
+    }
+    setup_answered(c);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)

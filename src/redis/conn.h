@@ -23,8 +23,10 @@
 #define RL_REDIS_CONN_NAME_MAX 128
 
 typedef struct rl_redis_conn_ops {
-    /* Connected; the setup commands are queued: the owner queues its own
-     * (script loads) behind them. */
+    /* Connected, and the setup commands (AUTH, SELECT, CLIENT SETNAME)
+     * answered: the owner's own commands never run before the URL's db is
+     * selected. A SELECT the server refuses fails the connect instead
+     * (setup_error, then failed, then a reconnect). */
     void (*connected)(void *owner);
     /* A connect failed (refused, unreachable, its deadline): why names it,
      * detail is hiredis's text or NULL when not worth a log line. A
@@ -50,7 +52,8 @@ typedef struct rl_redis_conn_ops {
 
 typedef struct rl_redis_conn {
     redisAsyncContext *ac; /* NULL while not connected */
-    int connecting;        /* connect sent, no answer yet */
+    int connecting;        /* connect sent, or its setup not yet answered */
+    unsigned setup_pending; /* setup commands not yet answered */
     uint32_t attempt;      /* reconnect attempts since the last success */
     uint32_t backoff_cap_ms;
     uint64_t *rng;         /* the owner's jitter state */

@@ -37,6 +37,39 @@ static int name_byte(unsigned char c)
            c == '.' || c == '-' || c == '_';
 }
 
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* A user or password of [s, s+n) with RFC 3986 percent-escapes decoded: the
+ * form secret stores and other clients write. A '%' not followed by two hex
+ * digits stays itself, so a raw password keeps working where it cannot be
+ * read as an escape. 1, 0 (too long) or -1 (an escape decodes to NUL). */
+static int copy_userinfo(char *dst, size_t cap, const char *s, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi = s[i] == '%' && i + 2 < n ? hex_val(s[i + 1]) : -1;
+        int lo = hi >= 0 ? hex_val(s[i + 2]) : -1;
+        char c = s[i];
+        if (lo >= 0) {
+            c = (char)(hi * 16 + lo);
+            i += 2;
+            if (c == '\0')
+                return -1;
+        }
+        if (w + 1 >= cap)
+            return 0;
+        dst[w++] = c;
+    }
+    dst[w] = '\0';
+    return 1;
+}
+
 static const struct {
     const char *scheme;
     int kind;
@@ -44,9 +77,47 @@ static const struct {
     {"redis://", RL_REDISURL_TCP},
     {"redis+unix://", RL_REDISURL_UNIX},
     {"unix://", RL_REDISURL_UNIX},
+    {"unix:", RL_REDISURL_UNIX}, /* unix:/path, as other clients write it */
     {"redis+cluster://", RL_REDISURL_CLUSTER},
     {"redis+sentinel://", RL_REDISURL_SENTINEL},
 };
+
+/* Anything from a '?' on, outside redis+unix://: named as the query. */
+static int query_refused(const char *q, char *err, size_t errlen)
+{
+    return rl__errf(err, errlen, RL_ERANGE,
+                    "redis_url: query \"%.40s\" is not understood (write the db as /N after "
+                    "the host; only a unix socket's URL takes ?db=N)",
+                    q);
+}
+
+/* A bracketed IPv6 literal at s ("[::1]" or "[::1]:port", n bytes): its
+ * address into a->host; *rest is what follows the ']'. */
+static int parse_ipv6(const char *s, size_t n, size_t i, rl_redisaddr_t *a, const char **rest,
+                      char *err, size_t errlen)
+{
+    const char *close = memchr(s, ']', n);
+    if (close == NULL)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: '[' without its ']' "
+                        "(an IPv6 address is written [::1]:6379)", i);
+    size_t hlen = (size_t)(close - s) - 1;
+    if (hlen == 0)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: empty [] (an IPv6 "
+                        "address goes inside)", i);
+    if (!copy_part(a->host, sizeof a->host, s + 1, hlen))
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: too long", i);
+    for (size_t j = 0; j < hlen; j++)
+        if (hex_val(s[1 + j]) < 0 && s[1 + j] != ':' && s[1 + j] != '.')
+            return rl__errf(err, errlen, RL_ERANGE,
+                            "redis_url: host %zu: byte %zu of the IPv6 address is 0x%02x (hex "
+                            "digits, ':' and '.')",
+                            i, j, (unsigned)(unsigned char)s[1 + j]);
+    *rest = close + 1;
+    if (*rest < s + n && **rest != ':')
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: after ']' only :port "
+                        "may follow", i);
+    return 0;
+}
 
 static int unknown_scheme(const char *url, char *err, size_t errlen)
 {
@@ -68,18 +139,29 @@ static int unknown_scheme(const char *url, char *err, size_t errlen)
 static int parse_addr(const char *s, size_t n, size_t i, rl_redisaddr_t *a, char *err,
                       size_t errlen)
 {
-    const char *colon = memchr(s, ':', n);
-    size_t hlen = colon ? (size_t)(colon - s) : n;
-    if (hlen == 0)
-        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: missing", i);
-    if (!copy_part(a->host, sizeof a->host, s, hlen))
-        return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: too long", i);
-    for (size_t j = 0; j < hlen; j++)
-        if (!name_byte((unsigned char)s[j]))
-            return rl__errf(err, errlen, RL_ERANGE,
-                            "redis_url: host byte %zu is 0x%02x (host %zu of the list; a "
-                            "host name or IPv4 address is letters, digits, '.', '-', '_')",
-                            j, (unsigned)(unsigned char)s[j], i);
+    const char *colon = NULL;
+    size_t hlen;
+    if (n > 0 && s[0] == '[') {
+        int rc = parse_ipv6(s, n, i, a, &colon, err, errlen);
+        if (rc != 0)
+            return rc;
+        hlen = (size_t)(colon - s);
+        colon = colon < s + n ? colon : NULL;
+    } else {
+        colon = memchr(s, ':', n);
+        hlen = colon ? (size_t)(colon - s) : n;
+        if (hlen == 0)
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: missing", i);
+        if (!copy_part(a->host, sizeof a->host, s, hlen))
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: host %zu: too long", i);
+        for (size_t j = 0; j < hlen; j++)
+            if (!name_byte((unsigned char)s[j]))
+                return rl__errf(err, errlen, RL_ERANGE,
+                                "redis_url: host byte %zu is 0x%02x (host %zu of the list; a "
+                                "host name or IPv4 address is letters, digits, '.', '-', '_'; "
+                                "an IPv6 address is bracketed, [::1])",
+                                j, (unsigned)(unsigned char)s[j], i);
+    }
     a->port = 6379;
     if (colon != NULL) {
         long v;
@@ -95,7 +177,7 @@ static int parse_addr(const char *s, size_t n, size_t i, rl_redisaddr_t *a, char
 static int parse_hosts(const char **p, rl_redisurl_t *out, char *err, size_t errlen)
 {
     const char *s = *p;
-    size_t len = strcspn(s, "/");
+    size_t len = strcspn(s, "/?");
     if (len == 0)
         return rl__errf(err, errlen, RL_ERANGE, "redis_url: host list: empty");
     const char *end = s + len;
@@ -123,6 +205,9 @@ static int parse_hosts(const char **p, rl_redisurl_t *out, char *err, size_t err
 static int parse_db(const char *s, rl_redisurl_t *out, char *err, size_t errlen)
 {
     long v;
+    size_t n = strcspn(s, "?");
+    if (s[n] == '?' && out->kind != RL_REDISURL_UNIX)
+        return query_refused(s + n, err, errlen);
     if (*s == '\0')
         return 0;
     if (!parse_uint(s, strlen(s), 1000000, &v))
@@ -178,8 +263,8 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
     if (url == NULL)
         return rl__errf(err, errlen, RL_ERANGE, "redis_url: NULL");
     /* Bytes that could end a line of a log, a registry record or a
-     * protocol line never belong in a URL (percent-encoding is not decoded
-     * either: nothing here needs it). */
+     * protocol line never belong in a URL (percent-escapes are decoded in
+     * the user and password only, where secret stores write them). */
     for (size_t i = 0; url[i] != '\0'; i++)
         if ((unsigned char)url[i] <= 0x20 || url[i] == 0x7f)
             return rl__errf(err, errlen, RL_ERANGE,
@@ -202,9 +287,13 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
         const char *colon = memchr(p, ':', (size_t)(at - p));
         const char *pw = colon ? colon + 1 : p;
         size_t ulen = colon ? (size_t)(colon - p) : 0;
-        if (!copy_part(out->user, sizeof out->user, p, ulen) ||
-            !copy_part(out->password, sizeof out->password, pw, (size_t)(at - pw)))
-            return rl__errf(err, errlen, RL_ERANGE, "redis_url: user or password too long");
+        int uok = copy_userinfo(out->user, sizeof out->user, p, ulen);
+        int pok = copy_userinfo(out->password, sizeof out->password, pw, (size_t)(at - pw));
+        if (uok <= 0 || pok <= 0)
+            return rl__errf(err, errlen, RL_ERANGE, "redis_url: %s: %s",
+                            uok <= 0 ? "user" : "password",
+                            (uok <= 0 ? uok : pok) == 0 ? "too long"
+                                                        : "%00 (a NUL byte) is not allowed");
         p = at + 1;
     }
     if (out->kind == RL_REDISURL_UNIX)
@@ -222,6 +311,8 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
     int rc = parse_hosts(&p, out, err, errlen);
     if (rc != 0)
         return rc;
+    if (*p == '?')
+        return query_refused(p, err, errlen);
     if (out->kind == RL_REDISURL_SENTINEL)
         return parse_sentinel_tail(p, out, err, errlen);
     if (*p == '/' && (rc = parse_db(p + 1, out, err, errlen)) != 0)
@@ -241,9 +332,11 @@ void rl__redisurl_where(const rl_redisurl_t *u, char *buf, size_t cap)
                        : u->kind == RL_REDISURL_SENTINEL ? "sentinel "
                                                          : "";
     int w = snprintf(buf, cap, "%s", what);
-    for (int i = 0; i < u->nhosts && w >= 0 && (size_t)w < cap; i++)
-        w += snprintf(buf + w, cap - (size_t)w, "%s%s:%d", i ? "," : "", u->hosts[i].host,
-                      u->hosts[i].port);
+    for (int i = 0; i < u->nhosts && w >= 0 && (size_t)w < cap; i++) {
+        int v6 = strchr(u->hosts[i].host, ':') != NULL; /* bracketed, as written */
+        w += snprintf(buf + w, cap - (size_t)w, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "",
+                      u->hosts[i].host, v6 ? "]" : "", u->hosts[i].port);
+    }
     if (u->kind == RL_REDISURL_SENTINEL && w >= 0 && (size_t)w < cap)
         snprintf(buf + w, cap - (size_t)w, "/%s", u->master);
 }

@@ -4,13 +4,19 @@
  *   redis://[[user]:password@]host[:port][/db]             one server
  *   redis+unix://[[user]:password@]/path/to/sock[?db=N]    one server on a
  *   unix://[[user]:password@]/path/to/sock[?db=N]          unix socket
+ *   unix:/path/to/sock[?db=N]
  *   redis+cluster://[[user]:password@]host[:port][,host[:port]...]
  *                                                          Redis Cluster seeds
  *   redis+sentinel://[[user]:password@]host[:port][,...]/MASTER_NAME[/db]
  *                                                          Sentinels, a master
- * A host is a name or IPv4 address ([A-Za-z0-9._-]); no byte of the URL is a
- * control byte or a space. The credentials and db are the data servers'
- * (a cluster has db 0 only; Sentinels are asked without AUTH).
+ * A host is a name or IPv4 address ([A-Za-z0-9._-]) or a bracketed IPv6
+ * address ([::1]:6379; hosts[].host holds it without the brackets); no byte
+ * of the URL is a control byte or a space. user and password are
+ * percent-decoded (RFC 3986); a '%' not followed by two hex digits is kept,
+ * so a raw password works where it cannot be read as an escape. A query
+ * ("?...") is refused as such except a unix socket's ?db=N. The credentials
+ * and db are the data servers' (a cluster has db 0 only; Sentinels are
+ * asked without AUTH).
  */
 #ifndef RL_REDISURL_H
 #define RL_REDISURL_H

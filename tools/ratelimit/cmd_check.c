@@ -84,13 +84,25 @@ static void print_json(const char *path, const limitfile_t *lf)
         json_end(&j);
     }
     json_end(&j);
+    json_array(&j, "warnings");
+    for (size_t i = 0; i < lf->n; i++) {
+        const limitfile_entry_t *e = &lf->e[i];
+        if (e->rc != 0 || e->warn[0] == '\0')
+            continue;
+        json_object(&j, NULL);
+        json_u64(&j, "line", e->line);
+        json_str(&j, "message", e->warn);
+        json_end(&j);
+    }
+    json_end(&j);
     json_finish(&j);
 }
 
 int cli_check(cli_t *cli, int argc, char **argv)
 {
-    int quiet = 0;
-    const cli_opt_t opts[] = {{"--quiet", NULL, &quiet}, {NULL, NULL, NULL}};
+    int quiet = 0, local = 0;
+    const cli_opt_t opts[] = {
+        {"--quiet", NULL, &quiet}, {"--local", NULL, &local}, {NULL, NULL, NULL}};
     const char *pos[1];
     int npos = cli_parse_args(cli, "check", argc, argv, opts, pos, 1);
     if (npos < 0)
@@ -103,7 +115,7 @@ int cli_check(cli_t *cli, int argc, char **argv)
         return cli_fail(cli, "check", CLI_USAGE, "file", "cannot read %s: %s", pos[0],
                         errno == EFBIG ? "larger than 16 MiB" : strerror(errno));
     limitfile_t lf;
-    int rc = limitfile_check(text, len, &lf);
+    int rc = limitfile_check(text, len, local != 0, &lf);
     free(text);
     if (rc != 0)
         return cli_fail(cli, "check", CLI_RUNTIME, "internal", "cannot check %s: %s", pos[0],
@@ -115,6 +127,8 @@ int cli_check(cli_t *cli, int argc, char **argv)
             if (lf.e[i].rc != 0)
                 printf("%s:%u: error: %s (%s)\n", pos[0], lf.e[i].line, lf.e[i].msg,
                        rl_err_name(lf.e[i].rc));
+            else if (lf.e[i].warn[0] != '\0')
+                printf("%s:%u: warning: %s\n", pos[0], lf.e[i].line, lf.e[i].warn);
         if (!quiet) {
             if (lf.errors == 0)
                 printf("%s: OK, %zu limit%s\n", pos[0], lf.n, lf.n == 1 ? "" : "s");

@@ -82,7 +82,7 @@ static int resolve_limit(cli_t *cli, inspect_t *in, const char *arg, const char 
             return cli_fail(cli, CMD, CLI_USAGE, "file", "cannot read %s: %s", file,
                             errno == EFBIG ? "larger than 16 MiB" : strerror(errno));
         limitfile_t lf;
-        int rc = limitfile_check(text, len, &lf);
+        int rc = limitfile_check(text, len, false, &lf);
         free(text);
         if (rc != 0)
             return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "%s", rl_strerror(rc));

@@ -74,7 +74,36 @@ static int merge(limitfile_t *lf, const limitsfile_t *rules, const limitfile_t *
     return 0;
 }
 
-int limitfile_check(const char *text, size_t len, limitfile_t *lf)
+/* Exact and tiered limits, which rl_limit_add refuses on the check's
+ * local-only instance: an error for a file meant for one (`local`), else
+ * the limit as a global one to add (the fields rl_limit_parse checked
+ * stand) and, if it would admit while Redis is late, a warning. */
+static const rl_limit_t *redis_mode(limitfile_t *lf, limitfile_entry_t *e, bool local,
+                                    rl_limit_t *tmp)
+{
+    const char *mode = mode_name(e->lim.mode);
+    if (e->lim.mode != RL_MODE_EXACT && e->lim.mode != RL_MODE_TIERED)
+        return &e->lim;
+    if (local) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "limit \"%s\": mode=%s needs Redis; an instance without a "
+                 "redis_url refuses it", e->lim.name, mode);
+        set_error(lf, e, RL_ENOTSUP, msg);
+        return NULL;
+    }
+    if (e->lim.on_failure == RL_FAIL_OPEN) {
+        snprintf(e->warn, sizeof e->warn, "limit \"%s\": mode=%s with on_failure=open admits "
+                 "every check Redis does not answer in time (on_failure=closed holds the "
+                 "bound)", e->lim.name, mode);
+        lf->warnings++;
+    }
+    *tmp = e->lim;
+    tmp->mode = RL_MODE_GLOBAL;
+    tmp->near_ppm = 0;
+    return tmp;
+}
+
+int limitfile_check(const char *text, size_t len, bool local, limitfile_t *lf)
 {
     memset(lf, 0, sizeof *lf);
     collected_t c;
@@ -96,6 +125,7 @@ int limitfile_check(const char *text, size_t len, limitfile_t *lf)
     rl_config_init(&cfg);
     cfg.max_keys = 16;  /* nothing is checked: the table only has to exist */
     cfg.max_limits = RL_MAX_LIMITS;
+    cfg.log_quiet = 1; /* its refusals are reported per line here */
     rl_t *rl = NULL;
     rc = rl_open(&rl, &cfg);
     if (rc != 0) {
@@ -106,7 +136,11 @@ int limitfile_check(const char *text, size_t len, limitfile_t *lf)
         limitfile_entry_t *e = &lf->e[i];
         if (e->rc != 0 || e->is_quota) /* a quota: rl_quota_parse validated it all */
             continue;
-        int arc = rl_limit_add(rl, &e->lim);
+        rl_limit_t tmp;
+        const rl_limit_t *lim = redis_mode(lf, e, local, &tmp);
+        if (lim == NULL)
+            continue;
+        int arc = rl_limit_add(rl, lim);
         if (arc == RL_ENOMEM) {
             rc = arc;
         } else if (arc < 0) {

@@ -21,6 +21,7 @@ typedef struct limitfile_entry {
     unsigned line;
     int rc;            /* 0, or the RL_E* code of the first problem */
     char msg[320];     /* what was wrong, when rc != 0 */
+    char warn[200];    /* when rc == 0: "" or a rule that works but is risky */
     rl_limit_t lim;    /* when rc == 0 */
     limitsfile_scope_t scope;               /* when rc == 0; NONE: a SPEC line */
     char pattern[LIMITSFILE_PATTERN_MAX + 1]; /* with its '*', when routed */
@@ -32,17 +33,21 @@ typedef struct limitfile {
     limitfile_entry_t *e;
     size_t n, cap;
     size_t errors;
+    size_t warnings;
 } limitfile_t;
 
 /*
  * Parse text[0, len) with the shared parser (either form of line: `check`
  * accepts exactly what the gateway accepts, and plain spec files) and add
  * each good limit to a local-only instance, as an application would, so
- * whatever else rl_limit_add refuses is found too. One entry per rule line,
- * in line order. Returns 0 (look at lf->errors), or an RL_E* code
- * if the check itself could not run (out of memory).
+ * whatever else rl_limit_add refuses is found too. An exact or tiered
+ * limit needs an instance with Redis: `local` (the file is for one
+ * without a redis_url) makes it an error, RL_ENOTSUP; otherwise it is
+ * checked as its fields allow, and warned about when on_failure is open.
+ * One entry per rule line, in line order. Returns 0 (look at lf->errors),
+ * or an RL_E* code if the check itself could not run (out of memory).
  */
-int limitfile_check(const char *text, size_t len, limitfile_t *lf);
+int limitfile_check(const char *text, size_t len, bool local, limitfile_t *lf);
 void limitfile_free(limitfile_t *lf);
 
 /* "100/s", "5/10s", "1/1500ms": the shortest exact form of a rate. */

@@ -182,6 +182,22 @@ for i in $(seq 1 4100); do printf 'name=l%d rate=1/s\n' "$i"; done >"$work/tooma
 run check_too_many 1 -- check --quiet "$work/toomany.conf"
 has check_too_many out "toomany.conf:4097: error: more than 4096 limits"
 run check_missing_file 2 -- check "$work/nope.conf"
+# Exact and tiered limits: closed unless the spec says otherwise; open is
+# warned about; --local (an instance without a redis_url) refuses them.
+printf '%s\n' \
+  'name=login rate=5/m burst=5 mode=exact' \
+  'name=pay rate=5/m mode=exact on_failure=open' \
+  'name=t rate=1/s mode=tiered near=0.5' >"$work/exact.conf"
+run check_exact 0 -- check "$work/exact.conf"
+has check_exact out "OK, 3 limits"
+has check_exact out "exact.conf:2: warning: limit \"pay\": mode=exact with on_failure=open"
+run check_exact_json 0 -- --json check "$work/exact.conf"
+py check_exact_json "exact closed by default, one warning" \
+  'd["valid"] and [l["on_failure"] for l in d["limits"]] == ["closed", "open", "closed"] and
+   [w["line"] for w in d["warnings"]] == [2] and "on_failure=open" in d["warnings"][0]["message"]'
+run check_exact_local 1 -- check --local "$work/exact.conf"
+has check_exact_local out "exact.conf:1: error: limit \"login\": mode=exact needs Redis; an instance without a redis_url refuses it (RL_ENOTSUP)"
+has check_exact_local out "exact.conf:3: error: limit \"t\": mode=tiered needs Redis"
 has check_missing_file err "cannot read"
 run check_no_file 2 -- check
 run check_two_files 2 -- check a b
