@@ -6,7 +6,7 @@
 #include <string.h>
 #include <uv.h>
 #include "exact.h"
-#include "instance.h"
+#include "core.h"
 #include "scripts.h"
 #include "alloc.h"
 #include "redis/caller.h"

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "hot.h"
-#include "instance.h"
+#include "core.h"
 #include "shared.h"
 #include "shareword.h"
 #include "stats.h"

@@ -21,7 +21,7 @@
 #include "quotadef.h"
 #include "quotajournal.h"
 #include "quotaperiod.h"
-#include "instance.h"
+#include "core.h"
 #include "alloc.h"
 #include "errbuf.h"
 #include "policy.h"

@@ -14,7 +14,7 @@
 #endif
 #include "shsync.h"
 #include "alloc.h"
-#include "instance.h"
+#include "core.h"
 #include "shared.h"
 #include "exact.h"
 #include "quota.h"

@@ -2,7 +2,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
-#include "instance.h"
+#include "core.h"
 #include "stats.h"
 #include "quota.h"
 #include "structsize.h"

@@ -3,7 +3,7 @@
 #ifndef RL_STATS_H
 #define RL_STATS_H
 
-#include "instance.h"
+#include "core.h"
 
 /*
  * Fill out[i] for the limits ids[0..n), which must be live ids in ascending

@@ -10,7 +10,7 @@
 #include "redis/reply.h"
 #include "redis/route.h"
 #include "redis/scripts.h"
-#include "instance.h"
+#include "core.h"
 #include "policy.h"
 
 /* Indices of the counter array: sync.h's table, the error classes between
