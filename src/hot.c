@@ -3,7 +3,6 @@
 #include <string.h>
 #include "hot.h"
 #include "core.h"
-#include "shared.h"
 #include "shareword.h"
 #include "stats.h"
 #include "structsize.h"
@@ -12,9 +11,9 @@
 /* Bytes of one by-demand scratch array. */
 static size_t by_bytes(size_t k) { return k * RL_HOTKEYS_SLACK * sizeof(rl_hk_entry_t *); }
 
-int rl__hot_init(rl_t *rl, int synced, size_t k)
+int rl__hot_init(rl_t *rl, int synced, int shared, size_t k)
 {
-    if (rl__alloc_is_shared(&rl->alloc))
+    if (shared)
         return 0; /* rl_hotkeys answers RL_ENOTSUP */
     if (k == 0 || k > RL_HOTKEYS_K_MAX)
         return RL_EINVAL;

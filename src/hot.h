@@ -49,8 +49,9 @@ typedef struct rl_hot {
 
 /* At rl_open, after the table and limits: sets rl->hot and the table's
  * capture; each sketch reports k keys (1..RL_HOTKEYS_K_MAX, x
- * RL_HOTKEYS_SLACK counters). 0 or RL_ENOMEM. */
-int rl__hot_init(struct rl *rl, int synced, size_t k);
+ * RL_HOTKEYS_SLACK counters). A shared instance (shared) has none: its
+ * rl_hotkeys answers RL_ENOTSUP. 0 or RL_ENOMEM. */
+int rl__hot_init(struct rl *rl, int synced, int shared, size_t k);
 void rl__hot_destroy(struct rl *rl);
 
 /* Sync thread, each round: begin (takes the mutex), feed every harvested

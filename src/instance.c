@@ -359,7 +359,8 @@ static int init_identity(rl_t *rl, const rl_config_t *c)
 static int init_local_tier(rl_t *rl, const rl_config_t *c)
 {
     int rc = rl__limits_init(&rl->limits, &rl->alloc, c->max_limits, c->expected_nodes,
-                             c->redis_url != NULL, rl->kh.mix[0]);
+                             c->redis_url != NULL, rl__alloc_is_shared(&rl->alloc),
+                             rl->kh.mix[0]);
     if (rc != 0)
         return rc;
     /* A reused slot must start past every value its last occupant held,
@@ -412,7 +413,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     if (rc == 0)
         rc = init_local_tier(rl, &c);
     if (rc == 0)
-        rc = rl__hot_init(rl, c.redis_url != NULL, c.hotkeys_k);
+        rc = rl__hot_init(rl, c.redis_url != NULL, rl__alloc_is_shared(&rl->alloc), c.hotkeys_k);
     if (rc == 0 && rl->hot != NULL) /* only hot.c marks keys hot */
         rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && c.redis_url != NULL)

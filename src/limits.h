@@ -265,8 +265,10 @@ static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)
     rl__stat_add_n(ls, stripe, which, 1);
 }
 
+/* pshared: the registry is in a shared instance's mapping (its allocator
+ * is the shared arena), written by several processes. */
 int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
-                    uint32_t expected_nodes, int synced, uint64_t salt_seed);
+                    uint32_t expected_nodes, int synced, int pshared, uint64_t salt_seed);
 void rl__limits_destroy(rl_limits_t *ls, const rl_allocator_t *a);
 uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which);
 
