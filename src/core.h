@@ -55,10 +55,6 @@ struct rl {
     _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */
     _Atomic uint64_t fleet_split_rounds;
     _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
-    /* Harvests that move slot counters into the limits' totals (a sync
-     * round's, rl_hotkeys's): begun and ended, so that rl_limit_stats,
-     * which adds the two, can tell it read both sides of none (stats.h). */
-    _Atomic uint64_t folds_begun, folds_ended;
     rl_leases_t leases; /* hot keys' token leases (lease.h); off when shared */
 };
 

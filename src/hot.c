@@ -4,7 +4,6 @@
 #include "hot.h"
 #include "core.h"
 #include "shareword.h"
-#include "stats.h"
 #include "structsize.h"
 #include "syncnodes.h"
 
@@ -352,7 +351,7 @@ static void harvest_local(rl_t *rl)
             local_lref = lref;
         }
         /* release: as the sync thread's harvest (a stats read that sees
-         * the moved counts sees the fold begun, stats.h); the same swaps as
+         * the moved counts sees the fold begun, limits.h); the same swaps as
          * it and a retire, so each decision is folded once. */
         uint64_t a = atomic_exchange_explicit(&s->admitted, 0, memory_order_release);
         uint64_t d = atomic_exchange_explicit(&s->denied, 0, memory_order_release);
@@ -431,9 +430,9 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
     uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
     if (now - h->req_last_fp >= min_age_ms * RL_FP_PER_MS) {
         rl__hotkeys_decay(&h->req, 1);
-        rl__fold_begin(rl);
+        rl__limits_fold_begin(&rl->limits);
         harvest_local(rl);
-        rl__fold_end(rl);
+        rl__limits_fold_end(&rl->limits);
         double dt = (double)(now - h->req_last_fp) / (double)RL_FP_PER_MS / 1000.0;
         h->req_last_fp = now;
         drain(rl);

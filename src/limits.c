@@ -31,6 +31,8 @@ int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
     ls->expected_nodes = expected_nodes;
     ls->synced = synced;
     atomic_init(&ls->count, 0);
+    atomic_init(&ls->folds_begun, 0);
+    atomic_init(&ls->folds_ended, 0);
     for (uint32_t i = 0; i < cap; i++) {
         /* Salts only need to differ between limits and be unknown outside. */
         uint64_t k[2] = {salt_seed, i};

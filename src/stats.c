@@ -157,19 +157,19 @@ static void limit_stats_once(rl_t *rl, const int *ids, uint32_t n, rl_limit_stat
 }
 
 /* The slot walk and the totals, with no harvest moving counts from one to
- * the other in between (stats.h: rl__fold_begin): a seqlock read with
+ * the other in between (limits.h: rl__limits_fold_begin): a seqlock read with
  * begun/ended counts, since harvests may overlap each other. */
 void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
 {
     for (int tries = 0;; tries++) {
         /* acquire: a harvest that ended has its moves visible to the reads. */
-        uint64_t ended = atomic_load_explicit(&rl->folds_ended, memory_order_acquire);
-        uint64_t begun = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        uint64_t ended = atomic_load_explicit(&rl->limits.folds_ended, memory_order_acquire);
+        uint64_t begun = atomic_load_explicit(&rl->limits.folds_begun, memory_order_relaxed);
         limit_stats_once(rl, ids, n, out);
         /* relaxed: the reads above are acquire loads; one that saw a move
          * of a harvest (a release operation after its begin) makes this
          * load see that harvest begun. */
-        uint64_t begun2 = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        uint64_t begun2 = atomic_load_explicit(&rl->limits.folds_begun, memory_order_relaxed);
         if ((begun == ended && begun2 == begun) || tries + 1 >= RL_STATS_READ_TRIES)
             return;
         sched_yield(); /* let the harvest finish */

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include "stats.h"
 #include "syncint.h"
 #include "reportargs.h"
 #include "alloc.h"
@@ -120,7 +119,7 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         ss->last_round = s->round_id - 1; /* its counts span this round */
     }
     /* release: a stats read that sees the moved counts sees this round's
-     * fold begun (stats.h); the bitmap swap (acq_rel) ordered the values. */
+     * fold begun (limits.h); the bitmap swap (acq_rel) ordered the values. */
     uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_release);
     uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_release);
     rl_limit_slot_t *ls = &s->rl->limits.slots[RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK];
@@ -734,7 +733,7 @@ void rl__sync_round(rl_sync_t *s)
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
     rl__hot_round_begin(s->rl);
-    rl__fold_begin(s->rl);
+    rl__limits_fold_begin(&s->rl->limits);
     for (size_t wi = 0; wi < words; wi++) {
         /* acq_rel: see rl__table_count; the counter swaps below come after. */
         uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
@@ -747,7 +746,7 @@ void rl__sync_round(rl_sync_t *s)
             }
         }
     }
-    rl__fold_end(s->rl);
+    rl__limits_fold_end(&s->rl->limits);
     rl__hot_round_end(s->rl);
     if (s->leaving) {
         /* Hand back the shares Redis still counts and report the usage it
