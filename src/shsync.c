@@ -64,17 +64,14 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
     if (sh == NULL)
         return RL_ENOMEM;
     *out = sh; /* the mapping goes as a whole: nothing to free on failure */
-    sh->slots = rl__calloc(&rl->alloc, rl->table.nslots * sizeof *sh->slots, 8);
-    uint64_t rnd;
-    if (sh->slots == NULL || robust_init(&sh->lease) != 0 ||
-        getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+    /* The host's one node, whichever process holds the lease. */
+    if (rl__sync_store_init(&sh->store, &rl->alloc, rl->table.nslots, rl->node_id) != 0 ||
+        robust_init(&sh->lease) != 0)
         return RL_ENOMEM;
     for (int i = 0; i < RL_SHARED_PROCS_MAX; i++)
         if (robust_init(&sh->procs[i].alive) != 0)
             return RL_ENOMEM;
     sh->url = *url;
-    snprintf(sh->incarnation, sizeof sh->incarnation, "%s:%016llx", rl->node_id,
-             (unsigned long long)rnd);
     void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return RL_ENOMEM;
@@ -237,7 +234,7 @@ static void hold_lease(rl_attach_t *at)
     atomic_store_explicit(&sh->holder_pid, (int64_t)getpid(), memory_order_relaxed);
     rl_sync_t *s = NULL;
     for (int failed = 0;; failed++) {
-        int rc = rl__sync_start_host(rl, sh, &s);
+        int rc = rl__sync_start_host(rl, &sh->url, &sh->store, &s);
         if (rc == 0)
             break;
         s = NULL;
@@ -377,7 +374,7 @@ void rl__shsync_free(rl_t *rl)
         return;
     if (sh->local != NULL)
         munmap(sh->local, PAGE);
-    rl__free(&rl->alloc, sh->slots, rl->table.nslots * sizeof *sh->slots, 8);
+    rl__sync_store_free(&sh->store, &rl->alloc, rl->table.nslots);
     rl__free(&rl->alloc, sh, sizeof *sh, 64);
     rl->shsync = NULL;
 }
@@ -423,5 +420,5 @@ void rl__shsync_close(rl_t *rl)
 
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)
 {
-    rl__sync_counters_decode(sh->counters, out);
+    rl__sync_counters_decode(sh->store.counters, out);
 }

@@ -11,12 +11,12 @@
  * thread's robust list even while the process is an unreaped zombie, where
  * kill(pid, 0) still answers 0), and a graceful holder unlocks it when it
  * detaches. What a holder knows of each key (rl_syncslot_t: its epoch and
- * cumulative counters) and the round and epoch numbers live in the mapping,
- * under the lease, so a new holder continues as the same incarnation: Redis
- * sees one node whose reports go on, counts nothing twice (they are
- * cumulative) and drops no share. A holder may die between clearing a
- * dirty word and taking its slots' counters: a new holder marks every slot
- * dirty once.
+ * cumulative counters) and the round and epoch numbers live in the mapping
+ * (the host's sync store, syncint.h), under the lease, so a new holder
+ * continues as the same incarnation: Redis sees one node whose reports
+ * go on, counts nothing twice (they are cumulative) and drops no share. A
+ * holder may die between clearing a dirty word and taking its slots'
+ * counters: a new holder marks every slot dirty once.
  *
  * Which processes are attached: one record each, whose robust mutex its
  * lease thread holds; a dead process's record answers EOWNERDEAD and is
@@ -47,18 +47,16 @@ typedef struct rl_shproc {
 typedef struct rl_shsync {
     pthread_mutex_t lease; /* robust, process-shared: held by the sync's process */
     rl_redisurl_t url;     /* written at open, read-only after */
-    char incarnation[300]; /* the host's one node in Redis; read-only after open */
-    rl_syncslot_t *slots;  /* one per table slot; only the lease holder touches them */
+    /* The host's one node in Redis: its incarnation (read-only after open),
+     * slots and round and epoch numbers (only the lease holder touches
+     * them), and its sync counters (any process reads them). */
+    rl_sync_store_t store;
     struct rl_shlocal *local; /* a MAP_PRIVATE page: each process's own state */
-    /* Under the lease: the holder's round and epoch numbers, written through. */
-    _Atomic uint64_t round_id;
-    _Atomic uint64_t next_epoch;
     /* Statistics, any process. */
     _Atomic int64_t holder_pid; /* 0: nobody holds the lease */
     _Atomic uint64_t takeovers; /* leases taken from a dead holder */
     _Atomic uint64_t handovers; /* leases taken otherwise: the first, and
                                    each from a holder that detached */
-    _Atomic uint64_t counters[C_N]; /* the host's rl_sync_counters_t */
     uint32_t quota_journal_max; /* rl_config_t's, for each process's ledger */
     uint32_t quota_timeout_ms;
     rl_shproc_t procs[RL_SHARED_PROCS_MAX];

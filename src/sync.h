@@ -132,10 +132,11 @@ int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms);
 void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
 
 /* A shared instance's host sync (shsync.h): start the thread as the lease
- * holder, continuing the host's state. Errors as rl__sync_start, and
- * RL_EAUTH. */
-struct rl_shsync;
-int rl__sync_start_host(struct rl *rl, struct rl_shsync *sh, rl_sync_t **out);
+ * holder, continuing the host's store (syncint.h), which stays the
+ * host's. Errors as rl__sync_start, and RL_EAUTH. */
+struct rl_sync_store;
+int rl__sync_start_host(struct rl *rl, const rl_redisurl_t *url, struct rl_sync_store *store,
+                        rl_sync_t **out);
 
 /* rl__sync_stop; hand_back 0: no final round (another process of the host
  * takes the sync over, and Redis must keep the host's shares). */

@@ -140,8 +140,8 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
     rec.rkeys = rkeys;
     rec.rlimits = rlimits;
     /* relaxed: statistics, and this thread is their only writer. */
-    rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
-    rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
+    rec.rounds = atomic_load_explicit(&s->store->counters[C_ROUNDS], memory_order_relaxed);
+    rec.failed = atomic_load_explicit(&s->store->counters[C_ROUNDS_FAILED], memory_order_relaxed);
     rl__nodes_fp_text(rl__nodes_fp(s->rl->kh.fingerprint, RL_REDIS_KEY_LAYOUT), rec.fp);
     char hot[RL_NODES_HOT_TEXT_MAX];
     if (!s->leaving && rl__hot_publish(s->rl, hot, sizeof hot) > 0)
@@ -152,8 +152,9 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
              (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
     snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
     snprintf(fp_max, sizeof fp_max, "%u", (unsigned)RL_NODES_FP_MAX);
-    const char *argv[] = {"EVALSHA", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_NODES), "3", hash, live, fps, s->incarnation,
-                          record, stale, s->leaving ? "1" : "0", prune, rec.fp, fp_max};
+    const char *argv[] = {"EVALSHA", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_NODES),
+                          "3", hash, live, fps, s->store->incarnation, record, stale,
+                          s->leaving ? "1" : "0", prune, rec.fp, fp_max};
     size_t argl[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
         argl[i] = strlen(argv[i]);
