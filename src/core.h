@@ -17,6 +17,27 @@
 #include "log.h"
 #include "lease.h"
 
+/*
+ * A shared instance's private page (shsync.c maps it MAP_PRIVATE before
+ * any fork): each process has its own copy, and a child's starts as the
+ * one fork() gave it, which the pid tells apart. What the calling process
+ * has of the shared mode's per-process state, for the exact path and the
+ * quota ledger (quota.c) to reach without the shared host's internals.
+ */
+typedef struct rl_shlocal {
+    pid_t pid;               /* the process whose attachment `att` is */
+    struct rl_attach *att;   /* its rl_shared_attach (shsync.c) */
+    struct rl_exact *exact;  /* the exact thread att started */
+    /* The quota ledger (quota.h) this process sees: one it made (its
+     * definitions, while unattached), or the copy fork() gave it, which a
+     * change or rl_shared_attach replaces with its own (quota.c). */
+    struct rl_quotas *quotas;
+    /* rl_config_t's, set by the opener (so every process inherits them):
+     * what a process's ledger is made with. */
+    uint32_t quota_journal_max;
+    uint32_t quota_timeout_ms;
+} rl_shlocal_t;
+
 struct rl {
     rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
     rl_keyhash_t kh;
@@ -30,6 +51,7 @@ struct rl {
     /* A shared instance's global tier (shsync.h), in the mapping; NULL
      * otherwise. Per-process state is reached through its private page. */
     struct rl_shsync *shsync;
+    rl_shlocal_t *shlocal; /* with shsync: this process's private page */
     struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
     struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
@@ -61,14 +83,24 @@ struct rl {
 /* Whether the instance has a global tier (its own sync, or its host's). */
 static inline int rl__has_global(const rl_t *rl) { return rl->sync != NULL || rl->shsync != NULL; }
 
-struct rl_exact *rl__shsync_exact(const struct rl_shsync *sh);
+/* The calling process's attachment to a shared instance's host (its
+ * private page), or NULL: not a shared instance with a global tier, or a
+ * process that did not attach (a copy fork() gave names the parent). */
+static inline const rl_shlocal_t *rl__attached(const rl_t *rl)
+{
+    const rl_shlocal_t *l = rl->shlocal;
+    return l != NULL && l->att != NULL && l->pid == getpid() ? l : NULL;
+}
 
 /* The exact thread of the calling process: the instance's, or in a shared
  * instance the one its rl_shared_attach started (NULL before). Read only on
  * the exact and tiered branches. */
 static inline struct rl_exact *rl__exact_of(const rl_t *rl)
 {
-    return rl->shsync == NULL ? rl->exact : rl__shsync_exact(rl->shsync);
+    if (rl->shsync == NULL)
+        return rl->exact;
+    const rl_shlocal_t *l = rl__attached(rl);
+    return l != NULL ? l->exact : NULL;
 }
 
 /* RL_EFORKED when called in a child on an inherited instance, else 0. */

@@ -387,8 +387,8 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     if (manual_sync == RL__OPEN_SHARED) {
         int rc = rl__shsync_create(rl, &url, &rl->shsync); /* no thread: after fork */
         if (rc == 0) {
-            rl->shsync->quota_journal_max = c->quota_journal_max;
-            rl->shsync->quota_timeout_ms = c->quota_timeout_ms;
+            rl->shlocal->quota_journal_max = c->quota_journal_max;
+            rl->shlocal->quota_timeout_ms = c->quota_timeout_ms;
         }
         return rc;
     }

@@ -51,19 +51,17 @@ typedef struct rl_shsync {
      * slots and round and epoch numbers (only the lease holder touches
      * them), and its sync counters (any process reads them). */
     rl_sync_store_t store;
-    struct rl_shlocal *local; /* a MAP_PRIVATE page: each process's own state */
     /* Statistics, any process. */
     _Atomic int64_t holder_pid; /* 0: nobody holds the lease */
     _Atomic uint64_t takeovers; /* leases taken from a dead holder */
     _Atomic uint64_t handovers; /* leases taken otherwise: the first, and
                                    each from a holder that detached */
-    uint32_t quota_journal_max; /* rl_config_t's, for each process's ledger */
-    uint32_t quota_timeout_ms;
     rl_shproc_t procs[RL_SHARED_PROCS_MAX];
 } rl_shsync_t;
 
 /* At rl_open_shared, in the opener (the allocator carves the mapping):
- * the state above for a table of rl->table.nslots. 0 or RL_ENOMEM. */
+ * the state above for a table of rl->table.nslots, and rl->shlocal, the
+ * private page (core.h). 0 or RL_ENOMEM. */
 int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t **out);
 
 /* rl_close in any process: detach if this process attached (the last one
@@ -73,13 +71,6 @@ void rl__shsync_close(struct rl *rl);
 /* rl_close of the opening pass that only measures the mapping (its blocks
  * are heap blocks). */
 void rl__shsync_free(struct rl *rl);
-
-/* This process's exact thread (exact.h), started by its rl_shared_attach;
- * NULL in a process that did not attach. */
-struct rl_exact *rl__shsync_exact(const rl_shsync_t *sh);
-
-/* Where this process's quota ledger is (its private page; quota.c). */
-struct rl_quotas **rl__shsync_quotas(rl_shsync_t *sh);
 
 /* The host's sync counters (any process). */
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out);
