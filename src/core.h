@@ -56,27 +56,18 @@ struct rl {
     struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */
-    /* Copied configuration. */
+    /* The settings more than one module reads; each module's own are in
+     * its start config (rl_sync_cfg_t, rl_exact_cfg_t) and stay there. Who
+     * the node is and how its Redis keys are named: the logger, the sync
+     * thread, the exact path and the quota ledger all name keys or lines
+     * with them. The round interval and the degraded ramp: the check path
+     * reads them on its degraded answers (a closed limit's retry hint, a
+     * local limit's ramp), the sync thread paces its rounds by the first. */
     char *node_id;
     char *key_prefix;
-    uint32_t sync_close_ms; /* how long rl_close may wait for the last round */
     uint32_t sync_interval_ms;
-    uint32_t expected_nodes;
-    uint32_t max_limits;
-    uint64_t max_keys;
-    uint64_t key_ttl_ms;
-    uint32_t demand_alpha_q16;
-    uint32_t degrade_after_failures;
-    uint32_t recover_after_rounds;
-    uint32_t reconnect_max_ms;
     uint64_t degrade_ramp_fp;
-    uint32_t exact_timeout_ms;
-    uint32_t exact_pool_size;
     rl_logger_t logger;
-    /* The fleet as the node registry shows it (written by the sync thread). */
-    _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */
-    _Atomic uint64_t fleet_split_rounds;
-    _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
     rl_leases_t leases; /* hot keys' token leases (lease.h); off when shared */
 };
 

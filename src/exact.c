@@ -35,13 +35,14 @@ static void exact_log(void *owner, int level, const char *msg)
     rl__log(&x->rl->logger, level, "%s", msg);
 }
 
-int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **out)
+int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, const rl_exact_cfg_t *xc,
+                    rl_exact_t **out)
 {
     rl_exact_t *x = rl__calloc(&rl->alloc, sizeof *x, 64);
     if (x == NULL)
         return RL_ENOMEM;
     x->rl = rl;
-    x->timeout_ns = (uint64_t)rl->exact_timeout_ms * 1000000u;
+    x->timeout_ns = (uint64_t)xc->timeout_ms * 1000000u;
     /* The instance's one per-request caller: the quota ledger's script
      * runs on it too (quota.c), so quotas reuse this pool. */
     static const char *const sources[RL_EXACT_SCRIPTS] = {
@@ -51,9 +52,9 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
     rl_redis_caller_cfg_t cfg = {
         .alloc = &rl->alloc,
         .url = url,
-        .pool = rl->exact_pool_size,
-        .slots = rl->exact_pool_size * RL_EXACT_SLOTS_PER_CONN,
-        .backoff_cap_ms = rl->reconnect_max_ms,
+        .pool = xc->pool_size,
+        .slots = xc->pool_size * RL_EXACT_SLOTS_PER_CONN,
+        .backoff_cap_ms = xc->reconnect_max_ms,
         .scripts = sources,
         .nscripts = RL_EXACT_SCRIPTS,
         .log = exact_log,

@@ -37,9 +37,18 @@ typedef struct rl_exact_answer {
     uint64_t remaining, retry_ms, reset_ms;
 } rl_exact_answer_t;
 
-/* Start the exact thread for rl (its pool, timeout and key naming). 0 or
+/* The exact thread's settings, from rl_config_t (the thread keeps what it
+ * needs: the timeout; the pool's go to its caller). */
+typedef struct rl_exact_cfg {
+    uint32_t timeout_ms;       /* a blocking check's wait for Redis */
+    uint32_t pool_size;        /* per-request connections */
+    uint32_t reconnect_max_ms; /* the reconnect backoff's cap */
+} rl_exact_cfg_t;
+
+/* Start the exact thread for rl (its key naming and logger). 0 or
  * RL_ENOMEM. */
-int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **out);
+int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, const rl_exact_cfg_t *cfg,
+                    rl_exact_t **out);
 
 /* Answer every check in flight (async ones: their callbacks run now, with
  * ok 0) and stop the thread. No check may race it. */

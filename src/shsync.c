@@ -47,7 +47,8 @@ static int robust_init(pthread_mutex_t *m)
     return bad ? -1 : 0;
 }
 
-int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
+int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *sync_cfg,
+                      const rl_exact_cfg_t *exact_cfg, rl_shsync_t **out)
 {
     rl_shsync_t *sh = rl__calloc(&rl->alloc, sizeof *sh, 64);
     if (sh == NULL)
@@ -61,6 +62,8 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
         if (robust_init(&sh->procs[i].alive) != 0)
             return RL_ENOMEM;
     sh->url = *url;
+    sh->sync_cfg = *sync_cfg;
+    sh->exact_cfg = *exact_cfg;
     void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return RL_ENOMEM;
@@ -216,7 +219,7 @@ static void hold_lease(rl_attach_t *at)
     atomic_store_explicit(&sh->holder_pid, (int64_t)getpid(), memory_order_relaxed);
     rl_sync_t *s = NULL;
     for (int failed = 0;; failed++) {
-        int rc = rl__sync_start_host(rl, &sh->url, &sh->store, &s);
+        int rc = rl__sync_start_host(rl, &sh->url, &sh->sync_cfg, &sh->store, &s);
         if (rc == 0)
             break;
         s = NULL;
@@ -231,7 +234,7 @@ static void hold_lease(rl_attach_t *at)
     int stop, last;
     read_stop(at, &stop, &last);
     if (s != NULL)
-        rl__sync_stop_ex(s, rl->sync_close_ms, last);
+        rl__sync_stop_ex(s, sh->sync_cfg.close_ms, last);
     /* relaxed: statistics. */
     atomic_store_explicit(&sh->holder_pid, 0, memory_order_relaxed);
 }
@@ -253,7 +256,7 @@ static void *lease_main(void *arg)
             /* A process that is not the last leaves the lease to the others;
              * the last waits for it to send the host's final round, at most
              * the close deadline (a holder that stopped, SIGSTOP, keeps it). */
-            if (stop && (!last || last_waited_ms >= at->rl->sync_close_ms))
+            if (stop && (!last || last_waited_ms >= sh->sync_cfg.close_ms))
                 break;
             if (stop)
                 last_waited_ms += RL_SHARED_LEASE_POLL_MS;
@@ -311,7 +314,7 @@ int rl_shared_attach(rl_t *rl)
     }
     /* This process's own connections for exact checks and quota charges:
      * their state is in Redis, so each process asks it directly. */
-    int rc = rl__exact_start(rl, &sh->url, &at->exact);
+    int rc = rl__exact_start(rl, &sh->url, &sh->exact_cfg, &at->exact);
     if (rc == 0 && (rc = rl__quotas_adopt(rl, &rl->shlocal->quotas, at->exact)) != 0)
         rl__exact_stop(at->exact);
     if (rc != 0) {
@@ -405,4 +408,9 @@ void rl__shsync_close(rl_t *rl)
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)
 {
     rl__sync_counters_decode(sh->store.counters, out);
+}
+
+void rl__shsync_fleet(const rl_shsync_t *sh, rl_sync_fleet_t *out)
+{
+    rl__sync_store_fleet(&sh->store, out);
 }

@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "syncint.h"
+#include "exact.h"
 
 /* Attached processes a shared instance tracks at once. */
 #define RL_SHARED_PROCS_MAX 512
@@ -47,6 +48,11 @@ typedef struct rl_shproc {
 typedef struct rl_shsync {
     pthread_mutex_t lease; /* robust, process-shared: held by the sync's process */
     rl_redisurl_t url;     /* written at open, read-only after */
+    /* The opener's settings, read-only after open: the host's sync thread
+     * (whichever process holds the lease) and each attached process's
+     * exact thread start with them. */
+    rl_sync_cfg_t sync_cfg;
+    rl_exact_cfg_t exact_cfg;
     /* The host's one node in Redis: its incarnation (read-only after open),
      * slots and round and epoch numbers (only the lease holder touches
      * them), and its sync counters (any process reads them). */
@@ -62,7 +68,8 @@ typedef struct rl_shsync {
 /* At rl_open_shared, in the opener (the allocator carves the mapping):
  * the state above for a table of rl->table.nslots, and rl->shlocal, the
  * private page (core.h). 0 or RL_ENOMEM. */
-int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t **out);
+int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *sync_cfg,
+                      const rl_exact_cfg_t *exact_cfg, rl_shsync_t **out);
 
 /* rl_close in any process: detach if this process attached (the last one
  * out hands the host's shares back), then drop the private page. */
@@ -74,5 +81,8 @@ void rl__shsync_free(struct rl *rl);
 
 /* The host's sync counters (any process). */
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out);
+
+/* The host's view of the fleet (any process). */
+void rl__shsync_fleet(const rl_shsync_t *sh, rl_sync_fleet_t *out);
 
 #endif

@@ -227,7 +227,7 @@ static void judge_round(rl_sync_t *s)
 {
     /* relaxed: this thread is the only writer. */
     int state = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
-    rl_health_cfg_t cfg = {s->rl->degrade_after_failures, s->rl->recover_after_rounds};
+    rl_health_cfg_t cfg = {s->cfg.degrade_after_failures, s->cfg.recover_after_rounds};
     rl_health_move_t moves[RL_HEALTH_MOVES_MAX];
     int n = rl__policy_health_round(state, s->round_failed, &s->health_counts, &cfg, moves);
     for (int i = 0; i < n; i++)
@@ -422,7 +422,18 @@ int rl__sync_store_init(rl_sync_store_t *st, const rl_allocator_t *a, size_t nsl
     atomic_init(&st->next_epoch, 0);
     for (int i = 0; i < C_N; i++)
         atomic_init(&st->counters[i], 0);
+    atomic_init(&st->fleet_nodes, 0);
+    atomic_init(&st->fleet_split_rounds, 0);
+    atomic_init(&st->fleet_split_fps, 0);
     return 0;
+}
+
+void rl__sync_store_fleet(const rl_sync_store_t *st, rl_sync_fleet_t *out)
+{
+    /* relaxed: statistics, each self-contained. */
+    out->nodes = atomic_load_explicit(&st->fleet_nodes, memory_order_relaxed);
+    out->split_rounds = atomic_load_explicit(&st->fleet_split_rounds, memory_order_relaxed);
+    out->split_fps = atomic_load_explicit(&st->fleet_split_fps, memory_order_relaxed);
 }
 
 void rl__sync_store_free(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots)
@@ -434,13 +445,15 @@ void rl__sync_store_free(rl_sync_store_t *st, const rl_allocator_t *a, size_t ns
 /* The memory a sync thread needs, sized by the table and the limit
  * registry, on a store (NULL: its own, made here), and what the node
  * registry shows of this process (host, pid, start time). */
-static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, rl_sync_store_t *store)
+static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                             rl_sync_store_t *store)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
     if (s == NULL)
         return NULL;
     s->rl = rl;
+    s->cfg = *cfg;
     s->url = *url;
     s->hand_back = 1;
     rl__redisurl_where(url, s->where, sizeof s->where);
@@ -509,7 +522,7 @@ static int init_loop(rl_sync_t *s)
         .alloc = &s->rl->alloc,
         .url = &s->url,
         .rng = &s->rng,
-        .backoff_cap_ms = s->rl->reconnect_max_ms,
+        .backoff_cap_ms = s->cfg.reconnect_max_ms,
         .ops = &conn_ops,
         .owner = s,
         .scripts = &s->scripts,
@@ -573,10 +586,10 @@ static void resume_host(rl_sync_t *s)
 
 /* host: the store is a shared host's, continued (and Redis keeps its
  * shares when this start fails). */
-static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual,
-                      rl_sync_store_t *host, rl_sync_t **out)
+static int sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                      int manual, rl_sync_store_t *host, rl_sync_t **out)
 {
-    rl_sync_t *s = alloc_sync(rl, url, host);
+    rl_sync_t *s = alloc_sync(rl, url, cfg, host);
     if (s == NULL)
         return RL_ENOMEM;
     s->driver = manual ? &rl__sync_step_driver : &timer_driver;
@@ -603,25 +616,26 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual,
     }
     *out = s;
     if (!manual && wait_first_outcome(s) == FIRST_AUTH) {
-        rl__sync_stop_ex(s, rl->sync_close_ms, host == NULL);
+        rl__sync_stop_ex(s, s->cfg.close_ms, host == NULL);
         *out = NULL;
         return RL_EAUTH;
     }
     return 0;
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg, int manual,
+                   rl_sync_t **out)
 {
-    return sync_start(rl, url, manual, NULL, out);
+    return sync_start(rl, url, cfg, manual, NULL, out);
 }
 
-int rl__sync_start_host(struct rl *rl, const rl_redisurl_t *url, rl_sync_store_t *store,
-                        rl_sync_t **out)
+int rl__sync_start_host(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                        rl_sync_store_t *store, rl_sync_t **out)
 {
-    return sync_start(rl, url, 0, store, out);
+    return sync_start(rl, url, cfg, 0, store, out);
 }
 
-void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms) { rl__sync_stop_ex(s, deadline_ms, 1); }
+void rl__sync_stop(rl_sync_t *s) { rl__sync_stop_ex(s, s->cfg.close_ms, 1); }
 
 void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back)
 {
@@ -648,6 +662,8 @@ void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
 {
     rl__sync_counters_decode(s->store->counters, out);
 }
+
+void rl__sync_fleet(rl_sync_t *s, rl_sync_fleet_t *out) { rl__sync_store_fleet(s->store, out); }
 
 void rl__sync_counters_decode(const _Atomic uint64_t *counters, rl_sync_counters_t *out)
 {

@@ -38,7 +38,7 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
         return; /* not a reply of this library's script: nothing to learn */
     uint64_t live = (uint64_t)reply->element[1]->integer;
     /* relaxed: statistics, each self-contained. */
-    atomic_store_explicit(&rl->fleet_nodes, live, memory_order_relaxed);
+    atomic_store_explicit(&s->store->fleet_nodes, live, memory_order_relaxed);
     if (rl__limits_set_nodes(&rl->limits, (uint32_t)live, &rl->clock))
         rl__sync_log(s, RL_LOG_INFO, "fleet: %" PRIu64 " live node%s: pessimistic shares are "
                      "rate / %" PRIu64, live, live == 1 ? "" : "s", live);
@@ -50,7 +50,7 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
             first = first != NULL ? first : reply->element[i];
         }
     /* relaxed: as above. */
-    atomic_store_explicit(&rl->fleet_split_fps, others, memory_order_relaxed);
+    atomic_store_explicit(&s->store->fleet_split_fps, others, memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
     if (others == 0) {
         if (s->split_fps != 0)
@@ -60,7 +60,8 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
         s->split_fps = 0;
         return;
     }
-    atomic_fetch_add_explicit(&rl->fleet_split_rounds, 1, memory_order_relaxed);
+    /* relaxed: as above. */
+    atomic_fetch_add_explicit(&s->store->fleet_split_rounds, 1, memory_order_relaxed);
     /* Once when it starts or changes, then once a minute while it lasts. */
     if (others != s->split_fps || now_ms >= s->split_logged_ms + 60000) {
         char mine[17];

@@ -88,6 +88,11 @@ typedef struct rl_sync_store {
     _Atomic uint64_t round_id;
     _Atomic uint64_t next_epoch;
     _Atomic uint64_t counters[C_N]; /* rl_sync_counters_t, in field order */
+    /* rl_sync_fleet_t's, written by the heartbeat: a new lease holder's
+     * rounds start from the last holder's view of the fleet. */
+    _Atomic uint64_t fleet_nodes;
+    _Atomic uint64_t fleet_split_rounds;
+    _Atomic uint64_t fleet_split_fps;
 } rl_sync_store_t;
 
 /* A store for a table of nslots: its slots (from a), counters at zero, and
@@ -97,6 +102,7 @@ typedef struct rl_sync_store {
 int rl__sync_store_init(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots,
                         const char *node_id);
 void rl__sync_store_free(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots);
+void rl__sync_store_fleet(const rl_sync_store_t *st, rl_sync_fleet_t *out);
 
 /* One limit as a round sees it (snapshot taken at the round's start). */
 typedef struct rl_synclimit {
@@ -117,6 +123,7 @@ typedef struct rl_synclimit {
 
 struct rl_sync {
     struct rl *rl;
+    rl_sync_cfg_t cfg;
     rl_redisurl_t url;
     char where[400];            /* the URL without credentials, for logs */
     uv_thread_t thread;
@@ -151,7 +158,7 @@ struct rl_sync {
     uint64_t ping_round;   /* the round the outstanding PING belongs to */
     int leaving;           /* the final round: hand shares back */
     uint32_t close_ms;     /* how long the final round's replies are awaited
-                              (rl__sync_stop's deadline) */
+                              (rl__sync_stop_ex's deadline) */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
     rl_share_reply_t shares[RL_SYNC_KEYS_PER_CALL]; /* scratch: one reply's parsed shares */
     uint64_t round_start_ns;      /* uv_hrtime at the current round's start */

@@ -267,7 +267,7 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
          * node also runs new keys and outages at rate / live, so the
          * fleet as a whole stays within the limit until the split ends. */
         /* relaxed: written by this thread. */
-        uint64_t live = atomic_load_explicit(&s->rl->fleet_nodes, memory_order_relaxed);
+        uint64_t live = atomic_load_explicit(&s->store->fleet_nodes, memory_order_relaxed);
         if (live > 1) {
             uint64_t cap_q = RL_SHARE_ONE / live;
             uint64_t cap_tokens = (l->p.normal.burst + live - 1) / live;
@@ -458,7 +458,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             on_error_reply(s, reply);
         if (current)
             s->round_failed = 1;
-    } else if (age_ms * 2 < s->rl->key_ttl_ms &&
+    } else if (age_ms * 2 < s->cfg.key_ttl_ms &&
                rl__sync_parse_shares(reply, call->n, s->shares) == 0) {
         rl_synclimit_t *l = &s->limits[call->lidx];
         int windowed = l->w_lref != 0 && l->w_lref == l->lref && l->live;
@@ -472,7 +472,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             if (windowed && s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
         }
-    } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
+    } else if (age_ms * 2 >= s->cfg.key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
         rl__sync_error(s, RL_REDIS_ERR_OTHER);
@@ -537,7 +537,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
         case RL_RA_RATE: arg_u64(b, l->p.rate_count); break;
         case RL_RA_PERIOD: arg_u64(b, l->p.period_ms); break;
         case RL_RA_BURST: arg_u64(b, l->p.normal.burst); break;
-        case RL_RA_ALPHA: arg_u64(b, s->rl->demand_alpha_q16); break;
+        case RL_RA_ALPHA: arg_u64(b, s->cfg.demand_alpha_q16); break;
         case RL_RA_RESERVE: arg_u64(b, RL_SHARE_RESERVE_DEFAULT); break;
         case RL_RA_GAIN: arg_u64(b, RL_SHARE_GAIN_DEFAULT); break;
         case RL_RA_MAX_CUT: arg_u64(b, RL_SHARE_MAX_CUT_DEFAULT); break;
@@ -550,7 +550,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
             break;
         case RL_RA_LEAVING: arg_u64(b, s->leaving ? 1 : 0); break;
         case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
-        case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
+        case RL_RA_EXPECTED: arg_u64(b, s->cfg.expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
         case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
         case RL_RA_TIERED: arg_u64(b, l->p.synced == RL_SYNCED_TIERED); break;
