@@ -278,10 +278,31 @@ static void evaluate(rl_t *rl, rl_hotkeys_t *hk, int synced)
     }
 }
 
+/* Hand every captured key to the entry it belongs to in one of the nh
+ * sketches (keys whose entry is gone are dropped) and free the cells. */
+static void drain_captured(rl_hotcap_t *c, rl_hotkeys_t *const *h, size_t nh)
+{
+    for (size_t k = 0; k < RL_HOTCAP_CELLS; k++) {
+        rl_hotcap_cell_t *cell = &c->cell[k];
+        /* acquire: pairs with the capturer's release of FULL. */
+        if (atomic_load_explicit(&cell->state, memory_order_acquire) != RL_HOTCAP_FULL)
+            continue;
+        rl_hk_entry_t *e = NULL;
+        for (size_t j = 0; j < nh && e == NULL; j++)
+            e = rl__hotkeys_find(h[j], cell->lref, cell->id_lo, cell->id_hi);
+        if (e != NULL) {
+            rl__hotkeys_set_key(e, cell->key, cell->len);
+            e->want = 0;
+        }
+        /* release: our reads of the cell happen before its next capture. */
+        atomic_store_explicit(&cell->state, RL_HOTCAP_EMPTY, memory_order_release);
+    }
+}
+
 static void drain(rl_t *rl)
 {
     rl_hotkeys_t *hs[2] = {&rl->hot->req, &rl->hot->round};
-    rl__hotcap_drain(rl->hot->cap, hs, rl->hot->round.k != 0 ? 2 : 1);
+    drain_captured(rl->hot->cap, hs, rl->hot->round.k != 0 ? 2 : 1);
 }
 
 void rl__hot_round_begin(rl_t *rl)
@@ -397,6 +418,7 @@ static void to_public(const rl_hk_entry_t *e, int id, rl_hotkey_t *o)
 }
 
 _Static_assert(RL_HOTKEY_KEY_BYTES == RL_HOTKEY_BYTES, "a report carries what an entry keeps");
+_Static_assert(RL_HOTCAP_KEY_BYTES == RL_HOTKEY_BYTES, "a capture keeps what an entry keeps");
 
 int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n)
 {
