@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include "hot.h"
 #include "core.h"
 #include "shareword.h"
 #include "structsize.h"
-#include "syncnodes.h"
+#include "decimal.h"
 
 /* Bytes of one by-demand scratch array. */
 static size_t by_bytes(size_t k) { return k * RL_HOTKEYS_SLACK * sizeof(rl_hk_entry_t *); }
@@ -491,12 +492,12 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
     size_t n = by_demand(&h->round, idx);
     /* Names are writer-owned while a limit lives: copied under its lock. */
     rl__limits_lock(&rl->limits);
-    for (size_t i = 0; i < n && items < RL_NODES_HOT_MAX; i++) {
+    for (size_t i = 0; i < n && items < RL_HOT_WORD_ITEMS; i++) {
         const rl_hk_entry_t *e = idx[i];
         lim_t l;
         if (e->key_len == 0 || (e->rate <= 0 && !e->hot) || !lim_of(rl, e->lref, &l))
             continue;
-        rl_nodes_hot_t it;
+        rl_hot_item_t it;
         memset(&it, 0, sizeof it);
         snprintf(it.limit, sizeof it.limit, "%s", l.name);
         it.kept = e->key_len < RL_HOTKEY_BYTES ? e->key_len : RL_HOTKEY_BYTES;
@@ -506,7 +507,7 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
         it.fleet_mps = (uint64_t)(e->fleet * 1000.0 + 0.5);
         it.hot = e->hot;
         char one[300];
-        int k = rl__nodes_hot_format(&it, one, sizeof one);
+        int k = rl__hot_item_format(&it, one, sizeof one);
         if (k <= 0 || (size_t)k >= sizeof one || len + (items > 0) + (size_t)k >= cap)
             break;
         if (items > 0)
@@ -518,4 +519,73 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
     pthread_mutex_unlock(&rl->limits.lock);
     pthread_mutex_unlock(&h->mu);
     return len;
+}
+
+/* ----------------------------------------------- the hot word (hot.h) */
+
+int rl__hot_item_format(const rl_hot_item_t *h, char *buf, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    char kh[2 * sizeof h->key + 1];
+    size_t kept = h->kept < sizeof h->key ? h->kept : sizeof h->key;
+    for (size_t i = 0; i < kept; i++) {
+        kh[2 * i] = hex[h->key[i] >> 4];
+        kh[2 * i + 1] = hex[h->key[i] & 15];
+    }
+    kh[2 * kept] = '\0';
+    return snprintf(buf, cap, "%.63s/%s/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d", h->limit, kh,
+                    h->key_len, h->demand_mps, h->fleet_mps, h->hot ? 1 : 0);
+}
+
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int rl__hot_item_next(const char **p, const char *end, rl_hot_item_t *out)
+{
+    while (*p < end) {
+        const char *s = *p;
+        const char *e = memchr(s, ',', (size_t)(end - s));
+        if (e == NULL)
+            e = end;
+        *p = e < end ? e + 1 : end;
+        /* six fields separated by '/' */
+        const char *f[7];
+        int k = 0;
+        f[k++] = s;
+        for (const char *q = s; q < e && k < 7; q++)
+            if (*q == '/')
+                f[k++] = q + 1;
+        if (k != 6)
+            continue;
+        f[6] = e + 1;
+        size_t ln = (size_t)(f[1] - f[0] - 1), hn = (size_t)(f[2] - f[1] - 1);
+        if (ln == 0 || ln >= sizeof out->limit || hn % 2 != 0 || hn / 2 > sizeof out->key)
+            continue;
+        memset(out, 0, sizeof *out);
+        memcpy(out->limit, f[0], ln);
+        if (!rl__name_valid(out->limit, sizeof out->limit))
+            continue;
+        int bad = 0;
+        for (size_t i = 0; i < hn / 2; i++) {
+            int a = hex_val(f[1][2 * i]), b = hex_val(f[1][2 * i + 1]);
+            if (a < 0 || b < 0) {
+                bad = 1;
+                break;
+            }
+            out->key[i] = (unsigned char)(a << 4 | b);
+        }
+        out->kept = hn / 2;
+        out->key_len = rl__decimal_u64(f[2], (size_t)(f[3] - f[2] - 1));
+        out->demand_mps = rl__decimal_u64(f[3], (size_t)(f[4] - f[3] - 1));
+        out->fleet_mps = rl__decimal_u64(f[4], (size_t)(f[5] - f[4] - 1));
+        size_t hl = (size_t)(f[6] - f[5] - 1);
+        if (bad || out->key_len < out->kept || out->kept == 0 || hl != 1 ||
+            (f[5][0] != '0' && f[5][0] != '1'))
+            continue;
+        out->hot = f[5][0] == '1';
+        return 1;
+    }
+    return 0;
 }

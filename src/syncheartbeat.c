@@ -144,7 +144,7 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
     rec.rounds = atomic_load_explicit(&s->store->counters[C_ROUNDS], memory_order_relaxed);
     rec.failed = atomic_load_explicit(&s->store->counters[C_ROUNDS_FAILED], memory_order_relaxed);
     rl__nodes_fp_text(rl__nodes_fp(s->rl->kh.fingerprint, RL_REDIS_KEY_LAYOUT), rec.fp);
-    char hot[RL_NODES_HOT_TEXT_MAX];
+    char hot[RL_HOT_WORD_TEXT_MAX];
     if (!s->leaving && rl__hot_publish(s->rl, hot, sizeof hot) > 0)
         rec.hot = hot;
     char record[RL_NODES_RECORD_MAX], stale[24], prune[16], fp_max[16];
