@@ -309,7 +309,7 @@ static void copy_settings(rl_t *rl, const rl_config_t *c)
 }
 
 /* The sync thread's and the exact thread's settings, in their units. */
-static void module_configs(const rl_config_t *c, rl_sync_cfg_t *sc, rl_exact_cfg_t *xc)
+static void module_configs(rl_t *rl, const rl_config_t *c, rl_sync_cfg_t *sc, rl_exact_cfg_t *xc)
 {
     uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
     *sc = (rl_sync_cfg_t){
@@ -325,6 +325,10 @@ static void module_configs(const rl_config_t *c, rl_sync_cfg_t *sc, rl_exact_cfg
         .timeout_ms = c->exact_timeout_ms,
         .pool_size = c->exact_pool_size,
         .reconnect_max_ms = c->reconnect_max_ms,
+        .alloc = &rl->alloc,
+        .logger = &rl->logger,
+        .kh = &rl->kh,
+        .key_prefix = rl->key_prefix,
     };
 }
 
@@ -392,7 +396,7 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
     rl_sync_cfg_t sc;
     rl_exact_cfg_t xc;
-    module_configs(c, &sc, &xc);
+    module_configs(rl, c, &sc, &xc);
     if (manual_sync == RL__OPEN_SHARED) {
         /* No thread: after fork. */
         int rc = rl__shsync_create(rl, &url, &sc, &xc, &rl->shsync);
@@ -406,7 +410,7 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     if (rc == 0)
         rc = rl__sync_start(rl, &url, &sc, manual_sync, &rl->sync);
     if (rc == 0)
-        rc = rl__exact_start(rl, &url, &xc, &rl->exact);
+        rc = rl__exact_start(&url, &xc, &rl->exact);
     return rc;
 }
 

@@ -314,7 +314,7 @@ int rl_shared_attach(rl_t *rl)
     }
     /* This process's own connections for exact checks and quota charges:
      * their state is in Redis, so each process asks it directly. */
-    int rc = rl__exact_start(rl, &sh->url, &sh->exact_cfg, &at->exact);
+    int rc = rl__exact_start(&sh->url, &sh->exact_cfg, &at->exact);
     if (rc == 0 && (rc = rl__quotas_adopt(rl, &rl->shlocal->quotas, at->exact)) != 0)
         rl__exact_stop(at->exact);
     if (rc != 0) {

@@ -50,7 +50,8 @@ typedef struct rl_shsync {
     rl_redisurl_t url;     /* written at open, read-only after */
     /* The opener's settings, read-only after open: the host's sync thread
      * (whichever process holds the lease) and each attached process's
-     * exact thread start with them. */
+     * exact thread start with them (exact_cfg's pointers are into the
+     * instance, which is in the mapping too). */
     rl_sync_cfg_t sync_cfg;
     rl_exact_cfg_t exact_cfg;
     /* The host's one node in Redis: its incarnation (read-only after open),
