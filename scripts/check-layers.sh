@@ -43,7 +43,7 @@ for f in "${redis_files[@]}"; do
     check_includes "$f" "$redis_allowed" ""
 done
 for f in "$root"/src/policy.c "$root"/src/policy.h; do
-    check_includes "$f" "" '^(redis/|sync|instance\.h|table\.h|check)'
+    check_includes "$f" "" '^(redis/|sync|core\.h|instance\.h|table\.h|check)'
 done
 check_includes "$root"/src/check.c "" '^(redis/|sync)'
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The limit-management entry points: validation, then the registry. */
 #include <string.h>
-#include "instance.h"
+#include "core.h"
 #include "structsize.h"
 #include "limitdef.h"
 

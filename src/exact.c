@@ -6,7 +6,6 @@
 #include <string.h>
 #include <uv.h>
 #include "exact.h"
-#include "instance.h"
 #include "scripts.h"
 #include "alloc.h"
 #include "redis/caller.h"
@@ -15,7 +14,10 @@
 
 struct rl_exact {
     rl_redis_caller_t *caller;
-    struct rl *rl;
+    const rl_allocator_t *alloc;
+    rl_logger_t *logger;
+    const rl_keyhash_t *kh;
+    const char *key_prefix;
     uint64_t timeout_ns;
     _Atomic uint64_t virtual_us; /* simulations: exact.lua's now (0: TIME) */
 };
@@ -32,16 +34,19 @@ typedef struct exact_args {
 static void exact_log(void *owner, int level, const char *msg)
 {
     rl_exact_t *x = owner;
-    rl__log(&x->rl->logger, level, "%s", msg);
+    rl__log(x->logger, level, "%s", msg);
 }
 
-int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **out)
+int rl__exact_start(const struct rl_redisurl *url, const rl_exact_cfg_t *xc, rl_exact_t **out)
 {
-    rl_exact_t *x = rl__calloc(&rl->alloc, sizeof *x, 64);
+    rl_exact_t *x = rl__calloc(xc->alloc, sizeof *x, 64);
     if (x == NULL)
         return RL_ENOMEM;
-    x->rl = rl;
-    x->timeout_ns = (uint64_t)rl->exact_timeout_ms * 1000000u;
+    x->alloc = xc->alloc;
+    x->logger = xc->logger;
+    x->kh = xc->kh;
+    x->key_prefix = xc->key_prefix;
+    x->timeout_ns = (uint64_t)xc->timeout_ms * 1000000u;
     /* The instance's one per-request caller: the quota ledger's script
      * runs on it too (quota.c), so quotas reuse this pool. */
     static const char *const sources[RL_EXACT_SCRIPTS] = {
@@ -49,11 +54,11 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
         [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
     };
     rl_redis_caller_cfg_t cfg = {
-        .alloc = &rl->alloc,
+        .alloc = xc->alloc,
         .url = url,
-        .pool = rl->exact_pool_size,
-        .slots = rl->exact_pool_size * RL_EXACT_SLOTS_PER_CONN,
-        .backoff_cap_ms = rl->reconnect_max_ms,
+        .pool = xc->pool_size,
+        .slots = xc->pool_size * RL_EXACT_SLOTS_PER_CONN,
+        .backoff_cap_ms = xc->reconnect_max_ms,
         .scripts = sources,
         .nscripts = RL_EXACT_SCRIPTS,
         .log = exact_log,
@@ -61,7 +66,7 @@ int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **o
     };
     int rc = rl__redis_caller_start(&x->caller, &cfg);
     if (rc != 0) {
-        rl__free(&rl->alloc, x, sizeof *x, 64);
+        rl__free(xc->alloc, x, sizeof *x, 64);
         return rc;
     }
     *out = x;
@@ -73,7 +78,7 @@ void rl__exact_forget(rl_exact_t *x)
     if (x == NULL)
         return;
     rl__redis_caller_forget(x->caller);
-    rl__free(&x->rl->alloc, x, sizeof *x, 64);
+    rl__free(x->alloc, x, sizeof *x, 64);
 }
 
 void rl__exact_stop(rl_exact_t *x)
@@ -81,7 +86,7 @@ void rl__exact_stop(rl_exact_t *x)
     if (x == NULL)
         return;
     rl__redis_caller_stop(x->caller);
-    rl__free(&x->rl->alloc, x, sizeof *x, 64);
+    rl__free(x->alloc, x, sizeof *x, 64);
 }
 
 /* The bucket's TTL: at least the time to refill a whole burst (a key that
@@ -96,7 +101,7 @@ static uint64_t ttl_ms(const rl_exact_req_t *r)
 
 static void make_args(const rl_exact_t *x, const rl_exact_req_t *r, exact_args_t *a)
 {
-    int n = rl__redis_key_name(&x->rl->kh, x->rl->key_prefix, r->limit, r->id, a->key,
+    int n = rl__redis_key_name(x->kh, x->key_prefix, r->limit, r->id, a->key,
                                sizeof a->key);
     a->argv[0] = a->key;
     a->argl[0] = n > 0 && (size_t)n < sizeof a->key ? (size_t)n : strlen(a->key);

@@ -12,9 +12,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ratelimit.h"
 #include "keyhash.h"
+#include "log.h"
 
-struct rl;
 struct rl_redisurl;
 typedef struct rl_exact rl_exact_t;
 
@@ -37,9 +38,21 @@ typedef struct rl_exact_answer {
     uint64_t remaining, retry_ms, reset_ms;
 } rl_exact_answer_t;
 
-/* Start the exact thread for rl (its pool, timeout and key naming). 0 or
- * RL_ENOMEM. */
-int rl__exact_start(struct rl *rl, const struct rl_redisurl *url, rl_exact_t **out);
+/* The exact thread's settings, from rl_config_t (the thread keeps what it
+ * needs: the timeout; the pool's go to its caller), and the instance's
+ * allocator, logger and key naming, by pointer: they outlive the thread. */
+typedef struct rl_exact_cfg {
+    uint32_t timeout_ms;       /* a blocking check's wait for Redis */
+    uint32_t pool_size;        /* per-request connections */
+    uint32_t reconnect_max_ms; /* the reconnect backoff's cap */
+    const rl_allocator_t *alloc;
+    rl_logger_t *logger;
+    const rl_keyhash_t *kh;
+    const char *key_prefix;
+} rl_exact_cfg_t;
+
+/* Start the exact thread. 0 or RL_ENOMEM. */
+int rl__exact_start(const struct rl_redisurl *url, const rl_exact_cfg_t *cfg, rl_exact_t **out);
 
 /* Answer every check in flight (async ones: their callbacks run now, with
  * ok 0) and stop the thread. No check may race it. */

@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include "hot.h"
-#include "instance.h"
-#include "shared.h"
+#include "core.h"
 #include "shareword.h"
-#include "stats.h"
 #include "structsize.h"
-#include "syncnodes.h"
+#include "decimal.h"
 
 /* Bytes of one by-demand scratch array. */
 static size_t by_bytes(size_t k) { return k * RL_HOTKEYS_SLACK * sizeof(rl_hk_entry_t *); }
 
-int rl__hot_init(rl_t *rl, int synced, size_t k)
+int rl__hot_init(rl_t *rl, int synced, int shared, size_t k)
 {
-    if (rl__alloc_is_shared(&rl->alloc))
+    if (shared)
         return 0; /* rl_hotkeys answers RL_ENOTSUP */
     if (k == 0 || k > RL_HOTKEYS_K_MAX)
         return RL_EINVAL;
@@ -280,10 +279,31 @@ static void evaluate(rl_t *rl, rl_hotkeys_t *hk, int synced)
     }
 }
 
+/* Hand every captured key to the entry it belongs to in one of the nh
+ * sketches (keys whose entry is gone are dropped) and free the cells. */
+static void drain_captured(rl_hotcap_t *c, rl_hotkeys_t *const *h, size_t nh)
+{
+    for (size_t k = 0; k < RL_HOTCAP_CELLS; k++) {
+        rl_hotcap_cell_t *cell = &c->cell[k];
+        /* acquire: pairs with the capturer's release of FULL. */
+        if (atomic_load_explicit(&cell->state, memory_order_acquire) != RL_HOTCAP_FULL)
+            continue;
+        rl_hk_entry_t *e = NULL;
+        for (size_t j = 0; j < nh && e == NULL; j++)
+            e = rl__hotkeys_find(h[j], cell->lref, cell->id_lo, cell->id_hi);
+        if (e != NULL) {
+            rl__hotkeys_set_key(e, cell->key, cell->len);
+            e->want = 0;
+        }
+        /* release: our reads of the cell happen before its next capture. */
+        atomic_store_explicit(&cell->state, RL_HOTCAP_EMPTY, memory_order_release);
+    }
+}
+
 static void drain(rl_t *rl)
 {
     rl_hotkeys_t *hs[2] = {&rl->hot->req, &rl->hot->round};
-    rl__hotcap_drain(rl->hot->cap, hs, rl->hot->round.k != 0 ? 2 : 1);
+    drain_captured(rl->hot->cap, hs, rl->hot->round.k != 0 ? 2 : 1);
 }
 
 void rl__hot_round_begin(rl_t *rl)
@@ -353,7 +373,7 @@ static void harvest_local(rl_t *rl)
             local_lref = lref;
         }
         /* release: as the sync thread's harvest (a stats read that sees
-         * the moved counts sees the fold begun, stats.h); the same swaps as
+         * the moved counts sees the fold begun, limits.h); the same swaps as
          * it and a retire, so each decision is folded once. */
         uint64_t a = atomic_exchange_explicit(&s->admitted, 0, memory_order_release);
         uint64_t d = atomic_exchange_explicit(&s->denied, 0, memory_order_release);
@@ -399,6 +419,7 @@ static void to_public(const rl_hk_entry_t *e, int id, rl_hotkey_t *o)
 }
 
 _Static_assert(RL_HOTKEY_KEY_BYTES == RL_HOTKEY_BYTES, "a report carries what an entry keeps");
+_Static_assert(RL_HOTCAP_KEY_BYTES == RL_HOTKEY_BYTES, "a capture keeps what an entry keeps");
 
 int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n)
 {
@@ -432,9 +453,9 @@ int rl__hot_report(rl_t *rl, int limit, rl_hotkey_t *out, size_t n, uint64_t min
     uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
     if (now - h->req_last_fp >= min_age_ms * RL_FP_PER_MS) {
         rl__hotkeys_decay(&h->req, 1);
-        rl__fold_begin(rl);
+        rl__limits_fold_begin(&rl->limits);
         harvest_local(rl);
-        rl__fold_end(rl);
+        rl__limits_fold_end(&rl->limits);
         double dt = (double)(now - h->req_last_fp) / (double)RL_FP_PER_MS / 1000.0;
         h->req_last_fp = now;
         drain(rl);
@@ -471,12 +492,12 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
     size_t n = by_demand(&h->round, idx);
     /* Names are writer-owned while a limit lives: copied under its lock. */
     rl__limits_lock(&rl->limits);
-    for (size_t i = 0; i < n && items < RL_NODES_HOT_MAX; i++) {
+    for (size_t i = 0; i < n && items < RL_HOT_WORD_ITEMS; i++) {
         const rl_hk_entry_t *e = idx[i];
         lim_t l;
         if (e->key_len == 0 || (e->rate <= 0 && !e->hot) || !lim_of(rl, e->lref, &l))
             continue;
-        rl_nodes_hot_t it;
+        rl_hot_item_t it;
         memset(&it, 0, sizeof it);
         snprintf(it.limit, sizeof it.limit, "%s", l.name);
         it.kept = e->key_len < RL_HOTKEY_BYTES ? e->key_len : RL_HOTKEY_BYTES;
@@ -486,7 +507,7 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
         it.fleet_mps = (uint64_t)(e->fleet * 1000.0 + 0.5);
         it.hot = e->hot;
         char one[300];
-        int k = rl__nodes_hot_format(&it, one, sizeof one);
+        int k = rl__hot_item_format(&it, one, sizeof one);
         if (k <= 0 || (size_t)k >= sizeof one || len + (items > 0) + (size_t)k >= cap)
             break;
         if (items > 0)
@@ -498,4 +519,73 @@ size_t rl__hot_publish(rl_t *rl, char *buf, size_t cap)
     pthread_mutex_unlock(&rl->limits.lock);
     pthread_mutex_unlock(&h->mu);
     return len;
+}
+
+/* ----------------------------------------------- the hot word (hot.h) */
+
+int rl__hot_item_format(const rl_hot_item_t *h, char *buf, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    char kh[2 * sizeof h->key + 1];
+    size_t kept = h->kept < sizeof h->key ? h->kept : sizeof h->key;
+    for (size_t i = 0; i < kept; i++) {
+        kh[2 * i] = hex[h->key[i] >> 4];
+        kh[2 * i + 1] = hex[h->key[i] & 15];
+    }
+    kh[2 * kept] = '\0';
+    return snprintf(buf, cap, "%.63s/%s/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d", h->limit, kh,
+                    h->key_len, h->demand_mps, h->fleet_mps, h->hot ? 1 : 0);
+}
+
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int rl__hot_item_next(const char **p, const char *end, rl_hot_item_t *out)
+{
+    while (*p < end) {
+        const char *s = *p;
+        const char *e = memchr(s, ',', (size_t)(end - s));
+        if (e == NULL)
+            e = end;
+        *p = e < end ? e + 1 : end;
+        /* six fields separated by '/' */
+        const char *f[7];
+        int k = 0;
+        f[k++] = s;
+        for (const char *q = s; q < e && k < 7; q++)
+            if (*q == '/')
+                f[k++] = q + 1;
+        if (k != 6)
+            continue;
+        f[6] = e + 1;
+        size_t ln = (size_t)(f[1] - f[0] - 1), hn = (size_t)(f[2] - f[1] - 1);
+        if (ln == 0 || ln >= sizeof out->limit || hn % 2 != 0 || hn / 2 > sizeof out->key)
+            continue;
+        memset(out, 0, sizeof *out);
+        memcpy(out->limit, f[0], ln);
+        if (!rl__name_valid(out->limit, sizeof out->limit))
+            continue;
+        int bad = 0;
+        for (size_t i = 0; i < hn / 2; i++) {
+            int a = hex_val(f[1][2 * i]), b = hex_val(f[1][2 * i + 1]);
+            if (a < 0 || b < 0) {
+                bad = 1;
+                break;
+            }
+            out->key[i] = (unsigned char)(a << 4 | b);
+        }
+        out->kept = hn / 2;
+        out->key_len = rl__decimal_u64(f[2], (size_t)(f[3] - f[2] - 1));
+        out->demand_mps = rl__decimal_u64(f[3], (size_t)(f[4] - f[3] - 1));
+        out->fleet_mps = rl__decimal_u64(f[4], (size_t)(f[5] - f[4] - 1));
+        size_t hl = (size_t)(f[6] - f[5] - 1);
+        if (bad || out->key_len < out->kept || out->kept == 0 || hl != 1 ||
+            (f[5][0] != '0' && f[5][0] != '1'))
+            continue;
+        out->hot = f[5][0] == '1';
+        return 1;
+    }
+    return 0;
 }

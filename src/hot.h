@@ -49,8 +49,9 @@ typedef struct rl_hot {
 
 /* At rl_open, after the table and limits: sets rl->hot and the table's
  * capture; each sketch reports k keys (1..RL_HOTKEYS_K_MAX, x
- * RL_HOTKEYS_SLACK counters). 0 or RL_ENOMEM. */
-int rl__hot_init(struct rl *rl, int synced, size_t k);
+ * RL_HOTKEYS_SLACK counters). A shared instance (shared) has none: its
+ * rl_hotkeys answers RL_ENOTSUP. 0 or RL_ENOMEM. */
+int rl__hot_init(struct rl *rl, int synced, int shared, size_t k);
 void rl__hot_destroy(struct rl *rl);
 
 /* Sync thread, each round: begin (takes the mutex), feed every harvested
@@ -62,9 +63,41 @@ void rl__hot_feed(struct rl *rl, size_t slot, uint32_t lref, uint64_t id_lo, uin
                   uint64_t w, uint64_t usage_q);
 void rl__hot_round_end(struct rl *rl);
 
-/* The node registry's hot word (syncnodes.h): the busiest keys of synced
- * limits whose bytes are kept, formatted into buf (NUL-terminated). Returns
- * its length. Sync thread, at the heartbeat. */
+/*
+ * The hot word of a node's record in the registry (syncnodes.h): at most
+ * RL_HOT_WORD_ITEMS items, busiest first, comma-separated, each
+ * LIMIT/KEYHEX/KEYLEN/DEMAND/FLEET/HOT: the limit's name, the key's first
+ * bytes (at most 64) in lowercase hex, its full length, this node's demand
+ * and the fleet rate it was marked by in thousandths per second, and 1 if
+ * marked hot. The codec is pure (any thread; the CLI reads it too).
+ */
+#define RL_HOT_WORD_ITEMS 8
+#define RL_HOT_WORD_TEXT_MAX (RL_HOT_WORD_ITEMS * 256) /* the longest value */
+
+/* One item of a hot word. */
+typedef struct rl_hot_item {
+    char limit[64];              /* RL_NAME_MAX */
+    unsigned char key[64];       /* the key's first bytes */
+    size_t kept;                 /* bytes of key */
+    uint64_t key_len;            /* the key's full length */
+    uint64_t demand_mps;         /* thousandths per second */
+    uint64_t fleet_mps;
+    int hot;
+} rl_hot_item_t;
+
+/* Format one item (into buf, snprintf-style). The limit name must be valid. */
+int rl__hot_item_format(const rl_hot_item_t *h, char *buf, size_t cap);
+
+/*
+ * The next item of a hot word's value [*p, end): 1 and *out filled, with *p
+ * past it; 0 at the end. A malformed item (a reader must not trust a record
+ * another version or a stranger wrote) is skipped.
+ */
+int rl__hot_item_next(const char **p, const char *end, rl_hot_item_t *out);
+
+/* This node's hot word: the busiest keys of synced limits whose bytes are
+ * kept, formatted into buf (NUL-terminated). Returns its length. Sync
+ * thread, at the heartbeat. */
 size_t rl__hot_publish(struct rl *rl, char *buf, size_t cap);
 
 /* rl_hotkeys, but the local limits' keys are harvested (an interval closed)

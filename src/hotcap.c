@@ -54,29 +54,10 @@ void rl__hotcap_offer(rl_hotcap_t *c, size_t i, uint64_t id_lo, uint64_t id_hi, 
         cell->id_lo = id_lo;
         cell->id_hi = id_hi;
         cell->len = len;
-        memcpy(cell->key, key, len < RL_HOTKEY_BYTES ? len : RL_HOTKEY_BYTES);
+        memcpy(cell->key, key, len < RL_HOTCAP_KEY_BYTES ? len : RL_HOTCAP_KEY_BYTES);
         /* release: the contents above are visible to the owner with FULL. */
         atomic_store_explicit(&cell->state, RL_HOTCAP_FULL, memory_order_release);
         return;
     }
     rl__hotcap_want(c, i); /* no free cell: ask again */
-}
-
-void rl__hotcap_drain(rl_hotcap_t *c, rl_hotkeys_t *const *h, size_t nh)
-{
-    for (size_t k = 0; k < RL_HOTCAP_CELLS; k++) {
-        rl_hotcap_cell_t *cell = &c->cell[k];
-        /* acquire: pairs with the capturer's release of FULL. */
-        if (atomic_load_explicit(&cell->state, memory_order_acquire) != RL_HOTCAP_FULL)
-            continue;
-        rl_hk_entry_t *e = NULL;
-        for (size_t j = 0; j < nh && e == NULL; j++)
-            e = rl__hotkeys_find(h[j], cell->lref, cell->id_lo, cell->id_hi);
-        if (e != NULL) {
-            rl__hotkeys_set_key(e, cell->key, cell->len);
-            e->want = 0;
-        }
-        /* release: our reads of the cell happen before its next capture. */
-        atomic_store_explicit(&cell->state, RL_HOTCAP_EMPTY, memory_order_release);
-    }
 }

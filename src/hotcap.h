@@ -6,13 +6,14 @@
  * bit in `want`; the next check of that key that moves the slot's counter
  * from 0 (once per sync round or rl_hotkeys call: a branch the check path
  * already takes, out of line) sees the bit, clears it and copies the first
- * RL_HOTKEY_BYTES bytes into a free cell. Checks of keys nobody asked for
+ * RL_HOTCAP_KEY_BYTES bytes into a free cell. Checks of keys nobody asked for
  * cost nothing more. Memory is fixed at rl_open: a bit per slot and
  * RL_HOTCAP_CELLS cells; a capture that finds no free cell is dropped and
  * asked for again.
  *
  * A cell's state is the handoff: EMPTY -(checker CAS)-> BUSY -(release)->
- * FULL -(owner reads, release)-> EMPTY.
+ * FULL -(owner reads, release)-> EMPTY. The owner's side (hot.c's drain)
+ * hands FULL cells to its sketches: this side never sees them.
  */
 #ifndef RL_HOTCAP_H
 #define RL_HOTCAP_H
@@ -21,9 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "alloc.h"
-#include "hotkeys.h"
 
 #define RL_HOTCAP_CELLS 64
+/* Key bytes a cell keeps: what a sketch entry keeps (hot.c asserts it). */
+#define RL_HOTCAP_KEY_BYTES 64
 
 enum { RL_HOTCAP_EMPTY = 0, RL_HOTCAP_BUSY = 1, RL_HOTCAP_FULL = 2 };
 
@@ -32,7 +34,7 @@ typedef struct rl_hotcap_cell {
     uint32_t lref;
     uint64_t id_lo, id_hi;
     uint64_t len; /* the key's full length */
-    unsigned char key[RL_HOTKEY_BYTES];
+    unsigned char key[RL_HOTCAP_KEY_BYTES];
 } rl_hotcap_cell_t;
 
 typedef struct rl_hotcap {
@@ -52,9 +54,5 @@ void rl__hotcap_want(rl_hotcap_t *c, size_t i);
  * id and limit ref are given; capture it if it was asked for. */
 void rl__hotcap_offer(rl_hotcap_t *c, size_t i, uint64_t id_lo, uint64_t id_hi, uint32_t lref,
                       const void *key, size_t len);
-
-/* Owner: hand every captured key to the entry it belongs to in one of the
- * nh sketches (keys whose entry is gone are dropped) and free the cells. */
-void rl__hotcap_drain(rl_hotcap_t *c, rl_hotkeys_t *const *h, size_t nh);
 
 #endif

@@ -257,7 +257,7 @@ void rl_close(rl_t *rl)
     }
     if (rl->sync != NULL) {
         if (rl__fork_check(rl) == 0)
-            rl__sync_stop(rl->sync, rl->sync_close_ms);
+            rl__sync_stop(rl->sync);
         else
             rl__sync_forget(rl->sync);
     }
@@ -305,28 +305,38 @@ static uint64_t log_now_ns(void *clock)
     return rl__clock_now_fp(clock, RL_CLOCK_PRECISE) >> RL_FP_SHIFT;
 }
 
-/* The configuration's tunables, in the units the instance keeps. */
+/* The settings the instance keeps (core.h: those several modules read),
+ * in its units. */
 static void copy_settings(rl_t *rl, const rl_config_t *c)
 {
     rl->alloc = c->allocator;
     rl->sync_interval_ms = c->sync_interval_ms;
-    rl->expected_nodes = c->expected_nodes;
-    rl->max_limits = c->max_limits;
-    rl->max_keys = c->max_keys;
-    rl->key_ttl_ms = c->key_ttl_ms;
-    rl->demand_alpha_q16 = c->demand_alpha_pct * RL_SHARE_Q16_ONE / 100u;
-    rl->degrade_after_failures = c->degrade_after_failures;
-    rl->recover_after_rounds = c->recover_after_rounds;
-    rl->reconnect_max_ms = c->reconnect_max_ms;
     rl->degrade_ramp_fp = (uint64_t)c->degrade_ramp_ms * RL_FP_PER_MS;
-    rl->exact_timeout_ms = c->exact_timeout_ms;
-    rl->exact_pool_size = c->exact_pool_size;
-    uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
-    rl->sync_close_ms = close_ms > CLOSE_MIN_MS ? close_ms : CLOSE_MIN_MS;
     rl__log_init(&rl->logger, c->log, c->log_ud, c->log_quiet != 0, log_now_ns, &rl->clock);
-    atomic_init(&rl->fleet_nodes, 0);
-    atomic_init(&rl->fleet_split_rounds, 0);
-    atomic_init(&rl->fleet_split_fps, 0);
+}
+
+/* The sync thread's and the exact thread's settings, in their units. */
+static void module_configs(rl_t *rl, const rl_config_t *c, rl_sync_cfg_t *sc, rl_exact_cfg_t *xc)
+{
+    uint32_t close_ms = CLOSE_ROUNDS * c->sync_interval_ms;
+    *sc = (rl_sync_cfg_t){
+        .expected_nodes = c->expected_nodes,
+        .key_ttl_ms = c->key_ttl_ms,
+        .demand_alpha_q16 = c->demand_alpha_pct * RL_SHARE_Q16_ONE / 100u,
+        .degrade_after_failures = c->degrade_after_failures,
+        .recover_after_rounds = c->recover_after_rounds,
+        .reconnect_max_ms = c->reconnect_max_ms,
+        .close_ms = close_ms > CLOSE_MIN_MS ? close_ms : CLOSE_MIN_MS,
+    };
+    *xc = (rl_exact_cfg_t){
+        .timeout_ms = c->exact_timeout_ms,
+        .pool_size = c->exact_pool_size,
+        .reconnect_max_ms = c->reconnect_max_ms,
+        .alloc = &rl->alloc,
+        .logger = &rl->logger,
+        .kh = &rl->kh,
+        .key_prefix = rl->key_prefix,
+    };
 }
 
 /* Who the instance is: its key hashing secret (a random one without a
@@ -366,7 +376,8 @@ static int init_identity(rl_t *rl, const rl_config_t *c)
 static int init_local_tier(rl_t *rl, const rl_config_t *c)
 {
     int rc = rl__limits_init(&rl->limits, &rl->alloc, c->max_limits, c->expected_nodes,
-                             c->redis_url != NULL, rl->kh.mix[0]);
+                             c->redis_url != NULL, rl__alloc_is_shared(&rl->alloc),
+                             rl->kh.mix[0]);
     if (rc != 0)
         return rc;
     /* A reused slot must start past every value its last occupant held,
@@ -390,19 +401,23 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */
+    rl_sync_cfg_t sc;
+    rl_exact_cfg_t xc;
+    module_configs(rl, c, &sc, &xc);
     if (manual_sync == RL__OPEN_SHARED) {
-        int rc = rl__shsync_create(rl, &url, &rl->shsync); /* no thread: after fork */
+        /* No thread: after fork. */
+        int rc = rl__shsync_create(rl, &url, &sc, &xc, &rl->shsync);
         if (rc == 0) {
-            rl->shsync->quota_journal_max = c->quota_journal_max;
-            rl->shsync->quota_timeout_ms = c->quota_timeout_ms;
+            rl->shlocal->quota_journal_max = c->quota_journal_max;
+            rl->shlocal->quota_timeout_ms = c->quota_timeout_ms;
         }
         return rc;
     }
     int rc = rl__quotas_create(rl, c->quota_journal_max, c->quota_timeout_ms, &rl->quotas);
     if (rc == 0)
-        rc = rl__sync_start(rl, &url, manual_sync, &rl->sync);
+        rc = rl__sync_start(rl, &url, &sc, manual_sync, &rl->sync);
     if (rc == 0)
-        rc = rl__exact_start(rl, &url, &rl->exact);
+        rc = rl__exact_start(&url, &xc, &rl->exact);
     return rc;
 }
 
@@ -419,7 +434,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
     if (rc == 0)
         rc = init_local_tier(rl, &c);
     if (rc == 0)
-        rc = rl__hot_init(rl, c.redis_url != NULL, c.hotkeys_k);
+        rc = rl__hot_init(rl, c.redis_url != NULL, rl__alloc_is_shared(&rl->alloc), c.hotkeys_k);
     if (rc == 0 && rl->hot != NULL) /* only hot.c marks keys hot */
         rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && c.redis_url != NULL)

@@ -1,91 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* The instance (rl_t) and the checks every public entry point shares. */
+/* The instance's constructor, for rl_open and rl_open_shared (shared.c);
+ * the context it builds is core.h. */
 #ifndef RL_INSTANCE_H
 #define RL_INSTANCE_H
 
-#include <stdatomic.h>
-#include <sys/types.h>
-#include <unistd.h>
-#include "ratelimit.h"
-#include "clock.h"
-#include "keyhash.h"
-#include "limits.h"
-#include "table.h"
-#include "health.h"
-#include "log.h"
-#include "lease.h"
-
-struct rl {
-    rl_clock_t clock; /* first: its guard lines are 64-byte aligned */
-    rl_keyhash_t kh;
-    rl_table_t table;
-    rl_limits_t limits;
-    rl_allocator_t alloc;
-    /* One page mapped MADV_WIPEONFORK holding 1: it reads 0 in a child. */
-    _Atomic unsigned char *fork_page;
-    pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
-    struct rl_sync *sync; /* the global tier; NULL when local-only or shared */
-    /* A shared instance's global tier (shsync.h), in the mapping; NULL
-     * otherwise. Per-process state is reached through its private page. */
-    struct rl_shsync *shsync;
-    struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
-    struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
-    struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
-    rl_health_t health;   /* written by the sync thread, read by checks */
-    /* Copied configuration. */
-    char *node_id;
-    char *key_prefix;
-    uint32_t sync_close_ms; /* how long rl_close may wait for the last round */
-    uint32_t sync_interval_ms;
-    uint32_t expected_nodes;
-    uint32_t max_limits;
-    uint64_t max_keys;
-    uint64_t key_ttl_ms;
-    uint32_t demand_alpha_q16;
-    uint32_t degrade_after_failures;
-    uint32_t recover_after_rounds;
-    uint32_t reconnect_max_ms;
-    uint64_t degrade_ramp_fp;
-    uint32_t exact_timeout_ms;
-    uint32_t exact_pool_size;
-    rl_logger_t logger;
-    /* The fleet as the node registry shows it (written by the sync thread). */
-    _Atomic uint64_t fleet_nodes;       /* live nodes at the last heartbeat */
-    _Atomic uint64_t fleet_split_rounds;
-    _Atomic uint64_t fleet_split_fps;   /* other fingerprints live at the last one */
-    /* Harvests that move slot counters into the limits' totals (a sync
-     * round's, rl_hotkeys's): begun and ended, so that rl_limit_stats,
-     * which adds the two, can tell it read both sides of none (stats.h). */
-    _Atomic uint64_t folds_begun, folds_ended;
-    rl_leases_t leases; /* hot keys' token leases (lease.h); off when shared */
-};
+#include "core.h"
 
 /* rl_open, optionally with manual sync rounds (see rl__sync_step), or
  * RL__OPEN_SHARED: rl_open_shared's passes, where a redis_url builds the
  * host's sync state (shsync.h) and starts no thread. */
 #define RL__OPEN_SHARED 2
 int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync);
-
-/* Whether the instance has a global tier (its own sync, or its host's). */
-static inline int rl__has_global(const rl_t *rl) { return rl->sync != NULL || rl->shsync != NULL; }
-
-struct rl_exact *rl__shsync_exact(const struct rl_shsync *sh);
-
-/* The exact thread of the calling process: the instance's, or in a shared
- * instance the one its rl_shared_attach started (NULL before). Read only on
- * the exact and tiered branches. */
-static inline struct rl_exact *rl__exact_of(const rl_t *rl)
-{
-    return rl->shsync == NULL ? rl->exact : rl__shsync_exact(rl->shsync);
-}
-
-/* RL_EFORKED when called in a child on an inherited instance, else 0. */
-static inline int rl__fork_check(const rl_t *rl)
-{
-    if (__builtin_expect(rl->fork_page != NULL, 1))
-        /* relaxed: a value that only fork() changes (the kernel wipes it). */
-        return atomic_load_explicit(rl->fork_page, memory_order_relaxed) == 1 ? 0 : RL_EFORKED;
-    return getpid() == rl->owner_pid ? 0 : RL_EFORKED;
-}
 
 #endif

@@ -4,19 +4,18 @@
 #include "clock.h"
 #include "alloc.h"
 #include "keyhash.h"
-#include "shared.h"
 
 int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
-                    uint32_t expected_nodes, int synced, uint64_t salt_seed)
+                    uint32_t expected_nodes, int synced, int pshared, uint64_t salt_seed)
 {
     ls->slots = rl__calloc(a, (size_t)cap * sizeof *ls->slots, 64);
     if (ls->slots == NULL)
         return RL_ENOMEM;
     pthread_mutexattr_t attr;
-    int shared = rl__alloc_is_shared(a), bad = pthread_mutexattr_init(&attr) != 0;
+    int bad = pthread_mutexattr_init(&attr) != 0;
     /* A shared instance's writers are processes: a process-shared lock, and
      * robust so that a writer's death does not block the others. */
-    if (!bad && shared)
+    if (!bad && pshared)
         bad = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
               pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) != 0;
     if (!bad) {
@@ -32,6 +31,8 @@ int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
     ls->expected_nodes = expected_nodes;
     ls->synced = synced;
     atomic_init(&ls->count, 0);
+    atomic_init(&ls->folds_begun, 0);
+    atomic_init(&ls->folds_ended, 0);
     for (uint32_t i = 0; i < cap; i++) {
         /* Salts only need to differ between limits and be unknown outside. */
         uint64_t k[2] = {salt_seed, i};

@@ -147,6 +147,11 @@ typedef struct rl_limits {
     int synced; /* instance has a global tier */
     pthread_mutex_t lock;
     _Atomic uint32_t count;
+    /* Harvests that move slot counters into the limits' totals (a sync
+     * round's, rl_hotkeys's): begun and ended, so that rl_limit_stats,
+     * which adds the two, can tell it read both sides of none
+     * (rl__limits_fold_begin). */
+    _Atomic uint64_t folds_begun, folds_ended;
 } rl_limits_t;
 
 _Static_assert(sizeof(rl_limit_params_t) % 8 == 0, "params are whole words");
@@ -250,7 +255,7 @@ static inline void rl__limit_sync_stats(rl_limit_slot_t *ls, rl_limit_stats_t *o
     o->nodes_max = atomic_load_explicit(&ls->sync_nodes_max, memory_order_relaxed);
 }
 
-/* The same for a harvest's fold (stats.h, rl__fold_begin). release: a
+/* The same for a harvest's fold (rl__limits_fold_begin). release: a
  * stats read whose acquire load sees this add (or a later one) sees the
  * fold begun. */
 static inline void rl__stat_fold_n(rl_limit_slot_t *ls, unsigned stripe, int which, uint64_t n)
@@ -265,8 +270,32 @@ static inline void rl__stat_add(rl_limit_slot_t *ls, unsigned stripe, int which)
     rl__stat_add_n(ls, stripe, which, 1);
 }
 
+/*
+ * Around a harvest that moves slot counters into the limits' totals: a
+ * stats read that overlapped one (and could have counted a decision in its
+ * slot and again in the totals, or in neither) reads again. The retire
+ * path's single-slot fold does not use them: a read racing a retire of a
+ * key it is counting may still be off by that key's uncounted decisions.
+ */
+static inline void rl__limits_fold_begin(rl_limits_t *ls)
+{
+    /* relaxed: the harvest's moves that follow are release operations
+     * (rl__stat_fold_n, the slot swaps), so a reader whose acquire load
+     * sees one of them sees this count too. (No fence: GCC's TSan does not
+     * model atomic_thread_fence.) */
+    atomic_fetch_add_explicit(&ls->folds_begun, 1, memory_order_relaxed);
+}
+
+static inline void rl__limits_fold_end(rl_limits_t *ls)
+{
+    /* release: the moves happen before a reader that sees it ended. */
+    atomic_fetch_add_explicit(&ls->folds_ended, 1, memory_order_release);
+}
+
+/* pshared: the registry is in a shared instance's mapping (its allocator
+ * is the shared arena), written by several processes. */
 int rl__limits_init(rl_limits_t *ls, const rl_allocator_t *a, uint32_t cap,
-                    uint32_t expected_nodes, int synced, uint64_t salt_seed);
+                    uint32_t expected_nodes, int synced, int pshared, uint64_t salt_seed);
 void rl__limits_destroy(rl_limits_t *ls, const rl_allocator_t *a);
 uint64_t rl__limit_stat_sum(rl_limit_slot_t *s, int which);
 

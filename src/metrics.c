@@ -33,7 +33,7 @@
 #include <string.h>
 #include "alloc.h"
 #include "health.h"
-#include "instance.h"
+#include "core.h"
 #include "hot.h"
 #include "metrics.h"
 #include "stats.h"

@@ -21,7 +21,7 @@
 #include "quotadef.h"
 #include "quotajournal.h"
 #include "quotaperiod.h"
-#include "instance.h"
+#include "core.h"
 #include "alloc.h"
 #include "errbuf.h"
 #include "policy.h"
@@ -30,7 +30,6 @@
 #include "redis/caller.h"
 #include "exact.h"
 #include "redis/keys.h"
-#include "shsync.h"
 
 #define SLOT_BITS 8 /* RL_QUOTA_MAX == 1 << SLOT_BITS */
 #define GEN_MAX ((UINT32_C(1) << (31 - SLOT_BITS)) - 1)
@@ -378,7 +377,7 @@ rl_quotas_t *rl__quotas_of(struct rl *rl)
 {
     if (rl->shsync == NULL)
         return rl->quotas;
-    rl_quotas_t *qs = *rl__shsync_quotas(rl->shsync);
+    rl_quotas_t *qs = rl->shlocal != NULL ? rl->shlocal->quotas : NULL;
     return qs != NULL && qs->pid == getpid() ? qs : NULL;
 }
 
@@ -428,7 +427,7 @@ void rl__quota_lose_acks(struct rl *rl, uint32_t n)
  * RL_ENOTSUP, logged (no message buffer), in an attached process. */
 static int shared_registry(rl_t *rl, const char *what, const char *name)
 {
-    if (rl->shsync == NULL || rl__shsync_exact(rl->shsync) == NULL)
+    if (rl->shsync == NULL || rl__exact_of(rl) == NULL)
         return 0;
     rl__log(&rl->logger, RL_LOG_ERROR,
             "quota %.64s: %s in process %d, attached to the shared instance "
@@ -443,13 +442,13 @@ static int shared_registry(rl_t *rl, const char *what, const char *name)
  * its own from the copy it inherited. */
 static int shared_ledger(rl_t *rl, rl_quotas_t **out)
 {
-    rl_quotas_t **slot = rl__shsync_quotas(rl->shsync);
+    rl_quotas_t **slot = &rl->shlocal->quotas;
     int rc = own_ledger(rl, slot);
     if (rc != 0)
         return rc;
     if (*slot == NULL)
-        rc = rl__quotas_create(rl, rl->shsync->quota_journal_max, rl->shsync->quota_timeout_ms,
-                               slot);
+        rc = rl__quotas_create(rl, rl->shlocal->quota_journal_max,
+                               rl->shlocal->quota_timeout_ms, slot);
     *out = *slot;
     return rc;
 }
@@ -586,7 +585,7 @@ static int begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_
         return rc;
     if (key_len == 0 || key_len > RL_MAX_KEY_LEN)
         return RL_EKEYLEN;
-    if (rl->shsync != NULL && rl__shsync_exact(rl->shsync) == NULL) {
+    if (rl->shsync != NULL && rl__exact_of(rl) == NULL) {
         rl__log(&rl->logger, RL_LOG_ERROR,
                 "quota %d: process %d charges or reads a quota of a shared instance without "
                 "rl_shared_attach (which starts its Redis connections)", quota, (int)getpid());

@@ -14,7 +14,7 @@
 #endif
 #include "shsync.h"
 #include "alloc.h"
-#include "instance.h"
+#include "core.h"
 #include "shared.h"
 #include "exact.h"
 #include "quota.h"
@@ -35,17 +35,6 @@ typedef struct rl_attach {
     rl_exact_t *exact;    /* this process's exact thread (exact.h) */
 } rl_attach_t;
 
-/* The private page, one copy per process (MAP_PRIVATE: a fork gives the
- * child its own, which the pid tells apart from the parent's). */
-typedef struct rl_shlocal {
-    pid_t pid;          /* the process whose attachment `att` is */
-    rl_attach_t *att;
-    /* The quota ledger (quota.h) this process sees: one it made (its
-     * definitions, while unattached), or the copy fork() gave it, which a
-     * change or rl_shared_attach replaces with its own (quota.c). */
-    struct rl_quotas *quotas;
-} rl_shlocal_t;
-
 static int robust_init(pthread_mutex_t *m)
 {
     pthread_mutexattr_t a;
@@ -58,27 +47,27 @@ static int robust_init(pthread_mutex_t *m)
     return bad ? -1 : 0;
 }
 
-int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
+int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *sync_cfg,
+                      const rl_exact_cfg_t *exact_cfg, rl_shsync_t **out)
 {
     rl_shsync_t *sh = rl__calloc(&rl->alloc, sizeof *sh, 64);
     if (sh == NULL)
         return RL_ENOMEM;
     *out = sh; /* the mapping goes as a whole: nothing to free on failure */
-    sh->slots = rl__calloc(&rl->alloc, rl->table.nslots * sizeof *sh->slots, 8);
-    uint64_t rnd;
-    if (sh->slots == NULL || robust_init(&sh->lease) != 0 ||
-        getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+    /* The host's one node, whichever process holds the lease. */
+    if (rl__sync_store_init(&sh->store, &rl->alloc, rl->table.nslots, rl->node_id) != 0 ||
+        robust_init(&sh->lease) != 0)
         return RL_ENOMEM;
     for (int i = 0; i < RL_SHARED_PROCS_MAX; i++)
         if (robust_init(&sh->procs[i].alive) != 0)
             return RL_ENOMEM;
     sh->url = *url;
-    snprintf(sh->incarnation, sizeof sh->incarnation, "%s:%016llx", rl->node_id,
-             (unsigned long long)rnd);
+    sh->sync_cfg = *sync_cfg;
+    sh->exact_cfg = *exact_cfg;
     void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return RL_ENOMEM;
-    sh->local = p; /* zero: nobody attached, in the opener and every child */
+    rl->shlocal = p; /* zero: nobody attached, in the opener and every child */
     /* relaxed: written before any fork or attach. Degraded until a process
      * attaches and its sync starts: with nobody syncing, global limits
      * answer by their on_failure policy and rl_health / rl_stats say so,
@@ -92,18 +81,11 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, rl_shsync_t **out)
 }
 
 /* This process's attachment, or NULL. */
-static rl_attach_t *local_att(const rl_shsync_t *sh)
+static rl_attach_t *local_att(const rl_t *rl)
 {
-    return sh->local->pid == getpid() ? sh->local->att : NULL;
+    const rl_shlocal_t *l = rl__attached(rl);
+    return l != NULL ? l->att : NULL;
 }
-
-struct rl_exact *rl__shsync_exact(const rl_shsync_t *sh)
-{
-    rl_attach_t *at = local_att(sh);
-    return at != NULL ? at->exact : NULL;
-}
-
-struct rl_quotas **rl__shsync_quotas(rl_shsync_t *sh) { return &sh->local->quotas; }
 
 static void abs_after_ms(struct timespec *ts, uint64_t ms)
 {
@@ -237,7 +219,7 @@ static void hold_lease(rl_attach_t *at)
     atomic_store_explicit(&sh->holder_pid, (int64_t)getpid(), memory_order_relaxed);
     rl_sync_t *s = NULL;
     for (int failed = 0;; failed++) {
-        int rc = rl__sync_start_host(rl, sh, &s);
+        int rc = rl__sync_start_host(rl, &sh->url, &sh->sync_cfg, &sh->store, &s);
         if (rc == 0)
             break;
         s = NULL;
@@ -252,7 +234,7 @@ static void hold_lease(rl_attach_t *at)
     int stop, last;
     read_stop(at, &stop, &last);
     if (s != NULL)
-        rl__sync_stop_ex(s, rl->sync_close_ms, last);
+        rl__sync_stop_ex(s, sh->sync_cfg.close_ms, last);
     /* relaxed: statistics. */
     atomic_store_explicit(&sh->holder_pid, 0, memory_order_relaxed);
 }
@@ -274,7 +256,7 @@ static void *lease_main(void *arg)
             /* A process that is not the last leaves the lease to the others;
              * the last waits for it to send the host's final round, at most
              * the close deadline (a holder that stopped, SIGSTOP, keeps it). */
-            if (stop && (!last || last_waited_ms >= at->rl->sync_close_ms))
+            if (stop && (!last || last_waited_ms >= sh->sync_cfg.close_ms))
                 break;
             if (stop)
                 last_waited_ms += RL_SHARED_LEASE_POLL_MS;
@@ -310,7 +292,7 @@ int rl_shared_attach(rl_t *rl)
     rl_shsync_t *sh = rl->shsync;
     if (sh == NULL)
         return rl__alloc_is_shared(&rl->alloc) ? 0 : RL_ENOTSUP; /* local-only: nothing to do */
-    if (local_att(sh) != NULL)
+    if (local_att(rl) != NULL)
         return 0; /* attached already */
     rl_attach_t *at = rl__calloc(&rl->alloc, sizeof *at, 64);
     if (at == NULL)
@@ -332,8 +314,8 @@ int rl_shared_attach(rl_t *rl)
     }
     /* This process's own connections for exact checks and quota charges:
      * their state is in Redis, so each process asks it directly. */
-    int rc = rl__exact_start(rl, &sh->url, &at->exact);
-    if (rc == 0 && (rc = rl__quotas_adopt(rl, &sh->local->quotas, at->exact)) != 0)
+    int rc = rl__exact_start(&sh->url, &sh->exact_cfg, &at->exact);
+    if (rc == 0 && (rc = rl__quotas_adopt(rl, &rl->shlocal->quotas, at->exact)) != 0)
         rl__exact_stop(at->exact);
     if (rc != 0) {
         atomic_store(&sh->procs[at->proc].pid, 0); /* seq_cst: see proc_alive */
@@ -350,10 +332,10 @@ int rl_shared_attach(rl_t *rl)
     rc = pthread_create(&at->thread, NULL, lease_main, at);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        rl__quotas_stop(sh->local->quotas);
+        rl__quotas_stop(rl->shlocal->quotas);
         rl__exact_stop(at->exact);
-        rl__quotas_drop(sh->local->quotas); /* its replay stopped for good */
-        sh->local->quotas = NULL;
+        rl__quotas_drop(rl->shlocal->quotas); /* its replay stopped for good */
+        rl->shlocal->quotas = NULL;
         atomic_store(&sh->procs[at->proc].pid, 0); /* seq_cst: see proc_alive */
         pthread_cond_destroy(&at->cv);
         pthread_mutex_destroy(&at->mu);
@@ -365,8 +347,9 @@ int rl_shared_attach(rl_t *rl)
     while (!at->started)
         pthread_cond_wait(&at->cv, &at->mu);
     pthread_mutex_unlock(&at->mu);
-    sh->local->pid = getpid();
-    sh->local->att = at;
+    rl->shlocal->pid = getpid();
+    rl->shlocal->exact = at->exact;
+    rl->shlocal->att = at;
     return 0;
 }
 
@@ -375,9 +358,9 @@ void rl__shsync_free(rl_t *rl)
     rl_shsync_t *sh = rl->shsync;
     if (sh == NULL)
         return;
-    if (sh->local != NULL)
-        munmap(sh->local, PAGE);
-    rl__free(&rl->alloc, sh->slots, rl->table.nslots * sizeof *sh->slots, 8);
+    if (rl->shlocal != NULL)
+        munmap(rl->shlocal, PAGE);
+    rl__sync_store_free(&sh->store, &rl->alloc, rl->table.nslots);
     rl__free(&rl->alloc, sh, sizeof *sh, 64);
     rl->shsync = NULL;
 }
@@ -385,9 +368,9 @@ void rl__shsync_free(rl_t *rl)
 void rl__shsync_close(rl_t *rl)
 {
     rl_shsync_t *sh = rl->shsync;
-    if (sh == NULL || sh->local == NULL)
+    if (sh == NULL || rl->shlocal == NULL)
         return;
-    rl_attach_t *at = local_att(sh);
+    rl_attach_t *at = local_att(rl);
     rl_exact_t *x = at != NULL ? at->exact : NULL;
     if (at != NULL) {
         /* Detach first: a lease holder hands the lease over before it
@@ -405,23 +388,29 @@ void rl__shsync_close(rl_t *rl)
         pthread_cond_destroy(&at->cv);
         pthread_mutex_destroy(&at->mu);
         rl__free(&rl->alloc, at, sizeof *at, 64);
-        sh->local->att = NULL;
-        sh->local->pid = 0;
+        rl->shlocal->att = NULL;
+        rl->shlocal->exact = NULL;
+        rl->shlocal->pid = 0;
     }
     /* Then this process's own Redis work: the replay thread first (it
      * waits on the exact thread's caller), then the exact thread, whose
      * stop answers the checks and charges in flight (through the ledger),
      * and only then the ledger's memory. */
     if (x != NULL) {
-        rl__quotas_stop(sh->local->quotas);
+        rl__quotas_stop(rl->shlocal->quotas);
         rl__exact_stop(x);
     }
-    rl__quotas_drop(sh->local->quotas);
-    sh->local->quotas = NULL;
-    munmap(sh->local, PAGE);
+    rl__quotas_drop(rl->shlocal->quotas);
+    rl->shlocal->quotas = NULL;
+    munmap(rl->shlocal, PAGE);
 }
 
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)
 {
-    rl__sync_counters_decode(sh->counters, out);
+    rl__sync_counters_decode(sh->store.counters, out);
+}
+
+void rl__shsync_fleet(const rl_shsync_t *sh, rl_sync_fleet_t *out)
+{
+    rl__sync_store_fleet(&sh->store, out);
 }

@@ -11,12 +11,12 @@
  * thread's robust list even while the process is an unreaped zombie, where
  * kill(pid, 0) still answers 0), and a graceful holder unlocks it when it
  * detaches. What a holder knows of each key (rl_syncslot_t: its epoch and
- * cumulative counters) and the round and epoch numbers live in the mapping,
- * under the lease, so a new holder continues as the same incarnation: Redis
- * sees one node whose reports go on, counts nothing twice (they are
- * cumulative) and drops no share. A holder may die between clearing a
- * dirty word and taking its slots' counters: a new holder marks every slot
- * dirty once.
+ * cumulative counters) and the round and epoch numbers live in the mapping
+ * (the host's sync store, syncint.h), under the lease, so a new holder
+ * continues as the same incarnation: Redis sees one node whose reports
+ * go on, counts nothing twice (they are cumulative) and drops no share. A
+ * holder may die between clearing a dirty word and taking its slots'
+ * counters: a new holder marks every slot dirty once.
  *
  * Which processes are attached: one record each, whose robust mutex its
  * lease thread holds; a dead process's record answers EOWNERDEAD and is
@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "syncint.h"
+#include "exact.h"
 
 /* Attached processes a shared instance tracks at once. */
 #define RL_SHARED_PROCS_MAX 512
@@ -47,26 +48,29 @@ typedef struct rl_shproc {
 typedef struct rl_shsync {
     pthread_mutex_t lease; /* robust, process-shared: held by the sync's process */
     rl_redisurl_t url;     /* written at open, read-only after */
-    char incarnation[300]; /* the host's one node in Redis; read-only after open */
-    rl_syncslot_t *slots;  /* one per table slot; only the lease holder touches them */
-    struct rl_shlocal *local; /* a MAP_PRIVATE page: each process's own state */
-    /* Under the lease: the holder's round and epoch numbers, written through. */
-    _Atomic uint64_t round_id;
-    _Atomic uint64_t next_epoch;
+    /* The opener's settings, read-only after open: the host's sync thread
+     * (whichever process holds the lease) and each attached process's
+     * exact thread start with them (exact_cfg's pointers are into the
+     * instance, which is in the mapping too). */
+    rl_sync_cfg_t sync_cfg;
+    rl_exact_cfg_t exact_cfg;
+    /* The host's one node in Redis: its incarnation (read-only after open),
+     * slots and round and epoch numbers (only the lease holder touches
+     * them), and its sync counters (any process reads them). */
+    rl_sync_store_t store;
     /* Statistics, any process. */
     _Atomic int64_t holder_pid; /* 0: nobody holds the lease */
     _Atomic uint64_t takeovers; /* leases taken from a dead holder */
     _Atomic uint64_t handovers; /* leases taken otherwise: the first, and
                                    each from a holder that detached */
-    _Atomic uint64_t counters[C_N]; /* the host's rl_sync_counters_t */
-    uint32_t quota_journal_max; /* rl_config_t's, for each process's ledger */
-    uint32_t quota_timeout_ms;
     rl_shproc_t procs[RL_SHARED_PROCS_MAX];
 } rl_shsync_t;
 
 /* At rl_open_shared, in the opener (the allocator carves the mapping):
- * the state above for a table of rl->table.nslots. 0 or RL_ENOMEM. */
-int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t **out);
+ * the state above for a table of rl->table.nslots, and rl->shlocal, the
+ * private page (core.h). 0 or RL_ENOMEM. */
+int rl__shsync_create(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *sync_cfg,
+                      const rl_exact_cfg_t *exact_cfg, rl_shsync_t **out);
 
 /* rl_close in any process: detach if this process attached (the last one
  * out hands the host's shares back), then drop the private page. */
@@ -76,14 +80,10 @@ void rl__shsync_close(struct rl *rl);
  * are heap blocks). */
 void rl__shsync_free(struct rl *rl);
 
-/* This process's exact thread (exact.h), started by its rl_shared_attach;
- * NULL in a process that did not attach. */
-struct rl_exact *rl__shsync_exact(const rl_shsync_t *sh);
-
-/* Where this process's quota ledger is (its private page; quota.c). */
-struct rl_quotas **rl__shsync_quotas(rl_shsync_t *sh);
-
 /* The host's sync counters (any process). */
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out);
+
+/* The host's view of the fleet (any process). */
+void rl__shsync_fleet(const rl_shsync_t *sh, rl_sync_fleet_t *out);
 
 #endif

@@ -2,7 +2,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
-#include "instance.h"
+#include "core.h"
 #include "stats.h"
 #include "quota.h"
 #include "structsize.h"
@@ -157,19 +157,19 @@ static void limit_stats_once(rl_t *rl, const int *ids, uint32_t n, rl_limit_stat
 }
 
 /* The slot walk and the totals, with no harvest moving counts from one to
- * the other in between (stats.h: rl__fold_begin): a seqlock read with
+ * the other in between (limits.h: rl__limits_fold_begin): a seqlock read with
  * begun/ended counts, since harvests may overlap each other. */
 void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
 {
     for (int tries = 0;; tries++) {
         /* acquire: a harvest that ended has its moves visible to the reads. */
-        uint64_t ended = atomic_load_explicit(&rl->folds_ended, memory_order_acquire);
-        uint64_t begun = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        uint64_t ended = atomic_load_explicit(&rl->limits.folds_ended, memory_order_acquire);
+        uint64_t begun = atomic_load_explicit(&rl->limits.folds_begun, memory_order_relaxed);
         limit_stats_once(rl, ids, n, out);
         /* relaxed: the reads above are acquire loads; one that saw a move
          * of a harvest (a release operation after its begin) makes this
          * load see that harvest begun. */
-        uint64_t begun2 = atomic_load_explicit(&rl->folds_begun, memory_order_relaxed);
+        uint64_t begun2 = atomic_load_explicit(&rl->limits.folds_begun, memory_order_relaxed);
         if ((begun == ended && begun2 == begun) || tries + 1 >= RL_STATS_READ_TRIES)
             return;
         sched_yield(); /* let the harvest finish */
@@ -196,22 +196,23 @@ static void health_stats(rl_t *rl, rl_stats_t *o)
     o->health_since_round = atomic_load_explicit(&rl->health.since_round, memory_order_relaxed);
     if (rl__has_global(rl)) {
         rl_sync_counters_t c;
-        if (rl->sync != NULL)
+        rl_sync_fleet_t f;
+        if (rl->sync != NULL) {
             rl__sync_counters(rl->sync, &c);
-        else
-            rl__shsync_counters(rl->shsync, &c); /* the host's, from any process */
+            rl__sync_fleet(rl->sync, &f);
+        } else { /* the host's, from any process */
+            rl__shsync_counters(rl->shsync, &c);
+            rl__shsync_fleet(rl->shsync, &f);
+        }
 #define RL_X_(field, counter) o->field = c.counter;
         RL_STATS_SYNC_MAP(RL_X_)
 #undef RL_X_
 #define RL_X_(up, word, doc) o->sync_err_##word = c.by_class[RL_REDIS_ERR_##up];
         RL_REDIS_ERR_MAP(RL_X_)
 #undef RL_X_
-        /* relaxed: statistics. */
-        o->fleet_nodes = atomic_load_explicit(&rl->fleet_nodes, memory_order_relaxed);
-        o->fleet_split_rounds = atomic_load_explicit(&rl->fleet_split_rounds,
-                                                     memory_order_relaxed);
-        o->fleet_split_fingerprints = atomic_load_explicit(&rl->fleet_split_fps,
-                                                           memory_order_relaxed);
+        o->fleet_nodes = f.nodes;
+        o->fleet_split_rounds = f.split_rounds;
+        o->fleet_split_fingerprints = f.split_fps;
     }
     o->log_dropped = rl__log_dropped(&rl->logger);
     rl__quotas_stats(rl__quotas_of(rl), o);
@@ -249,7 +250,7 @@ void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)
     o->keys_live = atomic_load_explicit(&rl->table.live, memory_order_relaxed);
     o->reclaimed = atomic_load_explicit(&rl->table.reclaimed, memory_order_relaxed);
     o->limits = atomic_load_explicit(&rl->limits.count, memory_order_relaxed);
-    o->keys_capacity = rl->max_keys;
+    o->keys_capacity = rl->table.max_keys;
     o->table_slots = rl->table.nslots;
     o->table_bytes = rl__table_bytes(&rl->table);
     o->size = sizeof *o;

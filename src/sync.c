@@ -19,7 +19,6 @@
 #include "scripts.h"
 #include "backoff.h"
 #include "policy.h"
-#include "shsync.h"
 #include "redis/uvloop.h"
 
 /* Transition log lines: at most one in this many ms. */
@@ -49,7 +48,7 @@ static uint64_t next_random(rl_sync_t *s) { return rl__xorshift(&s->rng); }
 static void set_connected(rl_sync_t *s, int on)
 {
     /* relaxed: a statistic. */
-    atomic_store_explicit(&s->counters[C_CONNECTED], (uint64_t)on, memory_order_relaxed);
+    atomic_store_explicit(&s->store->counters[C_CONNECTED], (uint64_t)on, memory_order_relaxed);
 }
 
 /* Tell rl_open how the first connection went (once). */
@@ -80,7 +79,7 @@ static void set_health(rl_sync_t *s, int state, const char *why)
     atomic_fetch_add_explicit(&h->ms_in[old], stay_ms, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
     atomic_store_explicit(&h->since_round,
-                          atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed),
+                          atomic_load_explicit(&s->store->counters[C_ROUNDS], memory_order_relaxed),
                           memory_order_relaxed);
     atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
@@ -228,7 +227,7 @@ static void judge_round(rl_sync_t *s)
 {
     /* relaxed: this thread is the only writer. */
     int state = RL_HEALTH_STATE(atomic_load_explicit(&s->rl->health.word, memory_order_relaxed));
-    rl_health_cfg_t cfg = {s->rl->degrade_after_failures, s->rl->recover_after_rounds};
+    rl_health_cfg_t cfg = {s->cfg.degrade_after_failures, s->cfg.recover_after_rounds};
     rl_health_move_t moves[RL_HEALTH_MOVES_MAX];
     int n = rl__policy_health_round(state, s->round_failed, &s->health_counts, &cfg, moves);
     for (int i = 0; i < n; i++)
@@ -240,15 +239,16 @@ static void judge_round(rl_sync_t *s)
 static void round_figures(rl_sync_t *s)
 {
     /* relaxed: statistics. */
-    atomic_store_explicit(&s->counters[C_REPORTS_LAST], s->round_reports, memory_order_relaxed);
+    atomic_store_explicit(&s->store->counters[C_REPORTS_LAST], s->round_reports,
+                          memory_order_relaxed);
     if (s->round_failed)
         return;
     uint64_t us = (uv_hrtime() - s->round_start_ns) / 1000u;
     rl__sync_count(s, C_ROUND_US_SUM, us);
     /* relaxed: as above. */
-    atomic_store_explicit(&s->counters[C_ROUND_US_LAST], us, memory_order_relaxed);
-    if (us > atomic_load_explicit(&s->counters[C_ROUND_US_MAX], memory_order_relaxed))
-        atomic_store_explicit(&s->counters[C_ROUND_US_MAX], us, memory_order_relaxed);
+    atomic_store_explicit(&s->store->counters[C_ROUND_US_LAST], us, memory_order_relaxed);
+    if (us > atomic_load_explicit(&s->store->counters[C_ROUND_US_MAX], memory_order_relaxed))
+        atomic_store_explicit(&s->store->counters[C_ROUND_US_MAX], us, memory_order_relaxed);
 }
 
 void rl__sync_round_done(rl_sync_t *s)
@@ -399,51 +399,85 @@ static void free_sync(rl_sync_t *s)
     }
     const rl_allocator_t *a = &s->rl->alloc;
     size_t n = s->rl->table.nslots;
-    if (s->sh == NULL) /* a shared instance's are the host's */
-        rl__free(a, s->slots, n * sizeof *s->slots, 8);
+    if (s->store == &s->own_store) /* a shared host's store is the host's */
+        rl__sync_store_free(s->store, a, n);
     rl__free(a, s->order, 3 * n * sizeof *s->order, 8);
     rl__free(a, s->bucket_of, ((size_t)s->rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     rl__free(a, s->limits, s->rl->limits.cap * sizeof *s->limits, 8);
     rl__free(a, s, sizeof *s, 64);
 }
 
+int rl__sync_store_init(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots,
+                        const char *node_id)
+{
+    uint64_t rnd;
+    st->slots = rl__calloc(a, nslots * sizeof *st->slots, 8);
+    if (st->slots == NULL || getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        rl__sync_store_free(st, a, nslots);
+        return RL_ENOMEM;
+    }
+    snprintf(st->incarnation, sizeof st->incarnation, "%s:%016llx", node_id,
+             (unsigned long long)rnd);
+    atomic_init(&st->round_id, 0);
+    atomic_init(&st->next_epoch, 0);
+    for (int i = 0; i < C_N; i++)
+        atomic_init(&st->counters[i], 0);
+    atomic_init(&st->fleet_nodes, 0);
+    atomic_init(&st->fleet_split_rounds, 0);
+    atomic_init(&st->fleet_split_fps, 0);
+    return 0;
+}
+
+void rl__sync_store_fleet(const rl_sync_store_t *st, rl_sync_fleet_t *out)
+{
+    /* relaxed: statistics, each self-contained. */
+    out->nodes = atomic_load_explicit(&st->fleet_nodes, memory_order_relaxed);
+    out->split_rounds = atomic_load_explicit(&st->fleet_split_rounds, memory_order_relaxed);
+    out->split_fps = atomic_load_explicit(&st->fleet_split_fps, memory_order_relaxed);
+}
+
+void rl__sync_store_free(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots)
+{
+    rl__free(a, st->slots, nslots * sizeof *st->slots, 8);
+    st->slots = NULL;
+}
+
 /* The memory a sync thread needs, sized by the table and the limit
- * registry, and who this node is (incarnation, host, pid, start time). */
-static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, rl_shsync_t *sh)
+ * registry, on a store (NULL: its own, made here), and what the node
+ * registry shows of this process (host, pid, start time). */
+static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                             rl_sync_store_t *store)
 {
     const rl_allocator_t *a = &rl->alloc;
     rl_sync_t *s = rl__calloc(a, sizeof *s, 64);
     if (s == NULL)
         return NULL;
     s->rl = rl;
+    s->cfg = *cfg;
     s->url = *url;
-    s->sh = sh;
     s->hand_back = 1;
     rl__redisurl_where(url, s->where, sizeof s->where);
     size_t n = rl->table.nslots;
-    s->slots = sh != NULL ? sh->slots : rl__calloc(a, n * sizeof *s->slots, 8);
+    s->store = store != NULL ? store : &s->own_store;
+    if (store == NULL && rl__sync_store_init(&s->own_store, a, n, rl->node_id) != 0) {
+        rl__free(a, s, sizeof *s, 64);
+        return NULL;
+    }
     s->order = rl__calloc(a, 3 * n * sizeof *s->order, 8);
     s->bucket_of = rl__calloc(a, ((size_t)rl->limits.cap * RL_VSHARDS + 1) * sizeof(uint32_t), 8);
     s->limits = rl__calloc(a, rl->limits.cap * sizeof *s->limits, 8);
-    uint64_t seed[2];
-    if (s->slots == NULL || s->order == NULL || s->bucket_of == NULL || s->limits == NULL ||
-        getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+    uint64_t seed;
+    if (s->order == NULL || s->bucket_of == NULL || s->limits == NULL ||
+        getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         free_sync(s);
         return NULL;
     }
-    s->rng = seed[0] | 1;
-    /* node_id plus a random instance id: two instances in one process, or a
-     * restarted node, are different incarnations. */
-    if (sh != NULL) /* the host's one node, whichever process holds the lease */
-        memcpy(s->incarnation, sh->incarnation, sizeof s->incarnation);
-    else
-        snprintf(s->incarnation, sizeof s->incarnation, "%s:%016llx", rl->node_id,
-                 (unsigned long long)seed[1]);
+    s->rng = seed | 1;
     /* CLIENT LIST then names the node and instance holding a connection
      * (cut to RL_REDIS_CONN_NAME_MAX - 1 bytes; a node_id is 64 at most). */
     snprintf(s->client_name, sizeof s->client_name, "%s%.*s", RL_SYNC_CLIENT_NAME_PREFIX,
              (int)(sizeof s->client_name - sizeof RL_SYNC_CLIENT_NAME_PREFIX),
-             s->incarnation);
+             s->store->incarnation);
     /* What the node registry shows of this process (syncnodes.h). */
     if (gethostname(s->host, sizeof s->host) != 0)
         s->host[0] = '\0';
@@ -455,7 +489,7 @@ static rl_sync_t *alloc_sync(struct rl *rl, const rl_redisurl_t *url, rl_shsync_
     return s;
 }
 
-/* The stepper's and rl_open's mutex and condition, and the counters. */
+/* The stepper's and rl_open's mutex and condition. */
 static int init_shared(rl_sync_t *s)
 {
     atomic_init(&s->stopping, 0);
@@ -466,9 +500,6 @@ static int init_shared(rl_sync_t *s)
         return -1;
     }
     s->prims_ready = 1;
-    for (int i = 0; i < C_N; i++)
-        atomic_init(&s->own_counters[i], 0);
-    s->counters = s->sh != NULL ? s->sh->counters : s->own_counters;
     return 0;
 }
 
@@ -491,7 +522,7 @@ static int init_loop(rl_sync_t *s)
         .alloc = &s->rl->alloc,
         .url = &s->url,
         .rng = &s->rng,
-        .backoff_cap_ms = s->rl->reconnect_max_ms,
+        .backoff_cap_ms = s->cfg.reconnect_max_ms,
         .ops = &conn_ops,
         .owner = s,
         .scripts = &s->scripts,
@@ -529,37 +560,36 @@ static int start_thread(rl_sync_t *s)
 }
 
 /* A new lease holder picks the host's sync up where the last one left it
- * (shsync.h): the same round and epoch numbers, nothing queued, and every
- * slot visited once (the last holder may have died between clearing a
- * dirty word and taking its counters). Every key Redis has an entry of
- * reports in the first round (one lingering round): the last holder may
- * have died after recording a report as sent and before sending it, and
- * an entry it never refreshed would expire while the host still admits at
- * its share. */
+ * (shsync.h): the store's round and epoch numbers (read for every store:
+ * a private one's are zero), nothing queued, and every slot visited once
+ * (the last holder may have died between clearing a dirty word and taking
+ * its counters). Every key Redis has an entry of reports in the first
+ * round (one lingering round): the last holder may have died after
+ * recording a report as sent and before sending it, and an entry it never
+ * refreshed would expire while the host still admits at its share. */
 static void resume_host(rl_sync_t *s)
 {
-    /* relaxed: the lease (a mutex) ordered the last holder's stores. */
-    s->round_id = atomic_load_explicit(&s->sh->round_id, memory_order_relaxed);
-    s->next_epoch = atomic_load_explicit(&s->sh->next_epoch, memory_order_relaxed);
     /* A dead holder left its connection's state: not ours. relaxed:
      * statistics. */
-    atomic_store_explicit(&s->counters[C_CONNECTED], 0, memory_order_relaxed);
-    atomic_store_explicit(&s->counters[C_NODES_READY], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->store->counters[C_CONNECTED], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->store->counters[C_NODES_READY], 0, memory_order_relaxed);
     rl_table_t *t = &s->rl->table;
     for (size_t i = 0; i < t->nslots; i++) {
-        s->slots[i].queued = 0;
-        if (s->slots[i].period != 0 && s->slots[i].linger == 0)
-            s->slots[i].linger = 1;
+        s->store->slots[i].queued = 0;
+        if (s->store->slots[i].period != 0 && s->store->slots[i].linger == 0)
+            s->store->slots[i].linger = 1;
         /* relaxed: only the lease holder harvests the bitmap. */
         atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
                                  memory_order_relaxed);
     }
 }
 
-static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_shsync_t *sh,
-                      rl_sync_t **out)
+/* host: the store is a shared host's, continued (and Redis keeps its
+ * shares when this start fails). */
+static int sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                      int manual, rl_sync_store_t *host, rl_sync_t **out)
 {
-    rl_sync_t *s = alloc_sync(rl, url, sh);
+    rl_sync_t *s = alloc_sync(rl, url, cfg, host);
     if (s == NULL)
         return RL_ENOMEM;
     s->driver = manual ? &rl__sync_step_driver : &timer_driver;
@@ -567,7 +597,11 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sh
         free_sync(s);
         return RL_ENOMEM;
     }
-    if (sh != NULL)
+    /* relaxed: a host's lease (a mutex) ordered the last holder's stores;
+     * a private store is this thread's. */
+    s->round_id = atomic_load_explicit(&s->store->round_id, memory_order_relaxed);
+    s->next_epoch = atomic_load_explicit(&s->store->next_epoch, memory_order_relaxed);
+    if (host != NULL)
         resume_host(s);
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
@@ -582,24 +616,26 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sh
     }
     *out = s;
     if (!manual && wait_first_outcome(s) == FIRST_AUTH) {
-        rl__sync_stop_ex(s, rl->sync_close_ms, sh == NULL);
+        rl__sync_stop_ex(s, s->cfg.close_ms, host == NULL);
         *out = NULL;
         return RL_EAUTH;
     }
     return 0;
 }
 
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out)
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg, int manual,
+                   rl_sync_t **out)
 {
-    return sync_start(rl, url, manual, NULL, out);
+    return sync_start(rl, url, cfg, manual, NULL, out);
 }
 
-int rl__sync_start_host(struct rl *rl, rl_shsync_t *sh, rl_sync_t **out)
+int rl__sync_start_host(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                        rl_sync_store_t *store, rl_sync_t **out)
 {
-    return sync_start(rl, &sh->url, 0, sh, out);
+    return sync_start(rl, url, cfg, 0, store, out);
 }
 
-void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms) { rl__sync_stop_ex(s, deadline_ms, 1); }
+void rl__sync_stop(rl_sync_t *s) { rl__sync_stop_ex(s, s->cfg.close_ms, 1); }
 
 void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back)
 {
@@ -624,8 +660,10 @@ void rl__sync_forget(rl_sync_t *s)
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out)
 {
-    rl__sync_counters_decode(s->counters, out);
+    rl__sync_counters_decode(s->store->counters, out);
 }
+
+void rl__sync_fleet(rl_sync_t *s, rl_sync_fleet_t *out) { rl__sync_store_fleet(s->store, out); }
 
 void rl__sync_counters_decode(const _Atomic uint64_t *counters, rl_sync_counters_t *out)
 {

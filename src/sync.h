@@ -113,10 +113,24 @@ typedef struct rl_sync_counters {
 #undef RL_X_
 } rl_sync_counters_t;
 
+/* The sync thread's settings, from rl_config_t (the thread keeps a copy).
+ * The round interval is the instance's (core.h: the check path reads it
+ * too), and so are the node's name and key prefix. */
+typedef struct rl_sync_cfg {
+    uint32_t expected_nodes;  /* the fleet's size before the registry answers */
+    uint64_t key_ttl_ms;      /* how long Redis keeps a key unreported */
+    uint32_t demand_alpha_q16; /* the demand EWMA's weight (Q16) */
+    uint32_t degrade_after_failures; /* the health policy's (policy.h) */
+    uint32_t recover_after_rounds;
+    uint32_t reconnect_max_ms; /* the reconnect backoff's cap */
+    uint32_t close_ms;        /* how long rl_close waits for the last round */
+} rl_sync_cfg_t;
+
 /* Start the thread; the instance is fully built. Errors: RL_ENOMEM.
  * manual: no round timer; rounds run only through rl__sync_step (the
  * accuracy simulator's virtual-clock mode). */
-int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_t **out);
+int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg, int manual,
+                   rl_sync_t **out);
 
 /*
  * Manual mode: run one round now and return once its replies are applied
@@ -127,15 +141,16 @@ int rl__sync_start(struct rl *rl, const rl_redisurl_t *url, int manual, rl_sync_
 int rl__sync_step(rl_sync_t *s, uint64_t virtual_now_ms);
 
 /* Report the last usage and hand back this node's shares in one last round
- * whose replies are awaited at most deadline_ms, then stop and join the
+ * whose replies are awaited at most its close_ms, then stop and join the
  * thread and free everything. */
-void rl__sync_stop(rl_sync_t *s, uint32_t deadline_ms);
+void rl__sync_stop(rl_sync_t *s);
 
 /* A shared instance's host sync (shsync.h): start the thread as the lease
- * holder, continuing the host's state. Errors as rl__sync_start, and
- * RL_EAUTH. */
-struct rl_shsync;
-int rl__sync_start_host(struct rl *rl, struct rl_shsync *sh, rl_sync_t **out);
+ * holder, continuing the host's store (syncint.h), which stays the
+ * host's. Errors as rl__sync_start, and RL_EAUTH. */
+struct rl_sync_store;
+int rl__sync_start_host(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *cfg,
+                        struct rl_sync_store *store, rl_sync_t **out);
 
 /* rl__sync_stop; hand_back 0: no final round (another process of the host
  * takes the sync over, and Redis must keep the host's shares). */
@@ -145,5 +160,15 @@ void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back);
 void rl__sync_forget(rl_sync_t *s);
 
 void rl__sync_counters(rl_sync_t *s, rl_sync_counters_t *out);
+
+/* The fleet as the node registry showed it at the last heartbeat (written
+ * by the sync thread, read by rl_stats). */
+typedef struct rl_sync_fleet {
+    uint64_t nodes;        /* live nodes */
+    uint64_t split_rounds; /* heartbeats that saw another fingerprint */
+    uint64_t split_fps;    /* other fingerprints live at the last one */
+} rl_sync_fleet_t;
+
+void rl__sync_fleet(rl_sync_t *s, rl_sync_fleet_t *out);
 
 #endif

@@ -38,7 +38,7 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
         return; /* not a reply of this library's script: nothing to learn */
     uint64_t live = (uint64_t)reply->element[1]->integer;
     /* relaxed: statistics, each self-contained. */
-    atomic_store_explicit(&rl->fleet_nodes, live, memory_order_relaxed);
+    atomic_store_explicit(&s->store->fleet_nodes, live, memory_order_relaxed);
     if (rl__limits_set_nodes(&rl->limits, (uint32_t)live, &rl->clock))
         rl__sync_log(s, RL_LOG_INFO, "fleet: %" PRIu64 " live node%s: pessimistic shares are "
                      "rate / %" PRIu64, live, live == 1 ? "" : "s", live);
@@ -50,7 +50,7 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
             first = first != NULL ? first : reply->element[i];
         }
     /* relaxed: as above. */
-    atomic_store_explicit(&rl->fleet_split_fps, others, memory_order_relaxed);
+    atomic_store_explicit(&s->store->fleet_split_fps, others, memory_order_relaxed);
     uint64_t now_ms = uv_now(&s->loop);
     if (others == 0) {
         if (s->split_fps != 0)
@@ -60,7 +60,8 @@ static void fleet_seen(rl_sync_t *s, const redisReply *reply)
         s->split_fps = 0;
         return;
     }
-    atomic_fetch_add_explicit(&rl->fleet_split_rounds, 1, memory_order_relaxed);
+    /* relaxed: as above. */
+    atomic_fetch_add_explicit(&s->store->fleet_split_rounds, 1, memory_order_relaxed);
     /* Once when it starts or changes, then once a minute while it lasts. */
     if (others != s->split_fps || now_ms >= s->split_logged_ms + 60000) {
         char mine[17];
@@ -140,10 +141,10 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
     rec.rkeys = rkeys;
     rec.rlimits = rlimits;
     /* relaxed: statistics, and this thread is their only writer. */
-    rec.rounds = atomic_load_explicit(&s->counters[C_ROUNDS], memory_order_relaxed);
-    rec.failed = atomic_load_explicit(&s->counters[C_ROUNDS_FAILED], memory_order_relaxed);
+    rec.rounds = atomic_load_explicit(&s->store->counters[C_ROUNDS], memory_order_relaxed);
+    rec.failed = atomic_load_explicit(&s->store->counters[C_ROUNDS_FAILED], memory_order_relaxed);
     rl__nodes_fp_text(rl__nodes_fp(s->rl->kh.fingerprint, RL_REDIS_KEY_LAYOUT), rec.fp);
-    char hot[RL_NODES_HOT_TEXT_MAX];
+    char hot[RL_HOT_WORD_TEXT_MAX];
     if (!s->leaving && rl__hot_publish(s->rl, hot, sizeof hot) > 0)
         rec.hot = hot;
     char record[RL_NODES_RECORD_MAX], stale[24], prune[16], fp_max[16];
@@ -152,8 +153,9 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
              (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
     snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
     snprintf(fp_max, sizeof fp_max, "%u", (unsigned)RL_NODES_FP_MAX);
-    const char *argv[] = {"EVALSHA", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_NODES), "3", hash, live, fps, s->incarnation,
-                          record, stale, s->leaving ? "1" : "0", prune, rec.fp, fp_max};
+    const char *argv[] = {"EVALSHA", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_NODES),
+                          "3", hash, live, fps, s->store->incarnation, record, stale,
+                          s->leaving ? "1" : "0", prune, rec.fp, fp_max};
     size_t argl[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
         argl[i] = strlen(argv[i]);

@@ -10,7 +10,7 @@
 #include "redis/reply.h"
 #include "redis/route.h"
 #include "redis/scripts.h"
-#include "instance.h"
+#include "core.h"
 #include "policy.h"
 
 /* Indices of the counter array: sync.h's table, the error classes between
@@ -74,6 +74,36 @@ typedef struct rl_syncslot {
 } rl_syncslot_t;
 _Static_assert(RL_REPORT_QUIET_MAX <= UINT8_MAX, "a period fits rl_syncslot_t.period");
 
+/*
+ * What a node's sync keeps beyond one sync thread: a private instance's
+ * own (inside its rl_sync_t), or a shared host's (in the mapping, shsync.h),
+ * from which the next lease holder continues, so Redis sees one node whose
+ * reports go on. The sync thread that runs on it is its only writer (a
+ * host's: under the lease), apart from the counters.
+ */
+typedef struct rl_sync_store {
+    char incarnation[300]; /* this node in Redis; read-only once made */
+    rl_syncslot_t *slots;  /* one per table slot; the sync thread only */
+    /* The round and epoch numbers, written through by the rounds. */
+    _Atomic uint64_t round_id;
+    _Atomic uint64_t next_epoch;
+    _Atomic uint64_t counters[C_N]; /* rl_sync_counters_t, in field order */
+    /* rl_sync_fleet_t's, written by the heartbeat: a new lease holder's
+     * rounds start from the last holder's view of the fleet. */
+    _Atomic uint64_t fleet_nodes;
+    _Atomic uint64_t fleet_split_rounds;
+    _Atomic uint64_t fleet_split_fps;
+} rl_sync_store_t;
+
+/* A store for a table of nslots: its slots (from a), counters at zero, and
+ * an incarnation of node_id plus a random instance id (two instances in one
+ * process, or a restarted node, are different incarnations). 0, or
+ * RL_ENOMEM (nothing left allocated). */
+int rl__sync_store_init(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots,
+                        const char *node_id);
+void rl__sync_store_free(rl_sync_store_t *st, const rl_allocator_t *a, size_t nslots);
+void rl__sync_store_fleet(const rl_sync_store_t *st, rl_sync_fleet_t *out);
+
 /* One limit as a round sees it (snapshot taken at the round's start). */
 typedef struct rl_synclimit {
     uint32_t lref;
@@ -93,6 +123,7 @@ typedef struct rl_synclimit {
 
 struct rl_sync {
     struct rl *rl;
+    rl_sync_cfg_t cfg;
     rl_redisurl_t url;
     char where[400];            /* the URL without credentials, for logs */
     uv_thread_t thread;
@@ -102,7 +133,8 @@ struct rl_sync {
     uv_async_t wake;
     rl_redis_route_t route;     /* the connection(s), redis/route.h */
     rl_redis_scripts_t scripts; /* RL_SYNC_SCRIPT_*, redis/scripts.h */
-    char incarnation[300];
+    /* The store the rounds run on: own_store, or a shared host's. */
+    rl_sync_store_t *store;
     char client_name[RL_REDIS_CONN_NAME_MAX]; /* RL_SYNC_CLIENT_NAME_PREFIX incarnation */
     /* The node registry (syncnodes.h; sync thread only). */
     int nodes_failing;     /* the last registry command failed (log once a streak) */
@@ -112,22 +144,21 @@ struct rl_sync {
     uint64_t pid;
     uint64_t start_ms;     /* wall clock at rl_open, Unix ms (display only) */
     uint64_t rng;          /* jitter; sync thread only */
-    uint64_t next_epoch;
+    uint64_t next_epoch;   /* the store's, written through */
     /* Health (sync thread only; published through rl->health). */
     rl_health_counts_t health_counts; /* policy.h */
     uint32_t timeouts_in_row;
     uint64_t last_log_ms;     /* transition logs: at most one a second */
     uint64_t logs_dropped;
     /* Round state (sync thread only). */
-    uint64_t round_id;
+    uint64_t round_id;     /* the store's, written through */
     uint32_t in_flight;    /* script calls of the current round unanswered */
     int round_failed;
     int drop_after_round;  /* READONLY seen: reconnect once the round ends */
     uint64_t ping_round;   /* the round the outstanding PING belongs to */
     int leaving;           /* the final round: hand shares back */
     uint32_t close_ms;     /* how long the final round's replies are awaited
-                              (rl__sync_stop's deadline) */
-    rl_syncslot_t *slots;  /* one per table slot */
+                              (rl__sync_stop_ex's deadline) */
     uint32_t *order;       /* scratch: slot indices of this round's reports */
     rl_share_reply_t shares[RL_SYNC_KEYS_PER_CALL]; /* scratch: one reply's parsed shares */
     uint64_t round_start_ns;      /* uv_hrtime at the current round's start */
@@ -146,24 +177,19 @@ struct rl_sync {
     uint64_t step_asked;      /* under step_mu */
     uint64_t step_done;       /* under step_mu */
     int step_failed;          /* under step_mu */
-    /* A shared instance's host sync (shsync.h), NULL otherwise: its slots,
-     * counters, incarnation, round and epoch numbers live in the shared
-     * mapping, so the next lease holder continues where this one stopped. */
-    struct rl_shsync *sh;
     int hand_back;         /* the final round hands the shares back (leaving) */
     /* Shared with other threads. */
     _Atomic int stopping;
-    _Atomic uint64_t *counters; /* own_counters, or the host's (sh) */
-    _Atomic uint64_t own_counters[C_N]; /* rl_sync_counters_t, in field order */
+    rl_sync_store_t own_store; /* a private instance's store */
 };
 
-/* C_N counters (an rl_sync_t's own, or a shared host's) into *out. */
+/* C_N counters (a store's) into *out. */
 void rl__sync_counters_decode(const _Atomic uint64_t *counters, rl_sync_counters_t *out);
 
 static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 {
     /* relaxed: statistics read by rl__sync_counters. */
-    atomic_fetch_add_explicit(&s->counters[which], n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->store->counters[which], n, memory_order_relaxed);
 }
 
 enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
@@ -175,7 +201,7 @@ enum { RL_SYNC_SCRIPT_REPORT, RL_SYNC_SCRIPT_NODES, RL_SYNC_SCRIPT_N };
 static inline void rl__sync_mirror_nodes(rl_sync_t *s)
 {
     /* relaxed: a statistic. */
-    atomic_store_explicit(&s->counters[C_NODES_READY],
+    atomic_store_explicit(&s->store->counters[C_NODES_READY],
                           (uint64_t)rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_NODES),
                           memory_order_relaxed);
 }

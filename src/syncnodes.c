@@ -8,6 +8,7 @@
 #include "health.h"
 #include "syncnodes.h"
 #include "limitdef.h"
+#include "decimal.h"
 
 int rl__nodes_key_names(const char *prefix, char *hash, size_t hash_cap, char *live,
                         size_t live_cap)
@@ -80,7 +81,7 @@ int rl__nodes_format(const rl_nodes_record_t *r, char *buf, size_t cap)
         return w;
     /* The items' own bytes only (name bytes, hex, digits, '/', ','): a
      * record stays one line of words whatever the caller passed. */
-    size_t hn = strnlen(r->hot, RL_NODES_HOT_TEXT_MAX);
+    size_t hn = strnlen(r->hot, RL_HOT_WORD_TEXT_MAX);
     size_t at = (size_t)w;
     const char *word = " hot=";
     for (size_t i = 0; i < 5 + hn; i++, at++) {
@@ -93,92 +94,6 @@ int rl__nodes_format(const rl_nodes_record_t *r, char *buf, size_t cap)
     if (cap > 0)
         buf[at < cap ? at : cap - 1] = '\0';
     return (int)at;
-}
-
-int rl__nodes_hot_format(const rl_nodes_hot_t *h, char *buf, size_t cap)
-{
-    static const char hex[] = "0123456789abcdef";
-    char kh[2 * sizeof h->key + 1];
-    size_t kept = h->kept < sizeof h->key ? h->kept : sizeof h->key;
-    for (size_t i = 0; i < kept; i++) {
-        kh[2 * i] = hex[h->key[i] >> 4];
-        kh[2 * i + 1] = hex[h->key[i] & 15];
-    }
-    kh[2 * kept] = '\0';
-    return snprintf(buf, cap, "%.63s/%s/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d", h->limit, kh,
-                    h->key_len, h->demand_mps, h->fleet_mps, h->hot ? 1 : 0);
-}
-
-static int hex_val(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-static uint64_t parse_u64(const char *p, size_t n);
-
-int rl__nodes_hot_next(const char **p, const char *end, rl_nodes_hot_t *out)
-{
-    while (*p < end) {
-        const char *s = *p;
-        const char *e = memchr(s, ',', (size_t)(end - s));
-        if (e == NULL)
-            e = end;
-        *p = e < end ? e + 1 : end;
-        /* six fields separated by '/' */
-        const char *f[7];
-        int k = 0;
-        f[k++] = s;
-        for (const char *q = s; q < e && k < 7; q++)
-            if (*q == '/')
-                f[k++] = q + 1;
-        if (k != 6)
-            continue;
-        f[6] = e + 1;
-        size_t ln = (size_t)(f[1] - f[0] - 1), hn = (size_t)(f[2] - f[1] - 1);
-        if (ln == 0 || ln >= sizeof out->limit || hn % 2 != 0 || hn / 2 > sizeof out->key)
-            continue;
-        memset(out, 0, sizeof *out);
-        memcpy(out->limit, f[0], ln);
-        if (!rl__name_valid(out->limit, sizeof out->limit))
-            continue;
-        int bad = 0;
-        for (size_t i = 0; i < hn / 2; i++) {
-            int a = hex_val(f[1][2 * i]), b = hex_val(f[1][2 * i + 1]);
-            if (a < 0 || b < 0) {
-                bad = 1;
-                break;
-            }
-            out->key[i] = (unsigned char)(a << 4 | b);
-        }
-        out->kept = hn / 2;
-        out->key_len = parse_u64(f[2], (size_t)(f[3] - f[2] - 1));
-        out->demand_mps = parse_u64(f[3], (size_t)(f[4] - f[3] - 1));
-        out->fleet_mps = parse_u64(f[4], (size_t)(f[5] - f[4] - 1));
-        size_t hl = (size_t)(f[6] - f[5] - 1);
-        if (bad || out->key_len < out->kept || out->kept == 0 || hl != 1 ||
-            (f[5][0] != '0' && f[5][0] != '1'))
-            continue;
-        out->hot = f[5][0] == '1';
-        return 1;
-    }
-    return 0;
-}
-
-/* A decimal integer of [p, p + n), 0 if it is not one or overflows. */
-static uint64_t parse_u64(const char *p, size_t n)
-{
-    uint64_t v = 0;
-    if (n == 0 || n > 20)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return 0;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return 0;
-        v = v * 10 + d;
-    }
-    return v;
 }
 
 static void copy_text(char *dst, size_t cap, const char *p, size_t n)
@@ -212,7 +127,7 @@ int rl__nodes_parse(const char *value, size_t len, rl_nodes_record_t *out)
         size_t wn = (size_t)(eq - w);
         const char *v = eq + 1;
         size_t vn = (size_t)(value + i - v);
-        uint64_t u = parse_u64(v, vn);
+        uint64_t u = rl__decimal_u64(v, vn);
         if (word_is(w, wn, "v"))
             out->version = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
         else if (word_is(w, wn, "seen"))

@@ -48,12 +48,8 @@
  *   failed   sync rounds failed since rl_open
  *   fp       the key_secret's fingerprint, 16 hex digits: a keyed hash of
  *            the secret (rl_keyhash_t.fingerprint), never the secret
- *   hot      the node's busiest keys of synced limits (rl_hotkeys), at most
- *            RL_NODES_HOT_MAX, busiest first, comma-separated items
- *            LIMIT/KEYHEX/KEYLEN/DEMAND/FLEET/HOT: the limit's name, the
- *            key's first bytes (at most 64) in lowercase hex, its full
- *            length, this node's demand and the fleet rate it was marked
- *            by in thousandths per second, and 1 if marked hot (the word is
+ *   hot      the node's busiest keys of synced limits (rl_hotkeys): the
+ *            hot word, whose items hot.h formats and reads (the word is
  *            absent when the node has none, or runs an older library)
  * Pure functions: no I/O, no allocation, any thread.
  */
@@ -62,17 +58,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "hot.h"
 
 #define RL_NODES_VERSION 1
 /* A node's entry lives this many of its own sync intervals without a write. */
 #define RL_NODES_STALE_ROUNDS 10
 /* Most stale entries one write prunes: bounded work per call. */
 #define RL_NODES_PRUNE_MAX 16
-/* Most hot keys a record carries, and the longest hot word's value. */
-#define RL_NODES_HOT_MAX 8
-#define RL_NODES_HOT_TEXT_MAX (RL_NODES_HOT_MAX * 256)
 /* Longest record the library writes, "seen=..." included. */
-#define RL_NODES_RECORD_MAX (512 + RL_NODES_HOT_TEXT_MAX)
+#define RL_NODES_RECORD_MAX (512 + RL_HOT_WORD_TEXT_MAX)
 /* Most foreign fingerprints one write returns. */
 #define RL_NODES_FP_MAX 16
 
@@ -97,27 +91,6 @@ typedef struct rl_nodes_record {
     const char *hot;
     size_t hot_len;
 } rl_nodes_record_t;
-
-/* One item of a record's hot word. */
-typedef struct rl_nodes_hot {
-    char limit[64];              /* RL_NAME_MAX */
-    unsigned char key[64];       /* the key's first bytes */
-    size_t kept;                 /* bytes of key */
-    uint64_t key_len;            /* the key's full length */
-    uint64_t demand_mps;         /* thousandths per second */
-    uint64_t fleet_mps;
-    int hot;
-} rl_nodes_hot_t;
-
-/* Format one item (into buf, snprintf-style). The limit name must be valid. */
-int rl__nodes_hot_format(const rl_nodes_hot_t *h, char *buf, size_t cap);
-
-/*
- * The next item of a hot word's value [*p, end): 1 and *out filled, with *p
- * past it; 0 at the end. A malformed item (a reader must not trust a record
- * another version or a stranger wrote) is skipped.
- */
-int rl__nodes_hot_next(const char **p, const char *end, rl_nodes_hot_t *out);
 
 /* The registry's first two Redis keys for a prefix. 0, or -1 if a name does
  * not fit. */

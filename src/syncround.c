@@ -7,14 +7,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include "stats.h"
 #include "syncint.h"
 #include "reportargs.h"
 #include "alloc.h"
 #include "share.h"
 #include "shareword.h"
 #include "hot.h"
-#include "shsync.h"
 
 
 /* Beyond a burst's time and the quiet reporters' entries, how long a key's
@@ -103,7 +101,7 @@ static int harvest_slot(rl_sync_t *s, size_t i)
 {
     rl_table_t *t = &s->rl->table;
     rl_slot_t *slot = &t->slots[i];
-    rl_syncslot_t *ss = &s->slots[i];
+    rl_syncslot_t *ss = &s->store->slots[i];
     /* acquire: the occupant's identity and share are visible with LIVE. */
     uint64_t c = atomic_load_explicit(&slot->ctrl, memory_order_acquire);
     rl_synclimit_t *l;
@@ -115,12 +113,13 @@ static int harvest_slot(rl_sync_t *s, size_t i)
         memset(ss, 0, sizeof *ss);
         ss->ctrl = c;
         ss->epoch = ++s->next_epoch;
-        if (s->sh != NULL) /* relaxed: under the lease (shsync.h) */
-            atomic_store_explicit(&s->sh->next_epoch, s->next_epoch, memory_order_relaxed);
+        /* relaxed: read by the next holder of a host's lease (shsync.h),
+         * which the lease orders; a private store's only by this thread. */
+        atomic_store_explicit(&s->store->next_epoch, s->next_epoch, memory_order_relaxed);
         ss->last_round = s->round_id - 1; /* its counts span this round */
     }
     /* release: a stats read that sees the moved counts sees this round's
-     * fold begun (stats.h); the bitmap swap (acq_rel) ordered the values. */
+     * fold begun (limits.h); the bitmap swap (acq_rel) ordered the values. */
     uint64_t a = atomic_exchange_explicit(&slot->admitted, 0, memory_order_release);
     uint64_t d = atomic_exchange_explicit(&slot->denied, 0, memory_order_release);
     rl_limit_slot_t *ls = &s->rl->limits.slots[RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK];
@@ -268,7 +267,7 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
          * node also runs new keys and outages at rate / live, so the
          * fleet as a whole stays within the limit until the split ends. */
         /* relaxed: written by this thread. */
-        uint64_t live = atomic_load_explicit(&s->rl->fleet_nodes, memory_order_relaxed);
+        uint64_t live = atomic_load_explicit(&s->store->fleet_nodes, memory_order_relaxed);
         if (live > 1) {
             uint64_t cap_q = RL_SHARE_ONE / live;
             uint64_t cap_tokens = (l->p.normal.burst + live - 1) / live;
@@ -299,12 +298,12 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
     uint64_t w = rl__shareword_encode(t_local, tokens) | (near ? RL_SHAREWORD_NEAR : 0) | hot;
     /* Close to it: every round from now on (another node's admits may take
      * the key under the threshold while this one is silent). */
-    s->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
+    s->store->slots[i].watch = l->p.synced == RL_SYNCED_TIERED && r->remaining < 2 * near_below;
     /* Marked here, not only when harvested: the report that first finds
      * the key close (a new key's, say) did not ask to come back, and a
      * node that then admits nothing would keep this round's view (not
      * near) while the others' admits take the key under the threshold. */
-    if (s->slots[i].watch)
+    if (s->store->slots[i].watch)
         mark_again(&s->rl->table, i);
     rl_gcra_t before, after, tmp;
     before = *current_gcra(slot, l, &tmp);
@@ -361,7 +360,7 @@ static void window_add(rl_sync_t *s, rl_synclimit_t *l, size_t slot, const rl_sh
 {
     const uint32_t over_bit = UINT32_C(1) << 31;
     uint32_t tag = s->window_no & ~over_bit;
-    rl_syncslot_t *ss = &s->slots[slot];
+    rl_syncslot_t *ss = &s->store->slots[slot];
     if ((ss->win_seen & ~over_bit) != tag) {
         ss->win_seen = tag;
         l->w_keys++;
@@ -459,7 +458,7 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             on_error_reply(s, reply);
         if (current)
             s->round_failed = 1;
-    } else if (age_ms * 2 < s->rl->key_ttl_ms &&
+    } else if (age_ms * 2 < s->cfg.key_ttl_ms &&
                rl__sync_parse_shares(reply, call->n, s->shares) == 0) {
         rl_synclimit_t *l = &s->limits[call->lidx];
         int windowed = l->w_lref != 0 && l->w_lref == l->lref && l->live;
@@ -468,12 +467,12 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
                 continue;
             apply_share(s, call->slot[j], call->ctrl[j], &s->shares[j]);
             /* Only for the occupant the report was for. */
-            if (s->slots[call->slot[j]].ctrl == call->ctrl[j])
-                s->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot.c */
-            if (windowed && s->slots[call->slot[j]].ctrl == call->ctrl[j])
+            if (s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
+                s->store->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot.c */
+            if (windowed && s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
         }
-    } else if (age_ms * 2 >= s->rl->key_ttl_ms) {
+    } else if (age_ms * 2 >= s->cfg.key_ttl_ms) {
         /* too old to apply safely (see apply_share): dropped, not an error */
     } else {
         rl__sync_error(s, RL_REDIS_ERR_OTHER);
@@ -534,11 +533,11 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
 {
     for (unsigned i = 1; i <= RL_REPORT_ARGS_N; i++) {
         switch (i) {
-        case RL_RA_INC: arg_str(b, s->incarnation); break;
+        case RL_RA_INC: arg_str(b, s->store->incarnation); break;
         case RL_RA_RATE: arg_u64(b, l->p.rate_count); break;
         case RL_RA_PERIOD: arg_u64(b, l->p.period_ms); break;
         case RL_RA_BURST: arg_u64(b, l->p.normal.burst); break;
-        case RL_RA_ALPHA: arg_u64(b, s->rl->demand_alpha_q16); break;
+        case RL_RA_ALPHA: arg_u64(b, s->cfg.demand_alpha_q16); break;
         case RL_RA_RESERVE: arg_u64(b, RL_SHARE_RESERVE_DEFAULT); break;
         case RL_RA_GAIN: arg_u64(b, RL_SHARE_GAIN_DEFAULT); break;
         case RL_RA_MAX_CUT: arg_u64(b, RL_SHARE_MAX_CUT_DEFAULT); break;
@@ -551,7 +550,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
             break;
         case RL_RA_LEAVING: arg_u64(b, s->leaving ? 1 : 0); break;
         case RL_RA_NOW: arg_u64(b, s->round_virtual_ms); break;
-        case RL_RA_EXPECTED: arg_u64(b, s->rl->expected_nodes); break;
+        case RL_RA_EXPECTED: arg_u64(b, s->cfg.expected_nodes); break;
         case RL_RA_YOUNG: arg_u64(b, 2 * (uint64_t)s->rl->sync_interval_ms); break; /* two rounds */
         case RL_RA_FRESH: arg_u64(b, s->rl->sync_interval_ms); break;
         case RL_RA_TIERED: arg_u64(b, l->p.synced == RL_SYNCED_TIERED); break;
@@ -563,7 +562,7 @@ static void put_fixed_args(rl_sync_t *s, const rl_synclimit_t *l, argbuf_t *b)
  * sent (zeroed) and it is no longer queued. */
 static void put_key_args(rl_sync_t *s, uint32_t i, argbuf_t *b)
 {
-    rl_syncslot_t *ss = &s->slots[i];
+    rl_syncslot_t *ss = &s->store->slots[i];
     /* A key that reports every round lives 3 rounds unrefreshed; a quiet one
      * 3 of its longer periods: a dead node frees its busy keys' shares
      * within 3 rounds. */
@@ -619,7 +618,7 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     put_fixed_args(s, l, &b);
     for (uint32_t j = 0; j < n; j++) {
         call->slot[j] = idx[j];
-        call->ctrl[j] = s->slots[idx[j]].ctrl;
+        call->ctrl[j] = s->store->slots[idx[j]].ctrl;
         put_key_args(s, idx[j], &b);
     }
     call->s = s;
@@ -662,7 +661,7 @@ static void send_reports(rl_sync_t *s, uint32_t n)
     uint32_t *grp = s->order + t->nslots; /* second half: group of each entry */
     for (uint32_t j = 0; j < n; j++) {
         uint32_t i = s->order[j];
-        uint64_t c = s->slots[i].ctrl;
+        uint64_t c = s->store->slots[i].ctrl;
         /* relaxed: the key id is stable while ctrl is (validated on reply). */
         rl_keyid_t id = {atomic_load_explicit(&t->slots[i].id_lo, memory_order_relaxed),
                          atomic_load_explicit(&t->slots[i].id_hi, memory_order_relaxed)};
@@ -706,7 +705,7 @@ static uint64_t count_reported_limits(rl_sync_t *s, uint32_t n)
 {
     uint64_t count = 0;
     for (uint32_t j = 0; j < n; j++) {
-        uint32_t idx = RL_CTRL_LREF(s->slots[s->order[j]].ctrl) & RL_LIMIT_IDX_MASK;
+        uint32_t idx = RL_CTRL_LREF(s->store->slots[s->order[j]].ctrl) & RL_LIMIT_IDX_MASK;
         if (idx < s->rl->limits.cap && s->limits[idx].reported_round != s->round_id) {
             s->limits[idx].reported_round = s->round_id;
             count++;
@@ -719,8 +718,8 @@ void rl__sync_round(rl_sync_t *s)
 {
     rl_table_t *t = &s->rl->table;
     s->round_id++;
-    if (s->sh != NULL) /* relaxed: under the lease (shsync.h) */
-        atomic_store_explicit(&s->sh->round_id, s->round_id, memory_order_relaxed);
+    /* relaxed: as the epoch's (harvest_slot). */
+    atomic_store_explicit(&s->store->round_id, s->round_id, memory_order_relaxed);
     s->round_failed = 0;
     s->in_flight = 0;
     s->round_start_ns = uv_hrtime();
@@ -734,7 +733,7 @@ void rl__sync_round(rl_sync_t *s)
     uint32_t n = 0;
     size_t words = (t->nslots + 63) / 64;
     rl__hot_round_begin(s->rl);
-    rl__fold_begin(s->rl);
+    rl__limits_fold_begin(&s->rl->limits);
     for (size_t wi = 0; wi < words; wi++) {
         /* acq_rel: see rl__table_count; the counter swaps below come after. */
         uint64_t bits = atomic_exchange_explicit(&t->dirty[wi], 0, memory_order_acq_rel);
@@ -742,12 +741,12 @@ void rl__sync_round(rl_sync_t *s)
             size_t i = wi * 64 + (size_t)__builtin_ctzll(bits);
             bits &= bits - 1;
             if (harvest_slot(s, i)) {
-                s->slots[i].queued = 1;
+                s->store->slots[i].queued = 1;
                 s->order[n++] = (uint32_t)i;
             }
         }
     }
-    rl__fold_end(s->rl);
+    rl__limits_fold_end(&s->rl->limits);
     rl__hot_round_end(s->rl);
     if (s->leaving) {
         /* Hand back the shares Redis still counts and report the usage it
@@ -757,7 +756,7 @@ void rl__sync_round(rl_sync_t *s)
          * dead hashes, cost Redis 490 ms, ran every close into its deadline,
          * and under allkeys-lru evicted the live hot keys). */
         for (size_t i = 0; i < t->nslots; i++) {
-            rl_syncslot_t *ss = &s->slots[i];
+            rl_syncslot_t *ss = &s->store->slots[i];
             if (ss->period != 0 && ss->ctrl != 0 && !ss->queued &&
                 (ss->pend_o > 0 || entry_may_live(s, ss))) {
                 ss->queued = 1;
@@ -790,7 +789,7 @@ void rl__sync_round(rl_sync_t *s)
         s->round_failed = 1;
         for (uint32_t j = 0; j < n; j++) {
             size_t i = s->order[j];
-            s->slots[i].queued = 0;
+            s->store->slots[i].queued = 0;
             /* relaxed: only this thread harvests the bitmap. */
             atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63),
                                      memory_order_relaxed);

@@ -519,16 +519,16 @@ END_TEST
  * stranger's malformed items are skipped, never trusted. */
 START_TEST(registry_hot_word)
 {
-    rl_nodes_hot_t a = {.limit = "api", .kept = 3, .key_len = 3, .demand_mps = 600000,
+    rl_hot_item_t a = {.limit = "api", .kept = 3, .key_len = 3, .demand_mps = 600000,
                         .fleet_mps = 601250, .hot = 1};
     memcpy(a.key, "k\x00\xff", 3);
-    rl_nodes_hot_t b = {.limit = "x.y:z-1", .kept = 64, .key_len = 100, .demand_mps = 5};
+    rl_hot_item_t b = {.limit = "x.y:z-1", .kept = 64, .key_len = 100, .demand_mps = 5};
     memset(b.key, 'q', 64);
     char items[1024];
-    int n = rl__nodes_hot_format(&a, items, sizeof items);
+    int n = rl__hot_item_format(&a, items, sizeof items);
     ck_assert_str_eq(items, "api/6b00ff/3/600000/601250/1");
     items[n] = ',';
-    rl__nodes_hot_format(&b, items + n + 1, sizeof items - (size_t)n - 1);
+    rl__hot_item_format(&b, items + n + 1, sizeof items - (size_t)n - 1);
     rl_nodes_record_t rec;
     memset(&rec, 0, sizeof rec);
     rec.health = 0;
@@ -540,31 +540,31 @@ START_TEST(registry_hot_word)
     ck_assert_int_eq(rl__nodes_parse(text, (size_t)len, &back), 0);
     ck_assert_ptr_nonnull(back.hot);
     const char *p = back.hot, *end = back.hot + back.hot_len;
-    rl_nodes_hot_t it;
-    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    rl_hot_item_t it;
+    ck_assert_int_eq(rl__hot_item_next(&p, end, &it), 1);
     ck_assert_str_eq(it.limit, "api");
     ck_assert_uint_eq(it.kept, 3);
     ck_assert_int_eq(memcmp(it.key, "k\x00\xff", 3), 0);
     ck_assert_uint_eq(it.demand_mps, 600000);
     ck_assert_uint_eq(it.fleet_mps, 601250);
     ck_assert_int_eq(it.hot, 1);
-    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    ck_assert_int_eq(rl__hot_item_next(&p, end, &it), 1);
     ck_assert_str_eq(it.limit, "x.y:z-1");
     ck_assert_uint_eq(it.kept, 64);
     ck_assert_uint_eq(it.key_len, 100);
     ck_assert_int_eq(it.hot, 0);
-    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 0);
+    ck_assert_int_eq(rl__hot_item_next(&p, end, &it), 0);
     /* hostile items: each skipped, the good one after them read */
     static const char bad[] = "a/zz/1/1/1/1,a/6b/1/1/1,a b/6b/1/1/1/0,/6b/1/1/1/0,"
                               "a/6b6/2/1/1/0,a/6b6b/1/1/1/0,a/6b/1/1/1/2,a//0/1/1/0,"
                               "a/6b/x/1/1/0,a/6b/1/1/1/0/7,,ok/6b/1/2/3/1";
     p = bad;
     end = bad + sizeof bad - 1;
-    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 1);
+    ck_assert_int_eq(rl__hot_item_next(&p, end, &it), 1);
     ck_assert_str_eq(it.limit, "ok");
     ck_assert_uint_eq(it.key[0], 'k');
     ck_assert_uint_eq(it.fleet_mps, 3);
-    ck_assert_int_eq(rl__nodes_hot_next(&p, end, &it), 0);
+    ck_assert_int_eq(rl__hot_item_next(&p, end, &it), 0);
     /* a caller's hot text with bytes outside the items' own: one line of
      * words still */
     rec.hot = "a b\nc/6b/1/1/1/0";

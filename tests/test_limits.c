@@ -53,7 +53,7 @@ static void fixture_open(fixture_t *f, uint32_t cap)
     memset(f, 0, sizeof *f);
     rl__alloc_defaults(&f->alloc);
     rl__clock_init(&f->clock, rl_test_clock_fn, &frozen, 0);
-    ck_assert_int_eq(rl__limits_init(&f->ls, &f->alloc, cap, 4, 1, 42), 0);
+    ck_assert_int_eq(rl__limits_init(&f->ls, &f->alloc, cap, 4, 1, 0, 42), 0);
 }
 
 static void fixture_close(fixture_t *f) { rl__limits_destroy(&f->ls, &f->alloc); }

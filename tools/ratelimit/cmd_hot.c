@@ -10,17 +10,18 @@
 #include "output.h"
 #include "redisconn.h"
 #include "syncnodes.h"
+#include "hot.h"
 
 #define CMD "hot"
 
 /* One key of the union: the nodes that publish it, summed or maxed. */
 typedef struct hot_row {
-    rl_nodes_hot_t k;     /* demand_mps summed over nodes; fleet_mps the max */
+    rl_hot_item_t k;     /* demand_mps summed over nodes; fleet_mps the max */
     uint64_t nodes;       /* live nodes that publish it */
     uint64_t hot_nodes;   /* of those, the ones that mark it hot */
 } hot_row_t;
 
-static int same_key(const rl_nodes_hot_t *a, const rl_nodes_hot_t *b)
+static int same_key(const rl_hot_item_t *a, const rl_hot_item_t *b)
 {
     return strcmp(a->limit, b->limit) == 0 && a->key_len == b->key_len && a->kept == b->kept &&
            memcmp(a->key, b->key, a->kept) == 0;
@@ -41,9 +42,9 @@ static size_t add_node(hot_row_t *rows, size_t n, const rl_nodes_record_t *rec,
                        const char *limit)
 {
     const char *p = rec->hot, *end = rec->hot + rec->hot_len;
-    rl_nodes_hot_t it;
+    rl_hot_item_t it;
     size_t seen = 0;
-    while (seen < RL_NODES_HOT_MAX && rl__nodes_hot_next(&p, end, &it)) {
+    while (seen < RL_HOT_WORD_ITEMS && rl__hot_item_next(&p, end, &it)) {
         seen++;
         if (limit != NULL && strcmp(limit, it.limit) != 0)
             continue;
@@ -167,7 +168,7 @@ int cli_hot(cli_t *cli, int argc, char **argv)
         cli_redis_close(&r);
         return rc;
     }
-    hot_row_t *rows = calloc(h->elements / 2 * RL_NODES_HOT_MAX + 1, sizeof *rows);
+    hot_row_t *rows = calloc(h->elements / 2 * RL_HOT_WORD_ITEMS + 1, sizeof *rows);
     int rc = CLI_OK;
     size_t n = 0, live = 0;
     if (rows == NULL) {
