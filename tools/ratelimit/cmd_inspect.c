@@ -7,6 +7,7 @@
 #include "args.h"
 #include "cli.h"
 #include "fleetkey.h"
+#include "fleetopts.h"
 #include "keystate.h"
 #include "limitdef.h"
 #include "limitfile.h"
@@ -352,56 +353,38 @@ static void print_text(const inspect_t *in, const char *where)
 
 int cli_inspect(cli_t *cli, int argc, char **argv)
 {
-    const char *url = NULL, *prefix = "rl", *secret_file = NULL, *secret_hex = NULL,
-               *limits = NULL;
-    int key_hex = 0;
-    const cli_opt_t opts[] = {{"--redis", &url, NULL},
-                              {"--prefix", &prefix, NULL},
-                              {"--secret-file", &secret_file, NULL},
-                              {"--secret", &secret_hex, NULL},
-                              {"--limits", &limits, NULL},
-                              {"--key-hex", NULL, &key_hex},
-                              {NULL, NULL, NULL}};
+    const char *limits = NULL;
+    const cli_opt_t limits_opt = {"--limits", &limits, NULL};
+    cli_fleet_t fl;
     const char *pos[2];
-    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 2);
-    if (npos < 0)
+    if (cli_fleet_opts(cli, CMD, argc, argv, CLI_FLEET_KEY, &limits_opt, pos, 2,
+                       "LIMIT and KEY are required", &fl) != CLI_OK)
         return CLI_USAGE;
-    if (npos != 2)
-        return cli_usage_error(cli, CMD, "LIMIT and KEY are required");
-    if (url == NULL)
-        return cli_usage_error(cli, CMD, "--redis URL is required");
-    if (!rl__name_valid(prefix, 33))
-        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
     inspect_t *in = calloc(1, sizeof *in);
     if (in == NULL)
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
-    in->prefix = prefix;
+    in->prefix = fl.prefix;
     rl_limit_init(&in->lim);
     ks_init(&in->ks);
     int rc = resolve_limit(cli, in, pos[0], limits);
     if (rc != CLI_OK)
         goto out;
-    rc = cli_key_arg(cli, CMD, pos[1], key_hex, in->key, &in->key_len);
+    rc = cli_key_arg(cli, CMD, pos[1], fl.key_hex, in->key, &in->key_len);
     if (rc != CLI_OK)
         goto out;
     unsigned char *secret;
     size_t secret_len;
-    char err[256];
-    if (fleet_secret_load(secret_file, secret_hex, &secret, &secret_len, err, sizeof err) != 0) {
-        rc = cli_usage_error(cli, CMD, "%s", err);
+    rc = cli_fleet_secret(cli, CMD, &fl, &secret, &secret_len);
+    if (rc != CLI_OK)
         goto out;
-    }
-    fleet_key_name(secret, secret_len, prefix, in->limit, in->key, in->key_len, in->redis_key,
+    fleet_key_name(secret, secret_len, fl.prefix, in->limit, in->key, in->key_len, in->redis_key,
                    sizeof in->redis_key);
     memset(secret, 0, secret_len);
     free(secret);
     cli_redis_t r;
-    if (cli_redis_open(&r, url) != 0) {
-        rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
-                                   : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
-        cli_redis_close(&r);
+    rc = cli_fleet_connect(cli, CMD, &fl, &r);
+    if (rc != CLI_OK)
         goto out;
-    }
     rc = load_key(cli, &r, in);
     if (rc == CLI_OK) {
         if (cli->json)
