@@ -268,24 +268,185 @@ ngx_http_ratelimit_exact_finish(ngx_http_request_t *r, ngx_http_ratelimit_loc_co
                                       " (exact)");
 }
 
+/* What a location's rules ask of one request, gathered before anything is
+ * charged. */
+typedef struct {
+    rl_request_t reqs[RL_MULTI_MAX]; /* the rules that decide here */
+    rl_decision_t out[RL_MULTI_MAX];
+    ngx_uint_t map[RL_MULTI_MAX];    /* reqs[i] is rule map[i] */
+    size_t n;
+    ngx_uint_t exact_rule;           /* the rule that waits for Redis, if any: */
+    ngx_flag_t has_exact;            /* a mode=exact limit's (exact below), */
+    rl_request_t exact;
+    ngx_flag_t has_quota;            /* or a quota's (its key and request id) */
+    ngx_str_t qkey;
+    u_char rid[RL_QUOTA_ID_MAX];
+    size_t rid_len;
+} ngx_http_ratelimit_plan_t;
+
+/* A client chooses its header values: an over-long key is refused like an
+ * over-limit request, never a 500. */
+static ngx_int_t
+ngx_http_ratelimit_long_key(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                            ngx_http_ratelimit_main_conf_t *mcf,
+                            const ngx_http_ratelimit_rule_t *rule, size_t len)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    ngx_http_ratelimit_qdef_t *qdefs = mcf->qdefs.elts;
+
+    ngx_log_error(lcf->log_level, r->connection->log, 0,
+                  "ratelimit: key of %s \"%s\" is %uz bytes (at most %d): refused",
+                  rule->quota >= 0 ? "quota" : "limit",
+                  rule->quota >= 0 ? qdefs[rule->quota].q.name : defs[rule->def].lim.name,
+                  len, RL_MAX_KEY_LEN);
+    ngx_http_ratelimit_set_status(r, lcf->dry_run ? RL_NGX_DRY : RL_NGX_REJECTED);
+    return lcf->dry_run ? NGX_DECLINED : (ngx_int_t) lcf->status;
+}
+
+/* Each rule's key and cost into p. NGX_OK, or the request's answer. */
+static ngx_int_t
+ngx_http_ratelimit_plan(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                        ngx_http_ratelimit_main_conf_t *mcf, ngx_http_ratelimit_plan_t *p)
+{
+    ngx_http_ratelimit_rule_t *rules = lcf->rules->elts;
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    rl_request_t *req;
+    ngx_str_t key;
+    ngx_uint_t i;
+
+    for (i = 0; i < lcf->rules->nelts; i++) {
+        if (ngx_http_complex_value(r, &rules[i].key, &key) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (key.len == 0) {
+            continue; /* like limit_req: an empty key is not limited */
+        }
+        if (key.len > RL_MAX_KEY_LEN) {
+            return ngx_http_ratelimit_long_key(r, lcf, mcf, &rules[i], key.len);
+        }
+        if (rules[i].quota >= 0) {
+            /* A quota: charged last, once the limits admitted. */
+            if (mcf->qids == NULL) {
+                continue; /* a worker without Redis never gets here: -t refuses it */
+            }
+            p->qkey = key;
+            p->exact_rule = i;
+            p->has_quota = 1;
+            continue;
+        }
+        if (mcf->exact != NULL && defs[rules[i].def].lim.mode == RL_MODE_EXACT) {
+            /* Redis's bucket: asked last, without blocking. */
+            req = &p->exact;
+            p->exact_rule = i;
+            p->has_exact = 1;
+        } else {
+            req = &p->reqs[p->n];
+            rl_decision_init(&p->out[p->n]);
+            p->map[p->n++] = i;
+        }
+        rl_request_init(req);
+        req->limit = mcf->ids[rules[i].def];
+        req->key = key.data;
+        req->key_len = key.len;
+        req->cost = (uint32_t) rules[i].cost;
+    }
+    return NGX_OK;
+}
+
+/* The quota's request id into p: the client's (id=, kept apart from the
+ * worker's own by its prefix), or one of this worker's. NGX_OK, or the
+ * request's answer. */
+static ngx_int_t
+ngx_http_ratelimit_request_id(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                              ngx_http_ratelimit_main_conf_t *mcf, ngx_http_ratelimit_plan_t *p)
+{
+    ngx_http_ratelimit_rule_t *rule = (ngx_http_ratelimit_rule_t *) lcf->rules->elts
+                                      + p->exact_rule;
+    ngx_str_t idv;
+
+    idv.len = 0;
+    if (rule->id != NULL && ngx_http_complex_value(r, rule->id, &idv) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (idv.len > RL_NGX_ID_MAX) {
+        ngx_log_error(lcf->log_level, r->connection->log, 0,
+                      "ratelimit: request id of quota rule %ui is %uz bytes (at most %d): "
+                      "refused", p->exact_rule + 1, idv.len, RL_NGX_ID_MAX);
+        return NGX_HTTP_BAD_REQUEST;
+    }
+    if (idv.len > 0) {
+        p->rid_len = ngx_cpymem(ngx_cpymem(p->rid, "i:", 2), idv.data, idv.len) - p->rid;
+    } else {
+        /* At most 64 bytes of the host name: the rest always fits. */
+        p->rid_len = ngx_snprintf(p->rid, sizeof(p->rid), "g:%*s:%P:%T:%uL",
+                                  ngx_min(ngx_cycle->hostname.len, (size_t) 64),
+                                  ngx_cycle->hostname.data, ngx_pid, mcf->rid_epoch,
+                                  ++mcf->rid_seq) - p->rid;
+    }
+    return NGX_OK;
+}
+
+/* The rule that waits for Redis: the others passed and hold their charges
+ * while Redis decides (they are refunded if it denies). The worker goes on
+ * serving other requests meanwhile. */
+static ngx_int_t
+ngx_http_ratelimit_ask_redis(ngx_http_request_t *r, ngx_http_ratelimit_loc_conf_t *lcf,
+                             ngx_http_ratelimit_main_conf_t *mcf, ngx_http_ratelimit_plan_t *p)
+{
+    ngx_http_ratelimit_rule_t *rules = lcf->rules->elts;
+    ngx_http_ratelimit_ctx_t *ctx;
+    size_t n = p->n;
+    int rc;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(*ctx));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx->mcf = mcf;
+    ctx->exact_rule = p->exact_rule;
+    ctx->nlocal = n;
+    ctx->local = ngx_palloc(r->pool, sizeof(rl_request_t) * (n + 1));
+    ctx->out = ngx_palloc(r->pool, sizeof(rl_decision_t) * (n + 1));
+    ctx->map = ngx_palloc(r->pool, sizeof(ngx_uint_t) * (n + 1));
+    if (ctx->local == NULL || ctx->out == NULL || ctx->map == NULL) {
+        ngx_http_ratelimit_refund(r, ctx);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_memcpy(ctx->local, p->reqs, sizeof(rl_request_t) * n);
+    ngx_memcpy(ctx->out, p->out, sizeof(rl_decision_t) * n);
+    ngx_memcpy(ctx->map, p->map, sizeof(ngx_uint_t) * n);
+    ngx_http_set_ctx(r, ctx, ngx_http_ratelimit_module);
+    if (p->has_quota) {
+        ctx->is_quota = 1;
+        rc = ngx_http_ratelimit_quota_charge(r, ctx, mcf->qids[rules[p->exact_rule].quota],
+                                             &p->qkey, rules[p->exact_rule].cost, p->rid,
+                                             p->rid_len, &ctx->qr);
+        if (rc == RL_PENDING) {
+            return NGX_AGAIN;
+        }
+        ctx->rc = rc;
+        return ngx_http_ratelimit_quota_finish(r, lcf, ctx);
+    }
+    rc = ngx_http_ratelimit_exact_check(r, ctx, &p->exact);
+    if (rc == RL_PENDING) {
+        return NGX_AGAIN;
+    }
+    /* Decided inline (no room for another check in flight: the limit's
+     * on_failure answered) or refused. */
+    ctx->rc = rc;
+    ctx->has_d = 0;
+    return ngx_http_ratelimit_exact_finish(r, lcf, ctx);
+}
+
 ngx_int_t
 ngx_http_ratelimit_handler(ngx_http_request_t *r)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
     ngx_http_ratelimit_loc_conf_t *lcf;
-    ngx_http_ratelimit_rule_t *rules;
-    ngx_http_ratelimit_def_t *defs;
-    ngx_http_ratelimit_qdef_t *qdefs;
     ngx_http_ratelimit_ctx_t *ctx;
-    rl_request_t reqs[RL_MULTI_MAX], exact;
-    rl_decision_t out[RL_MULTI_MAX];
-    ngx_uint_t map[RL_MULTI_MAX], exact_rule = 0;
-    ngx_flag_t has_exact = 0, has_quota = 0;
-    ngx_str_t key, qkey = ngx_null_string;
-    u_char rid[RL_QUOTA_ID_MAX];
-    size_t rid_len = 0;
-    ngx_str_t idv;
-    size_t n = 0, denied = 0, i;
+    ngx_http_ratelimit_plan_t p;
+    size_t denied = 0;
+    ngx_int_t answer;
     int rc;
 
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
@@ -306,139 +467,36 @@ ngx_http_ratelimit_handler(ngx_http_request_t *r)
     if (mcf->rl == NULL) {
         return NGX_DECLINED;
     }
-    rules = lcf->rules->elts;
-    defs = mcf->defs.elts;
-    qdefs = mcf->qdefs.elts;
-    for (i = 0; i < lcf->rules->nelts; i++) {
-        if (ngx_http_complex_value(r, &rules[i].key, &key) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        if (key.len == 0) {
-            continue; /* like limit_req: an empty key is not limited */
-        }
-        if (key.len > RL_MAX_KEY_LEN) {
-            /* A client chooses its header values: an over-long key is
-             * refused like an over-limit request, never a 500. */
-            ngx_log_error(lcf->log_level, r->connection->log, 0,
-                          "ratelimit: key of %s \"%s\" is %uz bytes (at most %d): refused",
-                          rules[i].quota >= 0 ? "quota" : "limit",
-                          rules[i].quota >= 0 ? qdefs[rules[i].quota].q.name
-                                              : defs[rules[i].def].lim.name,
-                          key.len, RL_MAX_KEY_LEN);
-            ngx_http_ratelimit_set_status(r, lcf->dry_run ? RL_NGX_DRY : RL_NGX_REJECTED);
-            return lcf->dry_run ? NGX_DECLINED : (ngx_int_t) lcf->status;
-        }
-        if (rules[i].quota >= 0) {
-            /* A quota: charged last, once the limits admitted (below). */
-            if (mcf->qids == NULL) {
-                continue; /* a worker without Redis never gets here: -t refuses it */
-            }
-            qkey = key;
-            exact_rule = i;
-            has_quota = 1;
-            continue;
-        }
-        if (mcf->exact != NULL && defs[rules[i].def].lim.mode == RL_MODE_EXACT) {
-            /* Redis's bucket: asked last, without blocking (below). */
-            rl_request_init(&exact);
-            exact.limit = mcf->ids[rules[i].def];
-            exact.key = key.data;
-            exact.key_len = key.len;
-            exact.cost = (uint32_t) rules[i].cost;
-            exact_rule = i;
-            has_exact = 1;
-            continue;
-        }
-        rl_request_init(&reqs[n]);
-        reqs[n].limit = mcf->ids[rules[i].def];
-        reqs[n].key = key.data;
-        reqs[n].key_len = key.len;
-        reqs[n].cost = (uint32_t) rules[i].cost;
-        rl_decision_init(&out[n]);
-        map[n] = i;
-        n++;
+    p.n = 0;
+    p.exact_rule = 0;
+    p.has_exact = 0;
+    p.has_quota = 0;
+    ngx_str_null(&p.qkey);
+    p.rid_len = 0;
+    answer = ngx_http_ratelimit_plan(r, lcf, mcf, &p);
+    if (answer != NGX_OK) {
+        return answer;
     }
-    if (n == 0 && !has_exact && !has_quota) {
+    if (p.n == 0 && !p.has_exact && !p.has_quota) {
         return NGX_DECLINED;
     }
-    if (has_quota) {
-        /* The quota's request id: the client's (id=, kept apart from the
-         * worker's own by its prefix), or one of this worker's. */
-        idv.len = 0;
-        if (rules[exact_rule].id != NULL
-            && ngx_http_complex_value(r, rules[exact_rule].id, &idv) != NGX_OK)
-        {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        if (idv.len > RL_NGX_ID_MAX) {
-            ngx_log_error(lcf->log_level, r->connection->log, 0,
-                          "ratelimit: request id of quota rule %ui is %uz bytes (at most %d): "
-                          "refused", exact_rule + 1, idv.len, RL_NGX_ID_MAX);
-            return NGX_HTTP_BAD_REQUEST;
-        }
-        if (idv.len > 0) {
-            rid_len = ngx_cpymem(ngx_cpymem(rid, "i:", 2), idv.data, idv.len) - rid;
-        } else {
-            /* At most 64 bytes of the host name: the rest always fits. */
-            rid_len = ngx_snprintf(rid, sizeof(rid), "g:%*s:%P:%T:%uL",
-                                   ngx_min(ngx_cycle->hostname.len, (size_t) 64),
-                                   ngx_cycle->hostname.data, ngx_pid, mcf->rid_epoch,
-                                   ++mcf->rid_seq) - rid;
-        }
+    if (p.has_quota && (answer = ngx_http_ratelimit_request_id(r, lcf, mcf, &p)) != NGX_OK) {
+        return answer;
     }
     /* All-or-nothing: a request denied by one limit charges none. Local and
      * global limits decide here without waiting. */
-    if (n > 0) {
-        rc = rl_check_multi(mcf->rl, reqs, n, sizeof(rl_request_t), out, &denied);
+    if (p.n > 0) {
+        rc = rl_check_multi(mcf->rl, p.reqs, p.n, sizeof(rl_request_t), p.out, &denied);
         if (rc < 0) {
             return ngx_http_ratelimit_error(r, "rl_check_multi", rc);
         }
         if (rc != RL_ALLOW) {
-            return ngx_http_ratelimit_verdict(r, mcf, lcf, 0, NULL, 0, map[denied], &out[denied],
-                                              "");
+            return ngx_http_ratelimit_verdict(r, mcf, lcf, 0, NULL, 0, p.map[denied],
+                                              &p.out[denied], "");
         }
-        if (!has_exact && !has_quota) {
-            return ngx_http_ratelimit_verdict(r, mcf, lcf, 1, out, n, 0, NULL, "");
+        if (!p.has_exact && !p.has_quota) {
+            return ngx_http_ratelimit_verdict(r, mcf, lcf, 1, p.out, p.n, 0, NULL, "");
         }
     }
-    /* An exact limit: the others passed and hold their charges while Redis
-     * decides (they are refunded if it denies). The worker goes on serving
-     * other requests meanwhile. */
-    ctx = ngx_pcalloc(r->pool, sizeof(*ctx));
-    if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    ctx->mcf = mcf;
-    ctx->exact_rule = exact_rule;
-    ctx->nlocal = n;
-    ctx->local = ngx_palloc(r->pool, sizeof(rl_request_t) * (n + 1));
-    ctx->out = ngx_palloc(r->pool, sizeof(rl_decision_t) * (n + 1));
-    ctx->map = ngx_palloc(r->pool, sizeof(ngx_uint_t) * (n + 1));
-    if (ctx->local == NULL || ctx->out == NULL || ctx->map == NULL) {
-        ngx_http_ratelimit_refund(r, ctx);
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    ngx_memcpy(ctx->local, reqs, sizeof(rl_request_t) * n);
-    ngx_memcpy(ctx->out, out, sizeof(rl_decision_t) * n);
-    ngx_memcpy(ctx->map, map, sizeof(ngx_uint_t) * n);
-    ngx_http_set_ctx(r, ctx, ngx_http_ratelimit_module);
-    if (has_quota) {
-        ctx->is_quota = 1;
-        rc = ngx_http_ratelimit_quota_charge(r, ctx, mcf->qids[rules[exact_rule].quota], &qkey,
-                                             rules[exact_rule].cost, rid, rid_len, &ctx->qr);
-        if (rc == RL_PENDING) {
-            return NGX_AGAIN;
-        }
-        ctx->rc = rc;
-        return ngx_http_ratelimit_quota_finish(r, lcf, ctx);
-    }
-    rc = ngx_http_ratelimit_exact_check(r, ctx, &exact);
-    if (rc == RL_PENDING) {
-        return NGX_AGAIN;
-    }
-    /* Decided inline (no room for another check in flight: the limit's
-     * on_failure answered) or refused. */
-    ctx->rc = rc;
-    ctx->has_d = 0;
-    return ngx_http_ratelimit_exact_finish(r, lcf, ctx);
+    return ngx_http_ratelimit_ask_redis(r, lcf, mcf, &p);
 }

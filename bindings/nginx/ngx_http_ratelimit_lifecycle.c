@@ -170,17 +170,82 @@ ngx_http_ratelimit_fleet_hash(ngx_http_ratelimit_main_conf_t *mcf, const char *n
     return (h ^ mcf->expected_nodes) * 1099511628211ULL;
 }
 
+/* The longest ratelimit_redis URL the instance is given (NUL included). */
+#define RL_NGX_URL_MAX 2048
+
+/* The shared instance cannot serve this configuration: there is none yet,
+ * or its sizing, its fleet or its exact timeout changed. */
+static ngx_flag_t
+ngx_http_ratelimit_shared_stale(ngx_http_ratelimit_main_conf_t *mcf, uint64_t fleet)
+{
+    return ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
+           || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts
+           || ngx_http_ratelimit_shared_fleet != fleet
+           || ngx_http_ratelimit_shared_timeout != mcf->exact_timeout;
+}
+
+/* A new shared instance for this configuration, in place of the last one
+ * (node: the host's node id, fleet: its settings' hash). */
+static ngx_int_t
+ngx_http_ratelimit_shared_open(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
+                               char *node, uint64_t fleet)
+{
+    char url[RL_NGX_URL_MAX];
+    ngx_uint_t cap;
+    rl_config_t cfg;
+    rl_t *rl;
+    int rc;
+
+    /* Room for the limits of this configuration and of the last one at
+     * once (a reload adds before the old names are gone). */
+    cap = ngx_max(256, 2 * mcf->defs.nelts);
+    rl_config_init(&cfg);
+    cfg.max_keys = (uint32_t) mcf->max_keys;
+    cfg.max_limits = (uint32_t) ngx_min(cap, RL_MAX_LIMITS);
+    cfg.log = ngx_http_ratelimit_log;
+    cfg.log_ud = NULL;
+    if (mcf->expected_nodes > 0) {
+        cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
+    }
+    if (mcf->redis_url.len > 0) {
+        /* The host is one node of the fleet: its workers attach in
+         * init_process; nothing runs in the master. */
+        ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
+        cfg.redis_url = url;
+        cfg.key_secret = mcf->secret.data;
+        cfg.key_secret_len = mcf->secret.len;
+        cfg.node_id = node;
+        cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
+        cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
+        cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
+    }
+    rc = rl_open_shared(&rl, &cfg);
+    if (rc < 0) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "ratelimit: rl_open_shared failed: %s (%s); ratelimit_max_keys %ui",
+                      rl_strerror(rc), rl_err_name(rc), mcf->max_keys);
+        return NGX_ERROR;
+    }
+    /* The old workers keep their own view of the old instance until
+     * they exit; the master lets go of its view now. */
+    rl_close(ngx_http_ratelimit_shared);
+    ngx_http_ratelimit_shared = rl;
+    ngx_http_ratelimit_shared_fleet = fleet;
+    ngx_http_ratelimit_shared_keys = mcf->max_keys;
+    ngx_http_ratelimit_shared_cap = cfg.max_limits;
+    ngx_http_ratelimit_shared_timeout = mcf->exact_timeout;
+    ngx_http_ratelimit_shared_n = 0;
+    ngx_http_ratelimit_shared_qn = 0;
+    return NGX_OK;
+}
+
 /* Master, at start and at each reload (before the workers are forked). */
 ngx_int_t
 ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
-    char node[RL_NAME_MAX], url[2048];
+    char node[RL_NAME_MAX];
     uint64_t fleet;
-    ngx_uint_t cap;
-    rl_config_t cfg;
-    rl_t *rl;
-    int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);
     if (mcf == NULL
@@ -188,7 +253,7 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
     {
         return NGX_OK;
     }
-    if (mcf->redis_url.len >= sizeof(url)) {
+    if (mcf->redis_url.len >= RL_NGX_URL_MAX) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "ratelimit_redis: URL too long");
         return NGX_ERROR;
     }
@@ -198,51 +263,10 @@ ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
     if (mcf->ids == NULL) {
         return NGX_ERROR;
     }
-    /* Room for the limits of this configuration and of the last one at
-     * once (a reload adds before the old names are gone). */
-    cap = ngx_max(256, 2 * mcf->defs.nelts);
-    if (ngx_http_ratelimit_shared == NULL || ngx_http_ratelimit_shared_keys != mcf->max_keys
-        || ngx_http_ratelimit_shared_cap < 2 * mcf->defs.nelts
-        || ngx_http_ratelimit_shared_fleet != fleet
-        || ngx_http_ratelimit_shared_timeout != mcf->exact_timeout)
+    if (ngx_http_ratelimit_shared_stale(mcf, fleet)
+        && ngx_http_ratelimit_shared_open(cycle, mcf, node, fleet) != NGX_OK)
     {
-        rl_config_init(&cfg);
-        cfg.max_keys = (uint32_t) mcf->max_keys;
-        cfg.max_limits = (uint32_t) ngx_min(cap, RL_MAX_LIMITS);
-        cfg.log = ngx_http_ratelimit_log;
-        cfg.log_ud = NULL;
-        if (mcf->expected_nodes > 0) {
-            cfg.expected_nodes = (uint32_t) mcf->expected_nodes;
-        }
-        if (mcf->redis_url.len > 0) {
-            /* The host is one node of the fleet: its workers attach in
-             * init_process; nothing runs in the master. */
-            ngx_cpystrn((u_char *) url, mcf->redis_url.data, mcf->redis_url.len + 1);
-            cfg.redis_url = url;
-            cfg.key_secret = mcf->secret.data;
-            cfg.key_secret_len = mcf->secret.len;
-            cfg.node_id = node;
-            cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
-            cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
-            cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
-        }
-        rc = rl_open_shared(&rl, &cfg);
-        if (rc < 0) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                          "ratelimit: rl_open_shared failed: %s (%s); ratelimit_max_keys %ui",
-                          rl_strerror(rc), rl_err_name(rc), mcf->max_keys);
-            return NGX_ERROR;
-        }
-        /* The old workers keep their own view of the old instance until
-         * they exit; the master lets go of its view now. */
-        rl_close(ngx_http_ratelimit_shared);
-        ngx_http_ratelimit_shared = rl;
-        ngx_http_ratelimit_shared_fleet = fleet;
-        ngx_http_ratelimit_shared_keys = mcf->max_keys;
-        ngx_http_ratelimit_shared_cap = cfg.max_limits;
-        ngx_http_ratelimit_shared_timeout = mcf->exact_timeout;
-        ngx_http_ratelimit_shared_n = 0;
-        ngx_http_ratelimit_shared_qn = 0;
+        return NGX_ERROR;
     }
     if (ngx_http_ratelimit_shared_sync(cycle, mcf) != NGX_OK
         || ngx_http_ratelimit_shared_quotas(cycle, mcf) != NGX_OK)
