@@ -72,11 +72,7 @@ static void print_json(const hot_row_t *rows, size_t n, const char *prefix, cons
                        size_t live)
 {
     json_t j;
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", prefix);
+    cli_fleet_json_begin(&j, where, prefix);
     json_u64(&j, "live_nodes", live);
     json_array(&j, "keys");
     for (size_t i = 0; i < n; i++) {

@@ -258,11 +258,7 @@ static void print_json(const inspect_t *in, const char *where)
 {
     json_t j;
     char hex[2 * RL_MAX_KEY_LEN + 1];
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", in->prefix);
+    cli_fleet_json_begin(&j, where, in->prefix);
     json_str(&j, "limit", in->limit);
     json_strn(&j, "key", (const char *)in->key, in->key_len);
     fleet_hex_encode(in->key, in->key_len, hex);
@@ -387,12 +383,9 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
     int rc = resolve_limit(cli, in, pos[0], limits);
     if (rc != CLI_OK)
         goto out;
-    rc = cli_key_arg(cli, CMD, pos[1], fl.key_hex, in->key, &in->key_len);
-    if (rc != CLI_OK)
-        goto out;
     unsigned char *secret;
     size_t secret_len;
-    rc = cli_fleet_secret(cli, CMD, &fl, &secret, &secret_len);
+    rc = cli_fleet_key(cli, CMD, &fl, pos[1], in->key, &in->key_len, &secret, &secret_len);
     if (rc != CLI_OK)
         goto out;
     fleet_key_name(secret, secret_len, fl.prefix, in->limit, in->key, in->key_len, in->redis_key,

@@ -58,11 +58,7 @@ static void print_json(const node_row_t *rows, size_t n, uint64_t now, const cha
                        const char *where, size_t live, const fp_group_t *g, size_t ng)
 {
     json_t j;
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", prefix);
+    cli_fleet_json_begin(&j, where, prefix);
     json_u64(&j, "now_ms", now);
     json_u64(&j, "live_count", live);
     json_u64(&j, "stale_count", n - live);

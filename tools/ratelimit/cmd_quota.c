@@ -60,11 +60,7 @@ static void print_json(const qview_t *v, const char *where)
 {
     json_t j;
     char hex[RL_MAX_KEY_LEN * 2 + 1];
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", v->prefix);
+    cli_fleet_json_begin(&j, where, v->prefix);
     json_str(&j, "quota", v->q.name);
     json_strn(&j, "key", (const char *)v->key, v->key_len);
     fleet_hex_encode(v->key, v->key_len, hex);
@@ -136,12 +132,9 @@ int cli_quota(cli_t *cli, int argc, char **argv)
                              err, rl_err_name(rc));
         goto out;
     }
-    rc = cli_key_arg(cli, CMD, pos[1], fl.key_hex, v->key, &v->key_len);
-    if (rc != CLI_OK)
-        goto out;
     unsigned char *secret;
     size_t secret_len;
-    rc = cli_fleet_secret(cli, CMD, &fl, &secret, &secret_len);
+    rc = cli_fleet_key(cli, CMD, &fl, pos[1], v->key, &v->key_len, &secret, &secret_len);
     if (rc != CLI_OK)
         goto out;
     rl_keyhash_t *kh = malloc(sizeof *kh);

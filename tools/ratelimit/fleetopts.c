@@ -35,11 +35,15 @@ int cli_fleet_opts(const cli_t *cli, const char *cmd, int argc, char **argv, uns
     return CLI_OK;
 }
 
-int cli_fleet_secret(const cli_t *cli, const char *cmd, const cli_fleet_t *f,
-                     unsigned char **secret, size_t *len)
+int cli_fleet_key(const cli_t *cli, const char *cmd, const cli_fleet_t *f, const char *arg,
+                  unsigned char *key, size_t *key_len, unsigned char **secret,
+                  size_t *secret_len)
 {
+    int rc = cli_key_arg(cli, cmd, arg, f->key_hex, key, key_len);
+    if (rc != CLI_OK)
+        return rc;
     char err[256];
-    if (fleet_secret_load(f->secret_file, f->secret_hex, secret, len, err, sizeof err) != 0)
+    if (fleet_secret_load(f->secret_file, f->secret_hex, secret, secret_len, err, sizeof err) != 0)
         return cli_usage_error(cli, cmd, "%s", err);
     return CLI_OK;
 }
@@ -52,4 +56,13 @@ int cli_fleet_connect(const cli_t *cli, const char *cmd, const cli_fleet_t *f, c
                                     : cli_fail(cli, cmd, r->status, r->kind, "%s", r->err);
     cli_redis_close(r);
     return rc;
+}
+
+void cli_fleet_json_begin(json_t *j, const char *where, const char *prefix)
+{
+    json_init(j, stdout);
+    json_object(j, NULL);
+    json_bool(j, "ok", 1);
+    json_str(j, "redis", where);
+    json_str(j, "prefix", prefix);
 }

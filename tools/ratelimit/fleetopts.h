@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include "args.h"
 #include "cli.h"
+#include "output.h"
 #include "redisconn.h"
 
 typedef struct cli_fleet {
@@ -37,13 +38,22 @@ int cli_fleet_opts(const cli_t *cli, const char *cmd, int argc, char **argv, uns
                    const cli_opt_t *extra, const char **pos, int npos, const char *pos_msg,
                    cli_fleet_t *f);
 
-/* The fleet's secret (--secret-file or --secret; the caller wipes and frees
- * it). CLI_OK, or CLI_USAGE with the error printed. */
-int cli_fleet_secret(const cli_t *cli, const char *cmd, const cli_fleet_t *f,
-                     unsigned char **secret, size_t *len);
+/*
+ * What names one key (CLI_FLEET_KEY): the KEY argument arg into
+ * key[RL_MAX_KEY_LEN] (hex with --key-hex), then the fleet's secret
+ * (--secret-file or --secret; the caller wipes and frees it). CLI_OK, or
+ * CLI_USAGE with the error printed.
+ */
+int cli_fleet_key(const cli_t *cli, const char *cmd, const cli_fleet_t *f, const char *arg,
+                  unsigned char *key, size_t *key_len, unsigned char **secret,
+                  size_t *secret_len);
 
 /* Connect to --redis. CLI_OK, or the failure reported (a bad URL as a usage
  * error) with its status, and r closed. */
 int cli_fleet_connect(const cli_t *cli, const char *cmd, const cli_fleet_t *f, cli_redis_t *r);
+
+/* A subcommand's JSON document on stdout, begun as every fleet reader's
+ * is: {"ok": true, "redis": where, "prefix": prefix, ... */
+void cli_fleet_json_begin(json_t *j, const char *where, const char *prefix);
 
 #endif
