@@ -12,6 +12,7 @@
 #include "structsize.h"
 #include "shared.h"
 #include "shsync.h"
+#include "keyprefix.h"
 #include "limitdef.h"
 #include "share.h"
 #include "redis/url.h"
@@ -47,7 +48,7 @@ _Static_assert(RL_HOTKEYS_K_DEFAULT == 32 && RL_HOTKEYS_K_MAX == 1024,
 
 /* node_id and key_prefix: their longest, and the buffers holding them. */
 #define NODE_ID_MAX 64
-#define KEY_PREFIX_MAX 32
+#define KEY_PREFIX_MAX RL_KEY_PREFIX_MAX
 /* key_secret's length, in bytes; without one, a random secret of SECRET_RANDOM. */
 #define SECRET_MIN 16
 #define SECRET_MAX 4096

@@ -112,7 +112,7 @@ def redis_work(redis):
     return cpu, int(m[1]) if m else 0
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
@@ -122,21 +122,13 @@ def main():
                     help="add the two control rows (see the module's doc)")
     ap.add_argument("--boost", action="store_true",
                     help="autogroup nice -20 for the bench (root; see the module's doc)")
-    a = ap.parse_args()
+    return ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="rl-bench-")
-    script = os.path.join(tmp, "keys.lua")
-    with open(script, "w") as f:
-        f.write(WRK_KEYS % a.keys)
-    secret = os.path.join(tmp, "secret")
-    with open(secret, "w") as f:
-        f.write("bench-secret-0123456789\n")
-    # In a session (so a scheduler autogroup) of its own, as nginx is: one
-    # shared with wrk made a Redis script's run and wrk take turns on a
-    # core for tens of ms (global rounds' p99 57 ms against 10 apart).
-    redis = Redis(own_session=True)
+
+def server_configs(a, redis, secret):
+    """Each server's (http, server) configuration, by name."""
     huge = "rate=100000000/s burst=100000000"
-    configs = {
+    return {
         "none": ("", ""),
         "limit_req": ("limit_req_zone $http_x_key zone=z:%dm rate=100000000r/s;"
                       % max(1, a.keys // 4000 + 1),
@@ -149,6 +141,66 @@ def main():
                              f"ratelimit_limit name=b {huge};",
                              "location / { ratelimit b $http_x_key; }"),
     }
+
+
+def one_row(a, row, beside, server, redis, script, work):
+    """One wrk run of a row, with what runs beside it; the global row adds
+    what it made redis-server do to work ([cpu seconds, script calls])."""
+    burner = None
+    idle = []
+    if beside == "burner":
+        burner = subprocess.Popen([sys.executable, "-c", BURNER])
+        time.sleep(0.1)
+    elif beside == "idle":
+        idle = [redis.proc.pid]
+        set_idle(idle, True)
+    try:
+        if row == "ratelimit global":
+            cpu0, calls0 = redis_work(redis)
+        got = wrk(server.port, a.seconds, a.conns, script)
+        if row == "ratelimit global":
+            cpu1, calls1 = redis_work(redis)
+            work[0] += cpu1 - cpu0
+            work[1] += calls1 - calls0
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+        set_idle(idle, False)
+    return got
+
+
+def report(a, res, redis_cpu, redis_calls):
+    base = statistics.median(x[0] for x in res["none"])
+    print(f"{'config':<26} {'req/s':>10} {'vs none':>8} {'p99 ms':>8} {'non-2xx':>8}  "
+          "p99 of each round")
+    for row, got in res.items():
+        rps = statistics.median(x[0] for x in got)
+        p99 = statistics.median(x[1] for x in got)
+        bad = sum(x[2] for x in got)
+        each = " ".join(f"{x[1]:.1f}" for x in got)
+        print(f"{row:<26} {rps:>10.0f} {100 * rps / base:>7.1f}% {p99:>8.2f} {bad:>8}  {each}")
+    # The sync's cost outside nginx: what the global rounds made Redis do.
+    span = a.rounds * a.seconds
+    print(f"global: redis-server CPU {100 * redis_cpu / span:.1f}% of a core, "
+          f"{redis_calls / span:.0f} report script calls/s, "
+          f"{1000 * redis_cpu / max(redis_calls, 1):.2f} ms of CPU a call")
+
+
+def main():
+    a = parse_args()
+    tmp = tempfile.mkdtemp(prefix="rl-bench-")
+    script = os.path.join(tmp, "keys.lua")
+    with open(script, "w") as f:
+        f.write(WRK_KEYS % a.keys)
+    secret = os.path.join(tmp, "secret")
+    with open(secret, "w") as f:
+        f.write("bench-secret-0123456789\n")
+    # In a session (so a scheduler autogroup) of its own, as nginx is: one
+    # shared with wrk made a Redis script's run and wrk take turns on a
+    # core for tens of ms (global rounds' p99 57 ms against 10 apart).
+    redis = Redis(own_session=True)
+    configs = server_configs(a, redis, secret)
     # Each row: its server's config name, and what runs beside it.
     rows = {name: (name, None) for name in configs}
     if a.controls:
@@ -162,47 +214,13 @@ def main():
         if a.boost:
             boost([os.getpid(), redis.proc.pid] + [n.master_pid() for n in servers.values()])
         res = {row: [] for row in rows}
-        redis_cpu = redis_calls = 0.0
+        work = [0.0, 0.0]
         for r in range(a.rounds):
             for row, (name, beside) in rows.items():
-                n = servers[name]
-                burner = None
-                idle = []
-                if beside == "burner":
-                    burner = subprocess.Popen([sys.executable, "-c", BURNER])
-                    time.sleep(0.1)
-                elif beside == "idle":
-                    idle = [redis.proc.pid]
-                    set_idle(idle, True)
-                try:
-                    if row == "ratelimit global":
-                        cpu0, calls0 = redis_work(redis)
-                    res[row].append(wrk(n.port, a.seconds, a.conns, script))
-                    if row == "ratelimit global":
-                        cpu1, calls1 = redis_work(redis)
-                        redis_cpu += cpu1 - cpu0
-                        redis_calls += calls1 - calls0
-                finally:
-                    if burner is not None:
-                        burner.kill()
-                        burner.wait()
-                    set_idle(idle, False)
+                res[row].append(one_row(a, row, beside, servers[name], redis, script, work))
                 print(f"round {r + 1} {row}: {res[row][-1][0]:.0f} req/s "
                       f"p99 {res[row][-1][1]:.2f} ms", file=sys.stderr)
-        base = statistics.median(x[0] for x in res["none"])
-        print(f"{'config':<26} {'req/s':>10} {'vs none':>8} {'p99 ms':>8} {'non-2xx':>8}  "
-              "p99 of each round")
-        for row, got in res.items():
-            rps = statistics.median(x[0] for x in got)
-            p99 = statistics.median(x[1] for x in got)
-            bad = sum(x[2] for x in got)
-            each = " ".join(f"{x[1]:.1f}" for x in got)
-            print(f"{row:<26} {rps:>10.0f} {100 * rps / base:>7.1f}% {p99:>8.2f} {bad:>8}  {each}")
-        # The sync's cost outside nginx: what the global rounds made Redis do.
-        span = a.rounds * a.seconds
-        print(f"global: redis-server CPU {100 * redis_cpu / span:.1f}% of a core, "
-              f"{redis_calls / span:.0f} report script calls/s, "
-              f"{1000 * redis_cpu / max(redis_calls, 1):.2f} ms of CPU a call")
+        report(a, res, work[0], work[1])
     finally:
         for n in servers.values():
             n.stop()

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ngx_http_ratelimit_module: what the directives, the request handler, the
- * exact-check channel and the metrics location share.
+ * ngx_http_ratelimit_module: what its parts share. The module's tables and
+ * configuration structs (ngx_http_ratelimit_module.c), the directives
+ * (_directives.c), the master's shared instance and the workers' start and
+ * exit (_lifecycle.c), the request path (_handler.c), the exact-check
+ * channel (_exact.c) and the metrics location (_metrics.c).
  */
 #ifndef NGX_HTTP_RATELIMIT_H
 #define NGX_HTTP_RATELIMIT_H
@@ -53,6 +56,24 @@ typedef struct {
     ngx_uint_t exact_pending;     /* requests waiting for Redis now */
 } ngx_http_ratelimit_main_conf_t;
 
+/* One `ratelimit NAME KEY [cost=N] [id=VALUE]` rule of a location: a
+ * limit's, or a quota's (quota >= 0). */
+typedef struct {
+    ngx_uint_t def;                /* index into the main conf's defs */
+    ngx_int_t quota;               /* index into its qdefs, or -1: a limit */
+    ngx_http_complex_value_t key;
+    ngx_http_complex_value_t *id;  /* a quota's request id; NULL: the worker's own */
+    uint64_t cost;
+} ngx_http_ratelimit_rule_t;
+
+typedef struct {
+    ngx_array_t *rules;   /* ngx_http_ratelimit_rule_t; NULL: inherit */
+    ngx_uint_t status;
+    ngx_flag_t headers;
+    ngx_flag_t dry_run;
+    ngx_uint_t log_level;
+} ngx_http_ratelimit_loc_conf_t;
+
 /* ctx->rc when the answer never came (the watchdog went on without it). */
 #define RL_NGX_NO_ANSWER (-1000)
 
@@ -79,6 +100,28 @@ typedef struct {
 } ngx_http_ratelimit_ctx_t;
 
 extern ngx_module_t ngx_http_ratelimit_module;
+
+/* $ratelimit_status's index (ngx_http_ratelimit_module.c), set once at
+ * configuration time; the handler marks a checked request with it. */
+extern ngx_int_t ngx_http_ratelimit_status_index;
+
+/* ngx_http_ratelimit_directives.c */
+char *ngx_http_ratelimit_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_quota(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+/* A byte of the library's node id alphabet, [A-Za-z0-9_.:-]. */
+ngx_int_t ngx_http_ratelimit_node_char(u_char c);
+
+/* ngx_http_ratelimit_lifecycle.c */
+ngx_int_t ngx_http_ratelimit_init_module(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
+void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
+
+/* ngx_http_ratelimit_handler.c */
+ngx_int_t ngx_http_ratelimit_handler(ngx_http_request_t *r);
 
 /* ngx_http_ratelimit_metrics.c */
 ngx_int_t ngx_http_ratelimit_metrics_handler(ngx_http_request_t *r);

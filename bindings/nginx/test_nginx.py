@@ -196,6 +196,63 @@ def metric_sum(text, name, label_filter=""):
     return total
 
 
+def metric_value(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def exact_pending(n):
+    """The answering worker's requests waiting for Redis now."""
+    return metric_value(get(n.port, "/metrics")[2].decode(), "ratelimit_nginx_exact_pending")
+
+
+def write_secret(test, text):
+    """A secret file holding text, in a directory the test removes."""
+    d = tempfile.mkdtemp(prefix="rl-secret-")
+    test.addCleanup(shutil.rmtree, d, True)
+    path = os.path.join(d, "secret")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def nginx_t(http_conf, server_conf=""):
+    """nginx -t of a configuration: (exit status, output)."""
+    n = Nginx(http_conf, server_conf=server_conf)
+    try:
+        return n.test_config()
+    finally:
+        n.stop()
+
+
+def wait_new_workers(n, old):
+    """After a reload: none of the old workers is left, and both new ones run."""
+    try:
+        wait_until(lambda: set(n.worker_pids()).isdisjoint(old) and
+                   len(n.worker_pids()) == 2, "the new workers")
+    except AssertionError:
+        print(n.error_log(), old, n.worker_pids(), file=sys.stderr)
+        raise
+
+
+def check_batches_until_both_workers(test, n, end):
+    """Concurrent clients until a batch was served by both workers: each
+    batch's key (X-Api-Key, burst 5) admits exactly its burst."""
+    both = False
+    batch = 0
+    while not both:
+        test.assertLess(time.monotonic(), end, "no batch reached both workers")
+        key = f"batch-{batch}"
+        batch += 1
+        with ThreadPoolExecutor(max_workers=16) as ex:
+            res = list(ex.map(lambda _: get(n.port, "/", {"X-Api-Key": key}), range(32)))
+        test.assertEqual(sum(1 for st, _, _ in res if st == 200), 5, key)
+        test.assertEqual(sum(1 for st, _, _ in res if st == 429), 27, key)
+        both = len({h["x-worker"] for _, h, _ in res}) == 2
+
+
 @unittest.skipUnless(MODULE and os.path.exists(MODULE), "RL_NGINX_MODULE not set")
 class TestModule(unittest.TestCase):
     def nginx(self, *a, **kw):
@@ -234,20 +291,7 @@ class TestModule(unittest.TestCase):
                        server_conf="location / { ratelimit api $http_x_api_key; "
                                    "add_header X-Worker $pid always; }")
         n.start()
-        both = False
-        end = time.monotonic() + WAIT_S
-        batch = 0
-        # Concurrent clients until a batch was served by both workers: each
-        # batch's key admits exactly its burst.
-        while not both:
-            self.assertLess(time.monotonic(), end, "no batch reached both workers")
-            key = f"batch-{batch}"
-            batch += 1
-            with ThreadPoolExecutor(max_workers=16) as ex:
-                res = list(ex.map(lambda _: get(n.port, "/", {"X-Api-Key": key}), range(32)))
-            self.assertEqual(sum(1 for st, _, _ in res if st == 200), 5, key)
-            self.assertEqual(sum(1 for st, _, _ in res if st == 429), 27, key)
-            both = len({h["x-worker"] for _, h, _ in res}) == 2
+        check_batches_until_both_workers(self, n, time.monotonic() + WAIT_S)
 
     def test_reload_keeps_the_buckets(self):
         conf = "ratelimit_limit name=api rate=1/h burst=5 mode=local;"
@@ -263,8 +307,7 @@ class TestModule(unittest.TestCase):
                 server_conf="location / { ratelimit api k; }")
         r = n.cmd("-s", "reload")
         self.assertEqual(r.returncode, 0, r.stderr)
-        wait_until(lambda: set(n.worker_pids()).isdisjoint(old) and
-                   len(n.worker_pids()) == 2, "the new workers")
+        wait_new_workers(n, old)
         self.assertEqual([get(n.port, "/")[0] for _ in range(8)], [200] * 7 + [429])
         self.assertNotIn("[emerg]", n.error_log())
 
@@ -409,11 +452,7 @@ class TestConfigErrors(unittest.TestCase):
     def test_bad_configs_fail_nginx_t(self):
         for http_conf, server_conf, directive, word in BAD_CONFIGS:
             with self.subTest(http_conf=http_conf, server_conf=server_conf):
-                n = Nginx(http_conf, server_conf=server_conf)
-                try:
-                    rc, out = n.test_config()
-                finally:
-                    n.stop()
+                rc, out = nginx_t(http_conf, server_conf)
                 self.assertNotEqual(rc, 0, out)
                 emerg = [l for l in out.splitlines() if "[emerg]" in l]
                 self.assertTrue(emerg, out)
@@ -421,45 +460,23 @@ class TestConfigErrors(unittest.TestCase):
                 self.assertIn(word, emerg[0])
 
     def test_short_secret_and_good_config(self):
-        d = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, d, True)
-        short = os.path.join(d, "short")
-        with open(short, "w") as f:
-            f.write("tooshort\n")
-        n = Nginx(f"ratelimit_secret_file {short};")
-        try:
-            rc, out = n.test_config()
-        finally:
-            n.stop()
+        short = write_secret(self, "tooshort\n")
+        rc, out = nginx_t(f"ratelimit_secret_file {short};")
         self.assertNotEqual(rc, 0)
         self.assertIn("ratelimit_secret_file", out)
-        good = os.path.join(d, "good")
-        with open(good, "w") as f:
-            f.write("0123456789abcdef0123\n")
-        n = Nginx(f"ratelimit_secret_file {good};\nratelimit_redis redis://127.0.0.1:1;\n"
-                  "ratelimit_limit name=api rate=5/s;\nratelimit_metrics_slot 1m;",
-                  server_conf="location / { ratelimit api $binary_remote_addr cost=2; }")
-        try:
-            rc, out = n.test_config()
-        finally:
-            n.stop()
+        good = write_secret(self, "0123456789abcdef0123\n")
+        rc, out = nginx_t(f"ratelimit_secret_file {good};\nratelimit_redis redis://127.0.0.1:1;\n"
+                          "ratelimit_limit name=api rate=5/s;\nratelimit_metrics_slot 1m;",
+                          "location / { ratelimit api $binary_remote_addr cost=2; }")
         self.assertEqual(rc, 0, out)
 
     def test_tiered_with_a_redis_fails_nginx_t(self):
         # The workers' shared instance has no tiered mode: nginx -t says so
         # (before, each worker silently became its own node).
-        d = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, d, True)
-        secret = os.path.join(d, "secret")
-        with open(secret, "w") as f:
-            f.write("0123456789abcdef0123\n")
-        n = Nginx(f"ratelimit_secret_file {secret};\nratelimit_redis redis://127.0.0.1:1;\n"
-                  "ratelimit_limit name=tt rate=5/s mode=tiered;",
-                  server_conf="location / { ratelimit tt $uri; }")
-        try:
-            rc, out = n.test_config()
-        finally:
-            n.stop()
+        secret = write_secret(self, "0123456789abcdef0123\n")
+        rc, out = nginx_t(f"ratelimit_secret_file {secret};\nratelimit_redis redis://127.0.0.1:1;\n"
+                          "ratelimit_limit name=tt rate=5/s mode=tiered;",
+                          "location / { ratelimit tt $uri; }")
         self.assertNotEqual(rc, 0, out)
         emerg = [l for l in out.splitlines() if "[emerg]" in l]
         self.assertTrue(emerg, out)
@@ -512,31 +529,40 @@ def redis_ok():
     return shutil.which("redis-server") and shutil.which("wrk")
 
 
-@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
-                     "RL_NGINX_MODULE, redis-server or wrk missing")
-class TestFleet(unittest.TestCase):
-    RATE = 400
-    BURST = 40
+class FleetCase(unittest.TestCase):
+    """A test with a redis-server and a fleet secret of its own, and its
+    nodes' configuration."""
 
     def setUp(self):
         self.redis = Redis()
         self.addCleanup(self.redis.stop)
-        d = tempfile.mkdtemp(prefix="rl-secret-")
-        self.addCleanup(shutil.rmtree, d, True)
-        self.secret = os.path.join(d, "secret")
-        with open(self.secret, "w") as f:
-            f.write("fleet-secret-0123456789\n")
+        self.secret = write_secret(self, "fleet-secret-0123456789\n")
 
-    def fleet_nginx(self, name):
-        n = Nginx(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
-                  f"ratelimit_secret_file {self.secret};\n"
-                  f"ratelimit_node_id {name};\n"
-                  "ratelimit_expected_nodes 2;\n"
-                  f"ratelimit_limit name=fleet rate={self.RATE}/s burst={self.BURST};",
-                  server_conf="location / { ratelimit fleet all; }")
+    def fleet_conf(self, node_id, *directives):
+        """The http directives of node node_id: this fleet's Redis, secret
+        and the node id, then directives."""
+        return "\n".join([f"ratelimit_redis redis://127.0.0.1:{self.redis.port};",
+                          f"ratelimit_secret_file {self.secret};",
+                          f"ratelimit_node_id {node_id};", *directives])
+
+    def started(self, http_conf, server_conf, workers):
+        n = Nginx(http_conf, workers=workers, server_conf=server_conf)
         self.addCleanup(n.stop)
         n.start()
         return n
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestFleet(FleetCase):
+    RATE = 400
+    BURST = 40
+
+    def fleet_nginx(self, name):
+        return self.started(
+            self.fleet_conf(name, "ratelimit_expected_nodes 2;",
+                            f"ratelimit_limit name=fleet rate={self.RATE}/s burst={self.BURST};"),
+            "location / { ratelimit fleet all; }", workers=2)
 
     def bound(self):
         # README "Tolerance band": N = X = 2 nodes (a server's workers share
@@ -607,8 +633,7 @@ class TestFleet(unittest.TestCase):
                    "the load to reach the limit")
         r = a.cmd("-s", "reload")
         self.assertEqual(r.returncode, 0, r.stderr)
-        wait_until(lambda: set(a.worker_pids()).isdisjoint(old) and
-                   len(a.worker_pids()) == 2, "the new workers")
+        wait_new_workers(a, old)
         per_a, per_b = wa.result(), wb.result()
         self.check_windows(per_a, per_b)
         self.assertNotIn("[emerg]", a.error_log())
@@ -639,36 +664,14 @@ class TestFleet(unittest.TestCase):
                                       "ratelimit_fleet_nodes"), 2.0)
 
 
-def metric_value(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 @unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
                      "RL_NGINX_MODULE, redis-server or wrk missing")
-class TestExact(unittest.TestCase):
+class TestExact(FleetCase):
     """mode=exact limits through rl_check_async: Redis decides, no worker waits."""
 
-    def setUp(self):
-        self.redis = Redis()
-        self.addCleanup(self.redis.stop)
-        d = tempfile.mkdtemp(prefix="rl-secret-")
-        self.addCleanup(shutil.rmtree, d, True)
-        self.secret = os.path.join(d, "secret")
-        with open(self.secret, "w") as f:
-            f.write("fleet-secret-0123456789\n")
-
     def exact_nginx(self, name, limits, server_conf, workers=2):
-        n = Nginx(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
-                  f"ratelimit_secret_file {self.secret};\n"
-                  f"ratelimit_node_id {name};\n"
-                  "ratelimit_exact_timeout 5s;\n" + limits,
-                  workers=workers, server_conf=server_conf)
-        self.addCleanup(n.stop)
-        n.start()
-        return n
+        return self.started(self.fleet_conf(name, "ratelimit_exact_timeout 5s;", limits),
+                            server_conf, workers)
 
     def test_local_rules_are_refunded_when_the_exact_one_denies(self):
         n = self.exact_nginx(
@@ -747,17 +750,7 @@ class TestExact(unittest.TestCase):
                 self.assertEqual(st, 200, p)
                 seen[(p, h["x-worker"])] = 1
             self.assertLessEqual(len({w for _, w in seen}), 2)
-        both = False
-        batch = 0
-        while not both:
-            self.assertLess(time.monotonic(), end, "no batch reached both workers")
-            key = f"batch-{batch}"
-            batch += 1
-            with ThreadPoolExecutor(max_workers=16) as ex:
-                res = list(ex.map(lambda _: get(n.port, "/", {"X-Api-Key": key}), range(32)))
-            self.assertEqual(sum(1 for st, _, _ in res if st == 200), 5, key)
-            self.assertEqual(sum(1 for st, _, _ in res if st == 429), 27, key)
-            both = len({h["x-worker"] for _, h, _ in res}) == 2
+        check_batches_until_both_workers(self, n, end)
 
     def test_a_frozen_redis_blocks_no_worker(self):
         n = self.exact_nginx(
@@ -771,8 +764,7 @@ class TestExact(unittest.TestCase):
         pid = n.worker_pids()
 
         def pending():
-            return metric_value(get(n.port, "/metrics")[2].decode(),
-                                "ratelimit_nginx_exact_pending")
+            return exact_pending(n)
 
         self.assertEqual(pending(), 0)
         os.kill(self.redis.proc.pid, signal.SIGSTOP)
@@ -833,27 +825,14 @@ class TestExact(unittest.TestCase):
 
 @unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
                      "RL_NGINX_MODULE, redis-server or wrk missing")
-class TestQuota(unittest.TestCase):
+class TestQuota(FleetCase):
     """Quotas through rl_quota_charge_async: one id charged once, 429 to the reset."""
 
-    def setUp(self):
-        self.redis = Redis()
-        self.addCleanup(self.redis.stop)
-        d = tempfile.mkdtemp(prefix="rl-secret-")
-        self.addCleanup(shutil.rmtree, d, True)
-        self.secret = os.path.join(d, "secret")
-        with open(self.secret, "w") as f:
-            f.write("fleet-secret-0123456789\n")
+    def quota_conf(self, http_conf):
+        return self.fleet_conf("q", "ratelimit_exact_timeout 5s;", http_conf)
 
     def quota_nginx(self, http_conf, server_conf, workers=1):
-        n = Nginx(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
-                  f"ratelimit_secret_file {self.secret};\n"
-                  "ratelimit_node_id q;\n"
-                  "ratelimit_exact_timeout 5s;\n" + http_conf,
-                  workers=workers, server_conf=server_conf)
-        self.addCleanup(n.stop)
-        n.start()
-        return n
+        return self.started(self.quota_conf(http_conf), server_conf, workers)
 
     def test_idempotent_charges_refunds_and_429_to_the_reset(self):
         n = self.quota_nginx(
@@ -912,18 +891,10 @@ class TestQuota(unittest.TestCase):
         self.assertEqual((st, h.get("x-quota-remaining")), (200, "2"))
         self.assertEqual(get(n.port, "/o")[0], 200)
         old = set(n.worker_pids())
-        n.write(f"ratelimit_redis redis://127.0.0.1:{self.redis.port};\n"
-                f"ratelimit_secret_file {self.secret};\n"
-                "ratelimit_node_id q;\n"
-                "ratelimit_exact_timeout 5s;\n" + http % (10, "two"), server_conf=loc % "two")
+        n.write(self.quota_conf(http % (10, "two")), server_conf=loc % "two")
         r = n.cmd("-s", "reload")
         self.assertEqual(r.returncode, 0, r.stderr)
-        try:
-            wait_until(lambda: set(n.worker_pids()).isdisjoint(old) and
-                       len(n.worker_pids()) == 2, "the new workers")
-        except AssertionError:
-            print(n.error_log(), old, n.worker_pids(), file=sys.stderr)
-            raise
+        wait_new_workers(n, old)
         # The same id is still charged once; the new amount counts the old use.
         st, h, _ = get(n.port, "/q", {"Idempotency-Key": "a"})
         self.assertEqual((st, h.get("x-quota-remaining"), h.get("x-quota-duplicate")),
@@ -952,23 +923,18 @@ class TestQuota(unittest.TestCase):
             "location = /q { ratelimit plan $arg_k; alias html/index.html; }\n"
             "location = /plain { ratelimit pl k; alias html/index.html; }")
         self.assertEqual(get(n.port, "/q?k=warm")[0], 200)  # connected
-
-        def pending():
-            return metric_value(get(n.port, "/metrics")[2].decode(),
-                                "ratelimit_nginx_exact_pending")
-
         os.kill(self.redis.proc.pid, signal.SIGSTOP)
         self.addCleanup(os.kill, self.redis.proc.pid, signal.SIGCONT)
         with ThreadPoolExecutor(2) as ex:
             fut = ex.submit(get, n.port, "/q?k=frozen")
             try:
                 # The only worker answers while the charge waits on Redis.
-                wait_until(lambda: pending() >= 1, "the charge to wait")
+                wait_until(lambda: exact_pending(n) >= 1, "the charge to wait")
                 self.assertEqual(get(n.port, "/plain")[0], 200)
             finally:
                 os.kill(self.redis.proc.pid, signal.SIGCONT)
             self.assertEqual(fut.result(timeout=60)[0], 200)  # Redis, or on_failure=open
-        wait_until(lambda: pending() == 0, "the charge to be answered")
+        wait_until(lambda: exact_pending(n) == 0, "the charge to be answered")
 
 
 if __name__ == "__main__":

@@ -297,24 +297,34 @@ static void print_text(const bench_t *b, const machine_t *m, const figs_t *f, ui
            "A busy or shared machine inflates every figure; compare only runs on one machine.\n");
 }
 
-int cli_bench(cli_t *cli, int argc, char **argv)
+static void bench_close(bench_t *b)
 {
-    const char *seconds_s = NULL, *keys_s = NULL, *threads_s = NULL;
-    const cli_opt_t opts[] = {{"--seconds", &seconds_s, NULL},
-                              {"--keys", &keys_s, NULL},
-                              {"--threads", &threads_s, NULL},
-                              {NULL, NULL, NULL}};
-    const char *pos[1];
-    if (cli_parse_args(cli, CMD, argc, argv, opts, pos, 0) < 0)
-        return CLI_USAGE;
-    uint64_t seconds = 3, keys = 100000, threads = 1;
-    if (seconds_s && cli_parse_u64(seconds_s, 1, 600, &seconds) != 0)
-        return cli_usage_error(cli, CMD, "--seconds: a whole number, 1..600");
-    if (keys_s && cli_parse_u64(keys_s, 1, KEYS_MAX, &keys) != 0)
-        return cli_usage_error(cli, CMD, "--keys: a whole number, 1..%" PRIu32, KEYS_MAX);
-    if (threads_s && cli_parse_u64(threads_s, 1, THREADS_MAX, &threads) != 0)
-        return cli_usage_error(cli, CMD, "--threads: a whole number, 1..%d", THREADS_MAX);
+    rl_close(b->rl);
+    free(b->keys);
+    free(b);
+}
 
+/* Keys "key:%08x" (12 bytes), drawn uniformly; every key is inserted
+ * before any timing, so the runs measure checks, not inserts. */
+static void fill_keys(bench_t *b, uint64_t keys)
+{
+    b->key_len = 12;
+    snprintf(b->hot, sizeof b->hot, "key:%08x", 0u);
+    char key[KEY_STRIDE];
+    for (uint64_t k = 0; k < keys; k++) {
+        snprintf(key, sizeof key, "key:%08x", (unsigned)k);
+        rl_check(b->rl, b->id, key, b->key_len, 1, NULL);
+    }
+    uint64_t seed = UINT64_C(0x5eed5eed);
+    for (uint32_t i = 0; i < STREAM_LEN; i++)
+        snprintf(b->keys + (size_t)i * KEY_STRIDE, KEY_STRIDE, "key:%08x",
+                 (unsigned)(((splitmix64(&seed) >> 32) * keys) >> 32));
+}
+
+/* The instance with the bench limit and its keys. CLI_OK, or the failure
+ * reported. */
+static int bench_open(cli_t *cli, uint64_t keys, uint64_t threads, bench_t **out)
+{
     bench_t *b = aligned_alloc(64, (sizeof *b + 63) & ~(size_t)63);
     if (b == NULL)
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
@@ -337,41 +347,22 @@ int cli_bench(cli_t *cli, int argc, char **argv)
         rc = b->id;
     b->keys = malloc((size_t)STREAM_LEN * KEY_STRIDE);
     if (rc != 0 || b->keys == NULL) {
-        rl_close(b->rl);
-        free(b->keys);
-        free(b);
+        bench_close(b);
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "cannot set up: %s",
                         rc ? (why[0] ? why : rl_strerror(rc)) : "out of memory");
     }
     rl_limit_params_t p;
     rl__params_read(rl__limit_get(&b->rl->limits, b->id), &p);
     b->source = (int32_t)p.clock_source;
-    /* Keys "key:%08x" (12 bytes), drawn uniformly; every key is inserted
-     * before any timing, so the runs measure checks, not inserts. */
-    b->key_len = 12;
-    snprintf(b->hot, sizeof b->hot, "key:%08x", 0u);
-    char key[KEY_STRIDE];
-    for (uint64_t k = 0; k < keys; k++) {
-        snprintf(key, sizeof key, "key:%08x", (unsigned)k);
-        rl_check(b->rl, b->id, key, b->key_len, 1, NULL);
-    }
-    uint64_t seed = UINT64_C(0x5eed5eed);
-    for (uint32_t i = 0; i < STREAM_LEN; i++)
-        snprintf(b->keys + (size_t)i * KEY_STRIDE, KEY_STRIDE, "key:%08x",
-                 (unsigned)(((splitmix64(&seed) >> 32) * keys) >> 32));
+    fill_keys(b, keys);
+    *out = b;
+    return CLI_OK;
+}
 
-    /* The budget: calibration takes about a tenth of each figure's runs. */
-    uint64_t run_ns = seconds * UINT64_C(1000000000) * 10 / 11 / (RUNS * F_N);
-    uint64_t n[F_N];
-    for (int i = 0; i < F_N; i++)
-        n[i] = calibrate(b, i, run_ns);
-    figs_t *f = calloc(1, sizeof *f);
-    if (f == NULL) {
-        rl_close(b->rl);
-        free(b->keys);
-        free(b);
-        return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
-    }
+/* RUNS rounds of every figure (n[i] ops each), and each figure's median,
+ * lowest and highest. */
+static void measure(bench_t *b, const uint64_t *n, figs_t *f)
+{
     for (int r = 0; r < RUNS; r++)
         for (int i = 0; i < F_N; i++)
             f->v[i][r] = run(b, i, n[i]);
@@ -383,6 +374,40 @@ int cli_bench(cli_t *cli, int argc, char **argv)
             f->hi[i] = f->v[i][r] > f->hi[i] ? f->v[i][r] : f->hi[i];
         }
     }
+}
+
+int cli_bench(cli_t *cli, int argc, char **argv)
+{
+    const char *seconds_s = NULL, *keys_s = NULL, *threads_s = NULL;
+    const cli_opt_t opts[] = {{"--seconds", &seconds_s, NULL},
+                              {"--keys", &keys_s, NULL},
+                              {"--threads", &threads_s, NULL},
+                              {NULL, NULL, NULL}};
+    const char *pos[1];
+    if (cli_parse_args(cli, CMD, argc, argv, opts, pos, 0) < 0)
+        return CLI_USAGE;
+    uint64_t seconds = 3, keys = 100000, threads = 1;
+    if (seconds_s && cli_parse_u64(seconds_s, 1, 600, &seconds) != 0)
+        return cli_usage_error(cli, CMD, "--seconds: a whole number, 1..600");
+    if (keys_s && cli_parse_u64(keys_s, 1, KEYS_MAX, &keys) != 0)
+        return cli_usage_error(cli, CMD, "--keys: a whole number, 1..%" PRIu32, KEYS_MAX);
+    if (threads_s && cli_parse_u64(threads_s, 1, THREADS_MAX, &threads) != 0)
+        return cli_usage_error(cli, CMD, "--threads: a whole number, 1..%d", THREADS_MAX);
+    bench_t *b = NULL;
+    int rc = bench_open(cli, keys, threads, &b);
+    if (rc != CLI_OK)
+        return rc;
+    /* The budget: calibration takes about a tenth of each figure's runs. */
+    uint64_t run_ns = seconds * UINT64_C(1000000000) * 10 / 11 / (RUNS * F_N);
+    uint64_t n[F_N];
+    for (int i = 0; i < F_N; i++)
+        n[i] = calibrate(b, i, run_ns);
+    figs_t *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        bench_close(b);
+        return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
+    }
+    measure(b, n, f);
     /* relaxed: the threads are joined. */
     int err = atomic_load_explicit(&b->err, memory_order_relaxed);
     if (err != 0) {
@@ -398,8 +423,6 @@ int cli_bench(cli_t *cli, int argc, char **argv)
         rc = CLI_OK;
     }
     free(f);
-    rl_close(b->rl);
-    free(b->keys);
-    free(b);
+    bench_close(b);
     return rc;
 }

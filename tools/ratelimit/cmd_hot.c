@@ -6,6 +6,7 @@
 #include <string.h>
 #include "args.h"
 #include "cli.h"
+#include "fleetopts.h"
 #include "limitdef.h"
 #include "output.h"
 #include "redisconn.h"
@@ -72,11 +73,7 @@ static void print_json(const hot_row_t *rows, size_t n, const char *prefix, cons
                        size_t live)
 {
     json_t j;
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", prefix);
+    cli_fleet_json_begin(&j, where, prefix);
     json_u64(&j, "live_nodes", live);
     json_array(&j, "keys");
     for (size_t i = 0; i < n; i++) {
@@ -133,26 +130,19 @@ static void print_text(const hot_row_t *rows, size_t n, const char *prefix, cons
 
 int cli_hot(cli_t *cli, int argc, char **argv)
 {
-    const char *url = NULL, *prefix = "rl", *limit = NULL;
-    const cli_opt_t opts[] = {{"--redis", &url, NULL}, {"--prefix", &prefix, NULL},
-                              {"--limit", &limit, NULL}, {NULL, NULL, NULL}};
+    const char *limit = NULL;
+    const cli_opt_t limit_opt = {"--limit", &limit, NULL};
+    cli_fleet_t fl;
     const char *pos[1];
-    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 0);
-    if (npos < 0)
+    if (cli_fleet_opts(cli, CMD, argc, argv, 0, &limit_opt, pos, 0, NULL, &fl) != CLI_OK)
         return CLI_USAGE;
-    if (url == NULL)
-        return cli_usage_error(cli, CMD, "--redis URL is required");
-    if (!rl__name_valid(prefix, 33))
-        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
+    const char *prefix = fl.prefix;
     if (limit != NULL && !rl__name_valid(limit, 64))
         return cli_usage_error(cli, CMD, "--limit: a limit name, 1..63 bytes of [A-Za-z0-9_.:-]");
     cli_redis_t r;
-    if (cli_redis_open(&r, url) != 0) {
-        int rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
-                                       : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
-        cli_redis_close(&r);
+    int rc = cli_fleet_connect(cli, CMD, &fl, &r);
+    if (rc != CLI_OK)
         return rc;
-    }
     char hash[96], livekey[96];
     rl__nodes_key_names(prefix, hash, sizeof hash, livekey, sizeof livekey);
     long long t = cli_redis_time_ms(&r);
@@ -162,14 +152,13 @@ int cli_hot(cli_t *cli, int argc, char **argv)
                               : cli_redis_cmd(&r, REDIS_REPLY_ARRAY, "ZRANGEBYSCORE %s %lld +inf",
                                               livekey, t);
     if (z == NULL) {
-        int rc = cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
+        rc = cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
         if (h != NULL)
             freeReplyObject(h);
         cli_redis_close(&r);
         return rc;
     }
     hot_row_t *rows = calloc(h->elements / 2 * RL_HOT_WORD_ITEMS + 1, sizeof *rows);
-    int rc = CLI_OK;
     size_t n = 0, live = 0;
     if (rows == NULL) {
         rc = cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "cli.h"
 #include "fleetkey.h"
+#include "fleetopts.h"
 #include "keystate.h"
 #include "limitdef.h"
 #include "limitfile.h"
@@ -173,15 +174,91 @@ static void json_q(json_t *j, const inspect_t *in, const char *frac_key, const c
         json_null(j, ps_key);
 }
 
+/* The limit's rate and burst, when known. */
+static void json_spec(json_t *j, const inspect_t *in)
+{
+    if (!in->have_spec) {
+        json_null(j, "limit_spec");
+        return;
+    }
+    char text[64];
+    fmt_rate(text, sizeof text, in->lim.rate.count, in->lim.rate.period_ms);
+    json_object(j, "limit_spec");
+    json_u64(j, "count", in->lim.rate.count);
+    json_u64(j, "period_ms", in->lim.rate.period_ms);
+    json_str(j, "rate", text);
+    json_u64(j, "burst", in->burst);
+    json_end(j);
+}
+
+/* What the live nodes admit and ask for, together. */
+static void json_usage(json_t *j, const inspect_t *in)
+{
+    const ks_key_t *k = &in->ks;
+    json_object(j, "usage");
+    json_u64(j, "live_nodes", live_count(in));
+    uint64_t adm = ks_live_admitted_q(k, in->now), dem = ks_live_demand_q(k, in->now);
+    json_u64(j, "admitted_q24", adm);
+    json_q(j, in, "admitted_fraction", "admitted_per_s", adm);
+    json_u64(j, "demand_q24", dem);
+    json_q(j, in, "demand_fraction", "demand_per_s", dem);
+    if (in->have_spec)
+        json_double(j, "limit_per_s",
+                    (double)in->lim.rate.count * 1000.0 / (double)in->lim.rate.period_ms);
+    else
+        json_null(j, "limit_per_s");
+    json_end(j);
+}
+
+/* One node's entry in the key's hash, and its share when computed. */
+static void json_node(json_t *j, const inspect_t *in, size_t i)
+{
+    const ks_node_t *n = &in->ks.nodes[i];
+    int st = ks_node_state(n, in->now);
+    json_object(j, NULL);
+    json_str(j, "incarnation", n->inc);
+    const char *colon = strrchr(n->inc, ':');
+    json_strn(j, "node_id", n->inc, colon ? (size_t)(colon - n->inc) : strlen(n->inc));
+    json_str(j, "instance", colon ? colon + 1 : "");
+    json_str(j, "state", state_names[st]);
+    json_u64(j, "epoch", n->e);
+    json_u64(j, "admitted", n->a);
+    json_u64(j, "offered", n->o);
+    if (st == KS_LEFT) {
+        const char *gone[] = {"demand_q24", "demand_fraction", "demand_per_s",
+                              "admitted_rate_q24", "admitted_rate_fraction",
+                              "admitted_per_s", "last_report_ms", "last_report_age_ms",
+                              "expires_ms", "expires_in_ms"};
+        for (size_t g = 0; g < sizeof gone / sizeof gone[0]; g++)
+            json_null(j, gone[g]);
+    } else {
+        json_u64(j, "demand_q24", n->d);
+        json_q(j, in, "demand_fraction", "demand_per_s", n->d);
+        json_u64(j, "admitted_rate_q24", n->r);
+        json_q(j, in, "admitted_rate_fraction", "admitted_per_s", n->r);
+        json_u64(j, "last_report_ms", n->t);
+        json_i64(j, "last_report_age_ms", age(in->now, n->t, n->have & KS_T));
+        json_u64(j, "expires_ms", n->x);
+        json_i64(j, "expires_in_ms", (int64_t)n->x - (int64_t)in->now);
+    }
+    if (in->have_spec && st == KS_LIVE) {
+        json_u64(j, "share_q24", in->q[i]);
+        json_q(j, in, "share_fraction", "share_per_s", in->q[i]);
+        json_u64(j, "burst_tokens", in->tokens[i]);
+    } else {
+        json_null(j, "share_q24");
+        json_null(j, "share_fraction");
+        json_null(j, "share_per_s");
+        json_null(j, "burst_tokens");
+    }
+    json_end(j);
+}
+
 static void print_json(const inspect_t *in, const char *where)
 {
     json_t j;
     char hex[2 * RL_MAX_KEY_LEN + 1];
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", in->prefix);
+    cli_fleet_json_begin(&j, where, in->prefix);
     json_str(&j, "limit", in->limit);
     json_strn(&j, "key", (const char *)in->key, in->key_len);
     fleet_hex_encode(in->key, in->key_len, hex);
@@ -200,73 +277,11 @@ static void print_json(const inspect_t *in, const char *where)
         json_null(&j, "updated_ms");
     json_u64(&j, "admitted_total", k->a);
     json_u64(&j, "malformed_fields", k->malformed);
-    if (in->have_spec) {
-        char text[64];
-        fmt_rate(text, sizeof text, in->lim.rate.count, in->lim.rate.period_ms);
-        json_object(&j, "limit_spec");
-        json_u64(&j, "count", in->lim.rate.count);
-        json_u64(&j, "period_ms", in->lim.rate.period_ms);
-        json_str(&j, "rate", text);
-        json_u64(&j, "burst", in->burst);
-        json_end(&j);
-    } else {
-        json_null(&j, "limit_spec");
-    }
-    json_object(&j, "usage");
-    json_u64(&j, "live_nodes", live_count(in));
-    uint64_t adm = ks_live_admitted_q(k, in->now), dem = ks_live_demand_q(k, in->now);
-    json_u64(&j, "admitted_q24", adm);
-    json_q(&j, in, "admitted_fraction", "admitted_per_s", adm);
-    json_u64(&j, "demand_q24", dem);
-    json_q(&j, in, "demand_fraction", "demand_per_s", dem);
-    if (in->have_spec)
-        json_double(&j, "limit_per_s",
-                    (double)in->lim.rate.count * 1000.0 / (double)in->lim.rate.period_ms);
-    else
-        json_null(&j, "limit_per_s");
-    json_end(&j);
+    json_spec(&j, in);
+    json_usage(&j, in);
     json_array(&j, "nodes");
-    for (size_t i = 0; i < k->n; i++) {
-        const ks_node_t *n = &k->nodes[i];
-        int st = ks_node_state(n, in->now);
-        json_object(&j, NULL);
-        json_str(&j, "incarnation", n->inc);
-        const char *colon = strrchr(n->inc, ':');
-        json_strn(&j, "node_id", n->inc, colon ? (size_t)(colon - n->inc) : strlen(n->inc));
-        json_str(&j, "instance", colon ? colon + 1 : "");
-        json_str(&j, "state", state_names[st]);
-        json_u64(&j, "epoch", n->e);
-        json_u64(&j, "admitted", n->a);
-        json_u64(&j, "offered", n->o);
-        if (st == KS_LEFT) {
-            const char *gone[] = {"demand_q24", "demand_fraction", "demand_per_s",
-                                  "admitted_rate_q24", "admitted_rate_fraction",
-                                  "admitted_per_s", "last_report_ms", "last_report_age_ms",
-                                  "expires_ms", "expires_in_ms"};
-            for (size_t g = 0; g < sizeof gone / sizeof gone[0]; g++)
-                json_null(&j, gone[g]);
-        } else {
-            json_u64(&j, "demand_q24", n->d);
-            json_q(&j, in, "demand_fraction", "demand_per_s", n->d);
-            json_u64(&j, "admitted_rate_q24", n->r);
-            json_q(&j, in, "admitted_rate_fraction", "admitted_per_s", n->r);
-            json_u64(&j, "last_report_ms", n->t);
-            json_i64(&j, "last_report_age_ms", age(in->now, n->t, n->have & KS_T));
-            json_u64(&j, "expires_ms", n->x);
-            json_i64(&j, "expires_in_ms", (int64_t)n->x - (int64_t)in->now);
-        }
-        if (in->have_spec && st == KS_LIVE) {
-            json_u64(&j, "share_q24", in->q[i]);
-            json_q(&j, in, "share_fraction", "share_per_s", in->q[i]);
-            json_u64(&j, "burst_tokens", in->tokens[i]);
-        } else {
-            json_null(&j, "share_q24");
-            json_null(&j, "share_fraction");
-            json_null(&j, "share_per_s");
-            json_null(&j, "burst_tokens");
-        }
-        json_end(&j);
-    }
+    for (size_t i = 0; i < k->n; i++)
+        json_node(&j, in, i);
     json_end(&j);
     json_finish(&j);
 }
@@ -352,56 +367,35 @@ static void print_text(const inspect_t *in, const char *where)
 
 int cli_inspect(cli_t *cli, int argc, char **argv)
 {
-    const char *url = NULL, *prefix = "rl", *secret_file = NULL, *secret_hex = NULL,
-               *limits = NULL;
-    int key_hex = 0;
-    const cli_opt_t opts[] = {{"--redis", &url, NULL},
-                              {"--prefix", &prefix, NULL},
-                              {"--secret-file", &secret_file, NULL},
-                              {"--secret", &secret_hex, NULL},
-                              {"--limits", &limits, NULL},
-                              {"--key-hex", NULL, &key_hex},
-                              {NULL, NULL, NULL}};
+    const char *limits = NULL;
+    const cli_opt_t limits_opt = {"--limits", &limits, NULL};
+    cli_fleet_t fl;
     const char *pos[2];
-    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 2);
-    if (npos < 0)
+    if (cli_fleet_opts(cli, CMD, argc, argv, CLI_FLEET_KEY, &limits_opt, pos, 2,
+                       "LIMIT and KEY are required", &fl) != CLI_OK)
         return CLI_USAGE;
-    if (npos != 2)
-        return cli_usage_error(cli, CMD, "LIMIT and KEY are required");
-    if (url == NULL)
-        return cli_usage_error(cli, CMD, "--redis URL is required");
-    if (!rl__name_valid(prefix, 33))
-        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
     inspect_t *in = calloc(1, sizeof *in);
     if (in == NULL)
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
-    in->prefix = prefix;
+    in->prefix = fl.prefix;
     rl_limit_init(&in->lim);
     ks_init(&in->ks);
     int rc = resolve_limit(cli, in, pos[0], limits);
     if (rc != CLI_OK)
         goto out;
-    rc = cli_key_arg(cli, CMD, pos[1], key_hex, in->key, &in->key_len);
-    if (rc != CLI_OK)
-        goto out;
     unsigned char *secret;
     size_t secret_len;
-    char err[256];
-    if (fleet_secret_load(secret_file, secret_hex, &secret, &secret_len, err, sizeof err) != 0) {
-        rc = cli_usage_error(cli, CMD, "%s", err);
+    rc = cli_fleet_key(cli, CMD, &fl, pos[1], in->key, &in->key_len, &secret, &secret_len);
+    if (rc != CLI_OK)
         goto out;
-    }
-    fleet_key_name(secret, secret_len, prefix, in->limit, in->key, in->key_len, in->redis_key,
+    fleet_key_name(secret, secret_len, fl.prefix, in->limit, in->key, in->key_len, in->redis_key,
                    sizeof in->redis_key);
     memset(secret, 0, secret_len);
     free(secret);
     cli_redis_t r;
-    if (cli_redis_open(&r, url) != 0) {
-        rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
-                                   : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
-        cli_redis_close(&r);
+    rc = cli_fleet_connect(cli, CMD, &fl, &r);
+    if (rc != CLI_OK)
         goto out;
-    }
     rc = load_key(cli, &r, in);
     if (rc == CLI_OK) {
         if (cli->json)

@@ -3,9 +3,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "args.h"
 #include "cli.h"
-#include "limitdef.h"
+#include "fleetopts.h"
 #include "output.h"
 #include "redisconn.h"
 #include "syncnodes.h"
@@ -59,11 +58,7 @@ static void print_json(const node_row_t *rows, size_t n, uint64_t now, const cha
                        const char *where, size_t live, const fp_group_t *g, size_t ng)
 {
     json_t j;
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", prefix);
+    cli_fleet_json_begin(&j, where, prefix);
     json_u64(&j, "now_ms", now);
     json_u64(&j, "live_count", live);
     json_u64(&j, "stale_count", n - live);
@@ -240,28 +235,19 @@ done:
 
 int cli_nodes(cli_t *cli, int argc, char **argv)
 {
-    const char *url = NULL, *prefix = "rl";
-    const cli_opt_t opts[] = {{"--redis", &url, NULL}, {"--prefix", &prefix, NULL},
-                              {NULL, NULL, NULL}};
+    cli_fleet_t fl;
     const char *pos[1];
-    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 0);
-    if (npos < 0)
+    if (cli_fleet_opts(cli, CMD, argc, argv, 0, NULL, pos, 0, NULL, &fl) != CLI_OK)
         return CLI_USAGE;
-    if (url == NULL)
-        return cli_usage_error(cli, CMD, "--redis URL is required");
-    if (!rl__name_valid(prefix, 33))
-        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
+    const char *prefix = fl.prefix;
     cli_redis_t r;
-    if (cli_redis_open(&r, url) != 0) {
-        int rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
-                                       : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
-        cli_redis_close(&r);
+    int rc = cli_fleet_connect(cli, CMD, &fl, &r);
+    if (rc != CLI_OK)
         return rc;
-    }
     node_row_t *rows = NULL;
     size_t n = 0;
     uint64_t now = 0;
-    int rc = load_rows(cli, &r, prefix, &rows, &n, &now);
+    rc = load_rows(cli, &r, prefix, &rows, &n, &now);
     if (rc == CLI_OK) {
         size_t live = 0;
         for (size_t i = 0; i < n; i++)

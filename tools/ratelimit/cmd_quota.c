@@ -12,8 +12,8 @@
 #include "args.h"
 #include "cli.h"
 #include "fleetkey.h"
+#include "fleetopts.h"
 #include "keyhash.h"
-#include "limitdef.h"
 #include "output.h"
 #include "quotadef.h"
 #include "quotaperiod.h"
@@ -60,11 +60,7 @@ static void print_json(const qview_t *v, const char *where)
 {
     json_t j;
     char hex[RL_MAX_KEY_LEN * 2 + 1];
-    json_init(&j, stdout);
-    json_object(&j, NULL);
-    json_bool(&j, "ok", 1);
-    json_str(&j, "redis", where);
-    json_str(&j, "prefix", v->prefix);
+    cli_fleet_json_begin(&j, where, v->prefix);
     json_str(&j, "quota", v->q.name);
     json_strn(&j, "key", (const char *)v->key, v->key_len);
     fleet_hex_encode(v->key, v->key_len, hex);
@@ -119,28 +115,15 @@ static int load(cli_t *cli, cli_redis_t *r, qview_t *v, const rl_keyhash_t *kh)
 
 int cli_quota(cli_t *cli, int argc, char **argv)
 {
-    const char *url = NULL, *prefix = "rl", *secret_file = NULL, *secret_hex = NULL;
-    int key_hex = 0;
-    const cli_opt_t opts[] = {{"--redis", &url, NULL},
-                              {"--prefix", &prefix, NULL},
-                              {"--secret-file", &secret_file, NULL},
-                              {"--secret", &secret_hex, NULL},
-                              {"--key-hex", NULL, &key_hex},
-                              {NULL, NULL, NULL}};
+    cli_fleet_t fl;
     const char *pos[2];
-    int npos = cli_parse_args(cli, CMD, argc, argv, opts, pos, 2);
-    if (npos < 0)
+    if (cli_fleet_opts(cli, CMD, argc, argv, CLI_FLEET_KEY, NULL, pos, 2,
+                       "QUOTA and KEY are required", &fl) != CLI_OK)
         return CLI_USAGE;
-    if (npos != 2)
-        return cli_usage_error(cli, CMD, "QUOTA and KEY are required");
-    if (url == NULL)
-        return cli_usage_error(cli, CMD, "--redis URL is required");
-    if (!rl__name_valid(prefix, 33))
-        return cli_usage_error(cli, CMD, "--prefix: 1..32 bytes of [A-Za-z0-9_.:-]");
     qview_t *v = calloc(1, sizeof *v);
     if (v == NULL)
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
-    v->prefix = prefix;
+    v->prefix = fl.prefix;
     char err[256];
     int rc = rl_quota_parse(&v->q, pos[0], err, sizeof err);
     if (rc != 0) {
@@ -149,15 +132,11 @@ int cli_quota(cli_t *cli, int argc, char **argv)
                              err, rl_err_name(rc));
         goto out;
     }
-    rc = cli_key_arg(cli, CMD, pos[1], key_hex, v->key, &v->key_len);
-    if (rc != CLI_OK)
-        goto out;
     unsigned char *secret;
     size_t secret_len;
-    if (fleet_secret_load(secret_file, secret_hex, &secret, &secret_len, err, sizeof err) != 0) {
-        rc = cli_usage_error(cli, CMD, "%s", err);
+    rc = cli_fleet_key(cli, CMD, &fl, pos[1], v->key, &v->key_len, &secret, &secret_len);
+    if (rc != CLI_OK)
         goto out;
-    }
     rl_keyhash_t *kh = malloc(sizeof *kh);
     if (kh == NULL) {
         free(secret);
@@ -168,10 +147,8 @@ int cli_quota(cli_t *cli, int argc, char **argv)
     memset(secret, 0, secret_len);
     free(secret);
     cli_redis_t r;
-    if (cli_redis_open(&r, url) != 0) {
-        rc = r.status == CLI_USAGE ? cli_usage_error(cli, CMD, "%s", r.err)
-                                   : cli_fail(cli, CMD, r.status, r.kind, "%s", r.err);
-    } else {
+    rc = cli_fleet_connect(cli, CMD, &fl, &r);
+    if (rc == CLI_OK) {
         rc = load(cli, &r, v, kh);
         if (rc == CLI_OK) {
             if (cli->json)
@@ -179,8 +156,8 @@ int cli_quota(cli_t *cli, int argc, char **argv)
             else
                 print_text(v, r.where);
         }
+        cli_redis_close(&r);
     }
-    cli_redis_close(&r);
     memset(kh, 0, sizeof *kh);
     free(kh);
 out:
