@@ -620,7 +620,7 @@ START_TEST(bad_inputs)
     int q2 = rl_quota_add(rl, &def);
     ck_assert_int_ge(q2, 0);
     ck_assert_int_ne(q2, q);
-    /* The struct's own checks (every field: test_quota_unit). */
+    /* The struct's own checks (every field: test_quota_spec). */
     def.amount = 0;
     ck_assert_int_eq(rl_quota_add(rl, &def), RL_ERANGE);
     def.amount = 1;

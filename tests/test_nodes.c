@@ -23,7 +23,7 @@ static void start_redis(void)
 {
     char err[256];
     if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_registry: %s\n", err);
+        fprintf(stderr, "test_nodes: %s\n", err);
         exit(1);
     }
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
@@ -555,7 +555,7 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("registry");
+    Suite *s = suite_create("nodes");
     TCase *pure = tcase_create("record");
     tcase_add_test(pure, record_round_trips);
     tcase_add_test(pure, record_parse_is_tolerant_and_versioned);

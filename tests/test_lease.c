@@ -375,7 +375,7 @@ static void start_redis(void)
     char err[256];
     int rc = rl_test_redis_start(&srv, err, sizeof err);
     if (rc < 0) {
-        fprintf(stderr, "test_hotlease: %s\n", err);
+        fprintf(stderr, "test_lease: %s\n", err);
         exit(1);
     }
     redis_skipped = rc == 1;
@@ -468,7 +468,7 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("hotlease");
+    Suite *s = suite_create("lease");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, threads_on_a_hot_key_keep_the_bounds, 2, 9);
