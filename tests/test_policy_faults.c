@@ -11,29 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "blackhole.h"
 #include "instance.h"
 #include "sync.h"
 
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_policy_faults: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
 static void redis_do(const char *cmd)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *rep = redisCommand(r, cmd);
     ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", cmd,
@@ -44,7 +29,7 @@ static void redis_do(const char *cmd)
 
 static long long redis_total(const char *limit)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     redisReply *keys = redisCommand(r, "KEYS {p:v1:%s:*", limit);
     long long sum = 0;
     for (size_t i = 0; i < keys->elements; i++) {
@@ -58,13 +43,14 @@ static long long redis_total(const char *limit)
     return sum;
 }
 
-static const char *node_url = url; /* the blackhole test points nodes elsewhere */
+/* NULL: the fixture's server; the blackhole test points nodes elsewhere. */
+static const char *node_url;
 
 static rl_t *open_node(const char *node)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = node_url;
+    c.redis_url = node_url != NULL ? node_url : rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 50;
     c.expected_nodes = 2;
@@ -268,8 +254,8 @@ static void run_fault(const char *what, void (*begin)(void), void (*end)(void), 
 
 static void flush(void) { redis_do("FLUSHALL"); }
 
-static void sigstop_begin(void) { kill(srv.pid, SIGSTOP); }
-static void sigstop_end(void) { kill(srv.pid, SIGCONT); }
+static void sigstop_begin(void) { kill(rl_test_redis()->pid, SIGSTOP); }
+static void sigstop_end(void) { kill(rl_test_redis()->pid, SIGCONT); }
 
 START_TEST(fault_sigstop)
 {
@@ -314,14 +300,14 @@ static void auth_begin(void)
 {
     redis_do("CONFIG SET requirepass sekrit");
     /* existing connections stay authenticated: drop them */
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     freeReplyObject(redisCommand(r, "AUTH sekrit"));
     freeReplyObject(redisCommand(r, "CLIENT KILL TYPE normal SKIPME yes"));
     redisFree(r);
 }
 static void auth_end(void)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     freeReplyObject(redisCommand(r, "AUTH sekrit"));
     freeReplyObject(redisCommand(r, "CONFIG SET requirepass %s", ""));
     redisFree(r);
@@ -345,21 +331,21 @@ START_TEST(open_with_wrong_or_right_password)
     char u[96];
     rl_t *rl = (rl_t *)1;
     /* Reachable, refuses us: a clear error from rl_open. */
-    snprintf(u, sizeof u, "redis://:wrong@127.0.0.1:%d", srv.port);
+    snprintf(u, sizeof u, "redis://:wrong@127.0.0.1:%d", rl_test_redis()->port);
     c.redis_url = u;
     ck_assert_int_eq(rl_open(&rl, &c), RL_EAUTH);
     ck_assert_ptr_null(rl);
-    snprintf(u, sizeof u, "redis://127.0.0.1:%d", srv.port); /* no password at all */
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", rl_test_redis()->port); /* no password at all */
     ck_assert_int_eq(rl_open(&rl, &c), RL_EAUTH);
     /* The right one, as a password and as ACL user + password. */
-    snprintf(u, sizeof u, "redis://:sekrit@127.0.0.1:%d", srv.port);
+    snprintf(u, sizeof u, "redis://:sekrit@127.0.0.1:%d", rl_test_redis()->port);
     ck_assert_int_eq(rl_open(&rl, &c), 0);
     ck_assert_int_eq(health_of(rl), RL_HEALTH_HEALTHY);
     rl_close(rl);
-    snprintf(u, sizeof u, "redis://default:sekrit@127.0.0.1:%d", srv.port);
+    snprintf(u, sizeof u, "redis://default:sekrit@127.0.0.1:%d", rl_test_redis()->port);
     ck_assert_int_eq(rl_open(&rl, &c), 0);
     rl_close(rl);
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     freeReplyObject(redisCommand(r, "AUTH sekrit"));
     freeReplyObject(redisCommand(r, "CONFIG SET requirepass %s", ""));
     redisFree(r);
@@ -398,7 +384,7 @@ END_TEST
 static void debug_sleep_begin(void)
 {
     /* DEBUG SLEEP blocks the server; send it without waiting for the reply. */
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     redisAppendCommand(r, "DEBUG SLEEP %d", DEBUG_SLEEP_MS / 1000);
     int done = 0;
     redisBufferWrite(r, &done);
@@ -437,12 +423,12 @@ START_TEST(fault_blackhole)
      * nothing. Deadlines notice; after 3 silent rounds the node drops the
      * connection and reconnects through the proxy once it forwards again. */
     flush();
-    ck_assert_int_eq(rl_blackhole_start(&hole, srv.port), 0);
+    ck_assert_int_eq(rl_blackhole_start(&hole, rl_test_redis()->port), 0);
     static char hole_url[64];
     snprintf(hole_url, sizeof hole_url, "redis://127.0.0.1:%d", hole.port);
     node_url = hole_url;
     run_fault("blackhole", hole_begin, hole_end, 0);
-    node_url = url;
+    node_url = NULL;
     rl_blackhole_stop(&hole);
 }
 END_TEST
@@ -457,12 +443,12 @@ START_TEST(fault_sigkill_restart)
     fleet_t f;
     fleet_start(&f);
     char err[256];
-    kill(srv.pid, SIGKILL);
+    kill(rl_test_redis()->pid, SIGKILL);
     ck_assert_int_ge(wait_health(f.nodes, 2, RL_HEALTH_DEGRADED), 0);
     atomic_store(&f.phase, 1);
     rl_test_sleep_ms(500); /* load while Redis is gone */
     atomic_store(&f.phase, 2);
-    ck_assert_msg(rl_test_redis_crash_restart(&srv, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(rl_test_redis_crash_restart(rl_test_redis(), err, sizeof err) == 0, "%s", err);
     uint64_t refused[2];
     for (int i = 0; i < 2; i++)
         refused[i] = stats_of(f.nodes[i]).sync_err_connect;
@@ -499,7 +485,7 @@ static Suite *suite(void)
      * (test_sync runs the same sync code under memcheck). */
     TCase *tc = tcase_create("faults");
     tcase_set_tags(tc, "novalgrind");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, fault_sigstop);
     tcase_add_test(tc, fault_oom);
@@ -514,7 +500,7 @@ static Suite *suite(void)
     /* Last, in its own case: it replaces the server the fixture started. */
     TCase *rs = tcase_create("restart");
     tcase_set_tags(rs, "novalgrind");
-    tcase_add_unchecked_fixture(rs, start_redis, stop_redis);
+    rl_test_redis_fixture(rs);
     tcase_set_timeout(rs, 60);
     tcase_add_test(rs, fault_sigkill_restart);
     suite_add_tcase(s, rs);
