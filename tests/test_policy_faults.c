@@ -414,8 +414,8 @@ START_TEST(fault_readonly)
 END_TEST
 
 static rl_blackhole_t hole;
-static void hole_begin(void) { rl_blackhole_silence(&hole, 1); }
-static void hole_end(void) { rl_blackhole_silence(&hole, 0); }
+static void hole_begin(void) { rl_blackhole_set(&hole, RL_BLACKHOLE_SILENT); }
+static void hole_end(void) { rl_blackhole_set(&hole, RL_BLACKHOLE_FORWARD); }
 
 START_TEST(fault_blackhole)
 {
