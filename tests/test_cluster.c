@@ -241,8 +241,8 @@ START_TEST(fleet_spans_the_masters)
     /* The fleet admitted each key's rate, not 3x it. */
     ck_assert_int_le(f.total, (long long)KEYS * (20 * RATE_PER_ROUND + 100 + 100));
     ck_assert_int_ge(f.total, (long long)KEYS * 15 * RATE_PER_ROUND);
-    /* Every master's CLIENT LIST names the nodes' connections (issue #11:
-     * CLIENT SETNAME through the cluster route too). */
+    /* Every master's CLIENT LIST names the nodes' connections: the cluster
+     * route sends CLIENT SETNAME on each of its connections too. */
     int mport[8], nm = masters(mport, 8);
     ck_assert_int_eq(nm, 3);
     for (int i = 0; i < nm; i++) {

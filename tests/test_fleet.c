@@ -411,8 +411,9 @@ END_TEST
 
 START_TEST(stderr_default_reports_a_wrong_redis_address)
 {
-    /* The issue's case: a wrong address opens (availability), and says so
-     * on the real stderr of the process, with no log hook set. */
+    /* A wrong address opens (availability), and says so on the real
+     * stderr of the process, with no log hook set: an operator who set no
+     * hook still learns why the fleet is degraded. */
     int fd[2];
     ck_assert_int_eq(pipe(fd), 0);
     pid_t pid = fork();

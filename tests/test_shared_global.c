@@ -555,7 +555,7 @@ static long long redis_sum(const char *pattern, const char *field)
     return sum;
 }
 
-/* Exact limits and quotas in a shared instance (issue #16): each attached
+/* Exact limits and quotas in a shared instance: each attached
  * process checks and charges on its own connections. The model: the
  * exact bucket never refills while the test runs (1/day), so across
  * NPROC processes each key admits exactly its burst, and Redis charged

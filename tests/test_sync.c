@@ -245,7 +245,7 @@ static long long hgetall_calls(redisContext *r)
     return calls;
 }
 
-/* Issue #15: a key's shares are computed once per round (fresh ms), not by
+/* A key's shares are computed once per round (fresh ms), not by
  * every report, so the Redis time a key costs grows with its nodes, not with
  * their square. The script reads the whole key hash (HGETALL) only to
  * compute: once per joining node, once per round, and at most 4 more times
@@ -325,7 +325,7 @@ static int named_client_seen(void *arg)
     return seen;
 }
 
-/* Issue #11: every connection names itself (CLIENT SETNAME) after the node,
+/* Every connection names itself (CLIENT SETNAME) after the node,
  * so an operator's CLIENT LIST says whose it is. */
 START_TEST(connection_is_named_after_the_node)
 {
