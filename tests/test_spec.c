@@ -34,36 +34,35 @@ static void expect_err(const char *spec, int code, const char *needle)
 
 /* ------------------------------------------------------------ valid specs */
 
-START_TEST(test_minimal_defaults)
-{
-    rl_limit_t lim = parse_ok("name=api rate=100/s");
-    ck_assert_str_eq(lim.name, "api");
-    ck_assert_uint_eq(lim.rate.count, 100);
-    ck_assert_uint_eq(lim.rate.period_ms, 1000);
-    ck_assert_uint_eq(lim.burst, 0);
-    ck_assert_int_eq(lim.mode, RL_MODE_GLOBAL);
-    ck_assert_int_eq(lim.on_failure, RL_FAIL_LOCAL);
-    ck_assert_uint_eq(lim.degraded_rate.count, 0);
-    ck_assert_uint_eq(lim.degraded_rate.period_ms, 0);
-    ck_assert_int_eq(lim.shadow, 0);
-    ck_assert_uint_eq(lim.max_keys, 0);
-}
-END_TEST
+/* Whole specs and every field each parses to: the defaults of a minimal
+ * one, and a spec that sets every field. */
+static const struct {
+    const char *spec, *name;
+    uint64_t count, period_ms, burst;
+    int32_t mode, on_failure;
+    uint64_t degraded_count, degraded_period_ms;
+    int32_t shadow;
+    uint64_t max_keys;
+} whole[] = {
+    {"name=api rate=100/s", "api", 100, 1000, 0, RL_MODE_GLOBAL, RL_FAIL_LOCAL, 0, 0, 0, 0},
+    {"name=api rate=100/s burst=200 mode=local on_failure=local degraded_rate=20/s shadow=0 "
+     "max_keys=100000",
+     "api", 100, 1000, 200, RL_MODE_LOCAL, RL_FAIL_LOCAL, 20, 1000, 0, 100000},
+};
 
-START_TEST(test_full)
+START_TEST(test_whole_spec)
 {
-    rl_limit_t lim = parse_ok("name=api rate=100/s burst=200 mode=local on_failure=local "
-                              "degraded_rate=20/s shadow=0 max_keys=100000");
-    ck_assert_str_eq(lim.name, "api");
-    ck_assert_uint_eq(lim.rate.count, 100);
-    ck_assert_uint_eq(lim.rate.period_ms, 1000);
-    ck_assert_uint_eq(lim.burst, 200);
-    ck_assert_int_eq(lim.mode, RL_MODE_LOCAL);
-    ck_assert_int_eq(lim.on_failure, RL_FAIL_LOCAL);
-    ck_assert_uint_eq(lim.degraded_rate.count, 20);
-    ck_assert_uint_eq(lim.degraded_rate.period_ms, 1000);
-    ck_assert_int_eq(lim.shadow, 0);
-    ck_assert_uint_eq(lim.max_keys, 100000);
+    rl_limit_t lim = parse_ok(whole[_i].spec);
+    ck_assert_str_eq(lim.name, whole[_i].name);
+    ck_assert_uint_eq(lim.rate.count, whole[_i].count);
+    ck_assert_uint_eq(lim.rate.period_ms, whole[_i].period_ms);
+    ck_assert_uint_eq(lim.burst, whole[_i].burst);
+    ck_assert_int_eq(lim.mode, whole[_i].mode);
+    ck_assert_int_eq(lim.on_failure, whole[_i].on_failure);
+    ck_assert_uint_eq(lim.degraded_rate.count, whole[_i].degraded_count);
+    ck_assert_uint_eq(lim.degraded_rate.period_ms, whole[_i].degraded_period_ms);
+    ck_assert_int_eq(lim.shadow, whole[_i].shadow);
+    ck_assert_uint_eq(lim.max_keys, whole[_i].max_keys);
 }
 END_TEST
 
@@ -677,8 +676,7 @@ static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
     TCase *ok = tcase_create("valid");
-    tcase_add_test(ok, test_minimal_defaults);
-    tcase_add_test(ok, test_full);
+    tcase_add_loop_test(ok, test_whole_spec, 0, (int)(sizeof whole / sizeof whole[0]));
     tcase_add_test(ok, test_every_field_overwritten);
     tcase_add_loop_test(ok, test_units, 0, (int)(sizeof units / sizeof units[0]));
     tcase_add_loop_test(ok, test_choices, 0, (int)(sizeof choices / sizeof choices[0]));
