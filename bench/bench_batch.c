@@ -23,7 +23,7 @@
  * either way by bench_pages_alloc. Each figure's ratio is to the
  * independent-CAS loop on the same page size, in the same round.
  *
- * The issue's target: a batch of 32 at most 3x the independent-CAS loop.
+ * The target: a batch of 32 at most 3x the independent-CAS loop.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>

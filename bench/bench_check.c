@@ -562,7 +562,7 @@ static uint64_t loop_sameline(void *vc, unsigned tid, unsigned nthreads, uint64_
 }
 
 /*
- * Models of the two designs issue #14 named for one key on many threads,
+ * Models of two designs for one key on many threads,
  * on one skeleton (the floor's hash and clock, a read of the key's slot line
  * as a lookup does, then the design's writes), so they compare with each
  * other and with the baselines rather than with the library's whole check:
@@ -1141,7 +1141,7 @@ static void mark_all_hot(rl_t *rl)
     }
 }
 
-/* Issue #14, "one key, many threads": the hot key's mostly-allow limit on 1
+/* One key, many threads: the hot key's mostly-allow limit on 1
  * and 2 threads, not marked (one bucket word) and marked hot (leases,
  * src/lease.h), beside what this machine gives one shared word (same-line
  * CAS) and no shared line (parallel loop), all in one group. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rl_bench_keycost: the Redis time one key costs per sync round as the nodes
- * sharing it grow (issue #15: it must grow linearly). N instances in this
+ * sharing it grow (linearly, not with their square: the script computes
+ * a key's shares once per round, not per report). N instances in this
  * process (manual rounds, one virtual clock, as the accuracy simulator's
  * virtual mode drives them) share one global key; every node offers it 3x
  * its fair part every round, so every node reports it every round. After

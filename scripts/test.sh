@@ -45,7 +45,7 @@
 #
 # --integer builds with clang (scripts/clang.sh finds one, or installs
 # clang-14 with its sanitizer runtimes and llvm-symbolizer) and
-# -fsanitize=undefined,integer, and runs the Check suites but test_policy
+# -fsanitize=undefined,integer, and runs the Check suites but test_policy_faults
 # (the Redis fault suite: fault injection with wall-clock deadlines, which
 # the instrumented build is too slow for) through ctest. -fsanitize=integer
 # adds checks for behaviour that is defined but usually a bug: unsigned
@@ -178,7 +178,7 @@ if [[ $mode == integer ]]; then
   # lookup for the hashes' intended wraps, blocked reading the symbolizer's
   # pipe, which fork() shares). They run in every other flavour.
   export CK_EXCLUDE_TAGS="${CK_EXCLUDE_TAGS:+$CK_EXCLUDE_TAGS }nointeger"
-  [[ ${#ctest_args[@]} -gt 0 ]] || ctest_args=(-R '^test_' -E '^test_policy$')
+  [[ ${#ctest_args[@]} -gt 0 ]] || ctest_args=(-R '^test_' -E '^test_policy_faults$')
 fi
 if [[ -z ${TSAN_OPTIONS:-} ]]; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
@@ -294,14 +294,14 @@ threaded_cases=(
   "test_table concurrency"
   "test_api contract"
   "test_hardening numeric"
-  "test_hardening fixed_bugs"
+  "test_hardening regressions"
   "test_metrics concurrency"
   # drd serialises its racing checkers and updater far more than helgrind:
   # 13 min for the case even at 1/16 size (RL_VALGRIND shrinks its loops)
   "test_exactness core helgrind"
   "test_batch core"
   "test_hot threads"
-  "test_hotlease core"
+  "test_lease core"
 )
 if [[ ${RL_THREADCHECK_ALL:-0} == 1 ]]; then
   threaded_cases+=("test_sync redis helgrind")

@@ -3,11 +3,12 @@
  * A throwaway redis-server for integration suites: started on a free
  * loopback port (never --port 0), without persistence, and stopped by PID.
  *
- * Use it from an unchecked fixture (tcase_add_unchecked_fixture): that runs
- * in the runner process, so the teardown stops the server even when a test
- * fails or times out in its forked child. The server also gets SIGKILL if
- * the process that started it dies (PR_SET_PDEATHSIG), so a killed runner
- * leaves no server behind.
+ * A suite that needs one server takes it from redis_fixture.h (an unchecked
+ * fixture: it runs in the runner process, so the teardown stops the server
+ * even when a test fails or times out in its forked child); these are for
+ * the servers a test starts itself, and for the topologies below. The
+ * server also gets SIGKILL if the process that started it dies
+ * (PR_SET_PDEATHSIG), so a killed runner leaves no server behind.
  *
  * Environment: RL_SKIP_REDIS=1 turns "redis-server is not installed" into a
  * skip (rl_test_redis_start returns 1) instead of an error.

@@ -12,22 +12,9 @@
 #include <string.h>
 #include <uv.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "alloc.h"
 #include "redis/caller.h"
-
-static rl_test_redis_t srv;
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_caller: %s\n", err);
-        exit(1);
-    }
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 /* The reply is the request's own tag (ARGV[1]); KEYS[1] picks the route. */
 static const char *const scripts[] = {"return ARGV[1]"};
@@ -37,7 +24,7 @@ static rl_allocator_t alloc;
 static rl_redis_caller_t *start_caller(uint32_t pool, uint32_t slots)
 {
     char u[64];
-    snprintf(u, sizeof u, "redis://127.0.0.1:%d", srv.port);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", rl_test_redis()->port);
     static rl_redisurl_t url;
     ck_assert_int_eq(rl__redisurl_parse(u, &url, NULL, 0), 0);
     alloc = (rl_allocator_t){0};
@@ -177,13 +164,13 @@ START_TEST(frozen_late_replies_never_misdelivered)
     _Atomic uint64_t timeouts = 0;
     load_t l[4];
     pthread_t th[4];
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     for (unsigned i = 0; i < 4; i++) {
         l[i] = (load_t){c, i, 20, &stop, &timeouts, 0, 0, 0, 0};
         pthread_create(&th[i], NULL, blocking_load, &l[i]);
     }
     WAIT_FOR(atomic_load(&timeouts) >= 40);
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     uint64_t total = 0;
     for (unsigned i = 0; total < 2000; i++) {
         total = 0;
@@ -215,7 +202,7 @@ START_TEST(noscript_answered_by_eval)
 {
     rl_redis_caller_t *c = start_caller(1, 8);
     wait_connected(c);
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *rep = redisCommand(r, "SCRIPT FLUSH");
     ck_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR);
@@ -297,7 +284,7 @@ START_TEST(stop_answers_in_flight)
     _Atomic uint64_t replies = 0, wrong = 0, other = 0;
     for (unsigned i = 0; i < 400; i++)
         atomic_init(&calls[i], 0);
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     for (unsigned i = 0; i < 400; i++) {
         req_t r;
         req_make(&r, i % 7, i, 30000);
@@ -310,7 +297,7 @@ START_TEST(stop_answers_in_flight)
         seen[i] = atomic_load(&calls[i]);
         ck_assert_uint_eq(seen[i], 1);
     }
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     ck_assert_uint_eq(atomic_load(&wrong), 0);
     ck_assert_uint_eq(atomic_load(&other), 400);
 }
@@ -335,7 +322,7 @@ START_TEST(bounds)
     rl_redis_caller_counters_t k;
     /* The warm-up's slot is free once the loop is done with it too. */
     WAIT_FOR((rl__redis_caller_counters(c, &k), k.in_use == 0));
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     static _Atomic uint32_t calls[3];
     _Atomic uint64_t replies = 0, wrong = 0, other = 0;
     for (unsigned i = 0; i < 3; i++)
@@ -350,7 +337,7 @@ START_TEST(bounds)
     ck_assert_int_eq(rc[1], 0);
     ck_assert_int_eq(rc[2], RL_CALL_FULL);
     rl__redis_caller_stop(c);
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     ck_assert_uint_eq(atomic_load(&calls[2]), 0);
 }
 END_TEST
@@ -359,7 +346,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("caller");
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, blocking_tags_match);
     tcase_add_test(tc, frozen_late_replies_never_misdelivered);

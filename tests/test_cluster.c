@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
 #include "syncint.h"
@@ -38,17 +38,6 @@ static void start_cluster(void)
 }
 
 static void stop_cluster(void) { rl_test_cluster_stop(&cl); }
-
-static void free_client(void *r) { redisFree(r); }
-
-static redisContext *client(int port)
-{
-    redisContext *r = redisConnect("127.0.0.1", port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
-}
 
 /* The ports of the current masters (from node 0's or any live node's map). */
 static int masters(int *port, int max)
@@ -90,7 +79,7 @@ static long long admitted_in_redis(const char *prefix, int *holders)
     long long sum = 0;
     *holders = 0;
     for (int i = 0; i < n; i++) {
-        redisContext *r = client(port[i]);
+        redisContext *r = rl_test_redis_client(port[i]);
         redisReply *keys = redisCommand(r, "KEYS {%s:v1:*}:k:*", prefix);
         ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
         *holders += keys->elements > 0;
@@ -149,7 +138,7 @@ START_TEST(slot_is_the_servers)
     ck_assert_int_eq(memcmp(t, "user1000", 8), 0);
     t = rl__redis_hash_tag("foo{}{bar}", 10, &tl);
     ck_assert_uint_eq(tl, 10); /* an empty first tag: the whole name */
-    redisContext *r = client(cl.node[0].port);
+    redisContext *r = rl_test_redis_client(cl.node[0].port);
     uint64_t seed = 42;
     char key[64];
     for (int i = 0; i < 500; i++) {
@@ -252,12 +241,12 @@ START_TEST(fleet_spans_the_masters)
     /* The fleet admitted each key's rate, not 3x it. */
     ck_assert_int_le(f.total, (long long)KEYS * (20 * RATE_PER_ROUND + 100 + 100));
     ck_assert_int_ge(f.total, (long long)KEYS * 15 * RATE_PER_ROUND);
-    /* Every master's CLIENT LIST names the nodes' connections (issue #11:
-     * CLIENT SETNAME through the cluster route too). */
+    /* Every master's CLIENT LIST names the nodes' connections: the cluster
+     * route sends CLIENT SETNAME on each of its connections too. */
     int mport[8], nm = masters(mport, 8);
     ck_assert_int_eq(nm, 3);
     for (int i = 0; i < nm; i++) {
-        redisContext *r = client(mport[i]);
+        redisContext *r = rl_test_redis_client(mport[i]);
         redisReply *list = redisCommand(r, "CLIENT LIST");
         ck_assert(list != NULL && list->type == REDIS_REPLY_STRING);
         ck_assert_msg(strstr(list->str, "name=libratelimit:") != NULL,
@@ -275,7 +264,7 @@ END_TEST
 
 static long long keys_on(int port, const char *prefix)
 {
-    redisContext *r = client(port);
+    redisContext *r = rl_test_redis_client(port);
     redisReply *keys = redisCommand(r, "KEYS {%s:v1:*}:k:*", prefix);
     long long n = (long long)keys->elements;
     freeReplyObject(keys);
@@ -291,12 +280,12 @@ static pid_t reshard_start(int src)
     ck_assert_int_eq(masters(port, 3), 3);
     int dst = port[0] != src ? port[0] : port[1];
     char from[64], to[64], addr[32];
-    redisContext *a = client(src);
+    redisContext *a = rl_test_redis_client(src);
     redisReply *id = redisCommand(a, "CLUSTER MYID");
     snprintf(from, sizeof from, "%s", id->str);
     freeReplyObject(id);
     rl_test_release(a);
-    redisContext *b = client(dst);
+    redisContext *b = rl_test_redis_client(dst);
     id = redisCommand(b, "CLUSTER MYID");
     snprintf(to, sizeof to, "%s", id->str);
     freeReplyObject(id);
@@ -370,37 +359,25 @@ static const char *const fail_modes[3] = {"local", "closed", "open"};
 typedef struct driver {
     rl_t *rl;
     int id[3]; /* one limit per on_failure mode */
-    _Atomic int stop;
     _Atomic long long admitted[3];
     _Atomic long long degraded;
-    pthread_t th;
+    rl_test_driver_t th;
 } driver_t;
 
-static void *drive(void *arg)
+static void drive(void *arg)
 {
     driver_t *d = arg;
     char key[16];
-    while (!atomic_load(&d->stop)) {
-        for (int m = 0; m < 3; m++)
-            for (int k = 0; k < KEYS; k++) {
-                int n = snprintf(key, sizeof key, "key-%d", k);
-                rl_decision_t dec;
-                rl_decision_init(&dec);
-                if (rl_check(d->rl, d->id[m], key, (size_t)n, 1, &dec) == RL_ALLOW)
-                    atomic_fetch_add(&d->admitted[m], 1);
-                if (dec.flags & RL_FLAG_DEGRADED)
-                    atomic_fetch_add(&d->degraded, 1);
-            }
-        rl_test_sleep_ms(2);
-    }
-    return NULL;
-}
-
-static void driver_stop(void *arg)
-{
-    driver_t *d = arg;
-    atomic_store(&d->stop, 1);
-    pthread_join(d->th, NULL);
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < KEYS; k++) {
+            int n = snprintf(key, sizeof key, "key-%d", k);
+            rl_decision_t dec;
+            rl_decision_init(&dec);
+            if (rl_check(d->rl, d->id[m], key, (size_t)n, 1, &dec) == RL_ALLOW)
+                atomic_fetch_add(&d->admitted[m], 1);
+            if (dec.flags & RL_FLAG_DEGRADED)
+                atomic_fetch_add(&d->degraded, 1);
+        }
 }
 
 static rl_stats_t stats(rl_t *rl)
@@ -467,12 +444,10 @@ START_TEST(killed_master_is_survived)
     uint64_t t0 = rl_test_now_ns();
     for (int i = 0; i < 3; i++) {
         d[i].rl = nodes[i];
-        atomic_init(&d[i].stop, 0);
         for (int m = 0; m < 3; m++)
             atomic_init(&d[i].admitted[m], 0);
         atomic_init(&d[i].degraded, 0);
-        ck_assert_int_eq(pthread_create(&d[i].th, NULL, drive, &d[i]), 0);
-        rl_test_hold(&d[i], driver_stop);
+        rl_test_driver_start(&d[i].th, drive, &d[i], 2);
     }
     uint64_t r0 = stats(nodes[0]).sync_rounds_completed;
     WAIT_FOR(stats(nodes[0]).sync_rounds_completed >= r0 + 5);
@@ -492,7 +467,7 @@ START_TEST(killed_master_is_survived)
         WAIT_FOR(stats(nodes[i]).sync_rounds_completed >= r + 3);
     }
     for (int i = 0; i < 3; i++)
-        rl_test_release(&d[i]);
+        rl_test_release(&d[i].th);
     double elapsed = (double)(rl_test_now_ns() - t0) / 1e9;
     long long degraded = 0;
     for (int i = 0; i < 3; i++)
@@ -521,7 +496,7 @@ END_TEST
 
 static void node_id_of(int port, char *id, size_t cap)
 {
-    redisContext *r = client(port);
+    redisContext *r = rl_test_redis_client(port);
     redisReply *x = redisCommand(r, "CLUSTER MYID");
     ck_assert_int_eq(x->type, REDIS_REPLY_STRING);
     snprintf(id, cap, "%s", x->str);
@@ -531,7 +506,7 @@ static void node_id_of(int port, char *id, size_t cap)
 
 static void cluster_cmd(int port, const char *fmt, const char *a, const char *b)
 {
-    redisContext *r = client(port);
+    redisContext *r = rl_test_redis_client(port);
     redisReply *x = redisCommand(r, fmt, a, b);
     ck_assert_msg(x != NULL && x->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
                   x != NULL ? x->str : "no reply");
@@ -541,7 +516,7 @@ static void cluster_cmd(int port, const char *fmt, const char *a, const char *b)
 
 static int has_key(int port, const char *pattern)
 {
-    redisContext *r = client(port);
+    redisContext *r = rl_test_redis_client(port);
     redisReply *k = redisCommand(r, "KEYS %s", pattern);
     int n = (int)k->elements;
     freeReplyObject(k);
@@ -596,7 +571,7 @@ START_TEST(ask_and_moved_are_followed)
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(step_one(rl, id, &clk), 0); /* MOVED, then the new map */
     rl_test_release(rl);
-    redisContext *r = client(b);
+    redisContext *r = rl_test_redis_client(b);
     redisReply *keys = redisCommand(r, "KEYS %s", pattern);
     ck_assert_uint_eq(keys->elements, 1);
     redisReply *adm = redisCommand(r, "HGET %s a", keys->element[0]->str);

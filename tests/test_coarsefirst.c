@@ -193,7 +193,9 @@ START_TEST(decisions_match_precise_model)
                       "(coarse %llu ns behind)",
                       i, l, cost, rc, want, (unsigned long long)((now - cnow) >> RL_FP_SHIFT));
         int precise_read = atomic_load(&c.reads[RL_CLOCK_PRECISE]) != pr;
-        /* A limit whose charge is shorter than two margins: as before. */
+        /* The coarse clock is read first by exactly the limits whose
+         * charge spans two margins (coarse_first); the others read only
+         * the precise clock. */
         ck_assert_uint_eq(atomic_load(&c.reads[RL_CLOCK_COARSE]) != cr, LIMS[l].coarse_first);
         if (want) {
             ck_assert(precise_read); /* an allow charges at the precise time */

@@ -12,34 +12,20 @@
 #include <string.h>
 #include <uv.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "redis/keys.h"
 #include "exact.h"
 #include "scripts.h"
 #include "redis/uvloop.h"
 
-static rl_test_redis_t srv;
-static char url[64];
 static const char secret[] = "exact-test-secret-0123456789abcdef";
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_exact: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static rl_t *open_node(const char *node, uint32_t timeout_ms)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.key_secret = secret;
     c.key_secret_len = sizeof secret - 1;
@@ -66,7 +52,7 @@ static long long redis_field(rl_t *rl, const char *limit, const char *key, const
     char name[200];
     rl__redis_key_name(&rl->kh, rl->key_prefix, limit, rl__keyhash(&rl->kh, key, strlen(key)),
                        name, sizeof name);
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *rep = redisCommand(r, "HGET %s %s", name, field);
     ck_assert(rep != NULL);
@@ -79,7 +65,7 @@ static long long redis_field(rl_t *rl, const char *limit, const char *key, const
 /* Redis TIME in microseconds. */
 static long long redis_time_us(void)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *rep = redisCommand(r, "TIME");
     ck_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
@@ -227,11 +213,11 @@ START_TEST(exact_deadline_frozen)
         pthread_create(&th[i], NULL, drive, &d[i]);
     }
     WAIT_FOR(__atomic_load_n(&d[0].exact_allows, __ATOMIC_RELAXED) > 50);
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     /* Frozen until every thread has been answered by on_failure 10 times. */
     for (int i = 0; i < 4; i++)
         WAIT_FOR(__atomic_load_n(&d[i].degraded, __ATOMIC_RELAXED) >= 10);
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     uint64_t seen = __atomic_load_n(&d[0].exact_allows, __ATOMIC_RELAXED);
     WAIT_FOR(__atomic_load_n(&d[0].exact_allows, __ATOMIC_RELAXED) > seen + 50);
     atomic_store(&stop_all, 1);
@@ -412,7 +398,7 @@ START_TEST(exact_close_in_flight)
     wait_exact_ready(rl, id);
     atomic_store(&close_calls, 0);
     atomic_store(&close_denied_degraded, 0);
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     unsigned pending = 0;
     for (unsigned i = 0; i < 300; i++) {
         char key[16];
@@ -423,7 +409,7 @@ START_TEST(exact_close_in_flight)
     }
     rl_close(rl);
     unsigned seen = atomic_load(&close_calls);
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     ck_assert_uint_eq(seen, pending);
     ck_assert_uint_eq(atomic_load(&close_denied_degraded), pending);
 }
@@ -533,7 +519,7 @@ START_TEST(exact_redis_killed_recovers)
         if (rl_check_async(rl, id, "k", 1, 1, on_count, (void *)&answered) != RL_PENDING)
             atomic_fetch_add(&answered, 1);
     char err[256];
-    ck_assert_msg(rl_test_redis_crash_restart(&srv, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(rl_test_redis_crash_restart(rl_test_redis(), err, sizeof err) == 0, "%s", err);
     /* Keep checking while the old connection is dead and the new one comes
      * (answered by on_failure, open: allowed, or already by the new
      * server: it depends on how fast the reconnect was). An answer from
@@ -577,7 +563,7 @@ static Suite *suite(void)
     tcase_add_test(sc, scripts_carry_share_lua_only_if_used);
     suite_add_tcase(s, sc);
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, exact_peek_and_decision);
     tcase_add_test(tc, exact_thread_blocks_sigpipe);
@@ -589,7 +575,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     /* Last, in its own case: it replaces the server the fixture started. */
     TCase *kc = tcase_create("killed");
-    tcase_add_unchecked_fixture(kc, start_redis, stop_redis);
+    rl_test_redis_fixture(kc);
     tcase_set_timeout(kc, 120);
     tcase_add_test(kc, exact_redis_killed_recovers);
     suite_add_tcase(s, kc);

@@ -23,28 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "structsize.h"
 #include "sync.h"
 #include "syncnodes.h"
 #include "redis/keys.h"
 #include <hiredis/hiredis.h>
-
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_fleet: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static const char secret_a[] = "fleet-secret-A-0123456789";
 static const char secret_b[] = "fleet-secret-B-0123456789";
@@ -426,8 +411,9 @@ END_TEST
 
 START_TEST(stderr_default_reports_a_wrong_redis_address)
 {
-    /* The issue's case: a wrong address opens (availability), and says so
-     * on the real stderr of the process, with no log hook set. */
+    /* A wrong address opens (availability), and says so on the real
+     * stderr of the process, with no log hook set: an operator who set no
+     * hook still learns why the fleet is degraded. */
     int fd[2];
     ck_assert_int_eq(pipe(fd), 0);
     pid_t pid = fork();
@@ -504,7 +490,7 @@ static rl_t *open_node(const char *node, const char *prefix, const char *secret,
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 100;
     c.key_secret = secret;
@@ -630,7 +616,6 @@ START_TEST(one_secret_is_no_split)
 }
 END_TEST
 
-
 /* A node of the previous key layout (0.2: the vshard from the identity's low
  * bits) names most keys differently under the same secret: a rolling upgrade
  * must show as a split fleet (both groups cap their shares), not as one
@@ -642,7 +627,7 @@ START_TEST(previous_key_layout_is_a_split)
     ck_assert_uint_eq(rl__nodes_fp(0x1234, 1), 0x1234);
     log_capture_t la = {PTHREAD_MUTEX_INITIALIZER, "", 0};
     rl_t *a = open_node("layout-new", "lay", secret_a, 0, NULL, &la);
-    redisContext *rc = redisConnect("127.0.0.1", srv.port);
+    redisContext *rc = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(rc != NULL && rc->err == 0);
     char old_fp[17];
     rl__nodes_fp_text(rl__nodes_fp(a->kh.fingerprint, 1), old_fp);
@@ -684,7 +669,7 @@ static void wait_ready(rl_t *rl)
             return;
         rl_test_sleep_ms(10);
     }
-    ck_abort_msg("node did not connect to redis on port %d", srv.port);
+    ck_abort_msg("node did not connect to redis on port %d", rl_test_redis()->port);
 }
 
 /* Checks of a fresh key until the first deny (at most `max`). */
@@ -725,7 +710,7 @@ START_TEST(pessimistic_share_uses_the_last_live_count)
     ck_assert_int_eq(admitted_at_once(n[0], id2, "later", 1000), 30);
     /* Redis gone (the other nodes with it, never having left): degraded,
      * and the degraded share is still a third of the limit. */
-    rl_test_redis_stop(&srv);
+    rl_test_redis_stop(rl_test_redis());
     time_t until = time(NULL) + 30;
     while (stats_of(n[0]).health != RL_HEALTH_DEGRADED && time(NULL) < until)
         rl__sync_step(n[0]->sync, 0);
@@ -790,7 +775,7 @@ static Suite *suite(void)
     tcase_add_test(log, stderr_default_reports_a_wrong_redis_address);
     suite_add_tcase(s, log);
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, split_fleet_is_seen_logged_and_counted);
     tcase_add_test(tc, one_secret_is_no_split);
@@ -798,7 +783,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     /* Its own server: the case stops it. */
     TCase *share = tcase_create("share");
-    tcase_add_unchecked_fixture(share, start_redis, stop_redis);
+    rl_test_redis_fixture(share);
     tcase_set_timeout(share, 90);
     tcase_add_test(share, split_fleet_takes_an_even_split_at_most);
     tcase_add_test(share, pessimistic_share_uses_the_last_live_count);

@@ -17,9 +17,9 @@
  *   negative or malformed arguments, returns its error and changes nothing.
  * - libfaketime (RL_FAKETIME=1): the built-in clocks jumped under the whole
  *   process; see faketime_child() and docs/hardening.md.
- * - fixed bugs: reproducers of library bugs found here, all fixed since;
- *   they run by default in every build as regression tests (TCase
- *   fixed_bugs; docs/hardening.md, "Findings in src/").
+ * - regressions: reproducers of library bugs, each guarding its fix; they
+ *   run by default in every build (TCase regressions; docs/hardening.md,
+ *   "Findings in src/").
  *
  * Everything is deterministic: fixed PRNG seeds, fixed key secrets, the
  * injectable clock; no assertion depends on how fast the machine is. Sizes
@@ -548,7 +548,7 @@ static void *loader_run(void *arg)
 }
 
 /* Stop the loaders between two checks (a jump happens in between, never
- * while a check is in flight: see known_bug_stale_clock_reading for why). */
+ * while a check is in flight: see regress_stale_reading_mints_no_token for why). */
 static void hold(loader_t *l, int nthreads)
 {
     atomic_store(l->pause, 1);
@@ -1113,15 +1113,15 @@ START_TEST(bad_input_instance)
 }
 END_TEST
 
-/* ------------------- fixed bugs: regression tests, run by default */
+/* ------------------------------- regressions: run by default */
 
 /*
- * Bug: rl_refund of a cost with cost x T >= 2^64 (T in 1/16 ns: any cost
- * past ~320k tokens on a 1/h limit) wraps the product and gives back
- * (cost x T) mod 2^64 instead of filling the bucket. bucket.h
- * rl__gcra_refund; fix: saturate cost at the burst (or multiply in 128 bits).
+ * A refund with cost x T >= 2^64 (T in 1/16 ns: any cost past ~320k tokens
+ * on a 1/h limit) must fill the bucket: a plain product would wrap and give
+ * back (cost x T) mod 2^64 instead, which is why rl__gcra_refund (bucket.h)
+ * saturates it.
  */
-START_TEST(known_bug_refund_huge_cost)
+START_TEST(regress_huge_refund_fills_bucket)
 {
     rl_test_clock_t clk = {UINT64_C(5000000000), 0};
     rl_t *rl = open_inst(&clk, 64);
@@ -1134,13 +1134,13 @@ START_TEST(known_bug_refund_huge_cost)
 END_TEST
 
 /*
- * Bug: the hook path (then rl__clock_user_ns) read the hook, then the
- * offset. A checker that read the hook just before a backward jump and loads the offset just
- * after another checker absorbed that jump computes now = old reading +
- * new offset: the instance clock leaps forward by the size of the jump
- * (and `last` with it, for everyone), refilling every bucket. Here the
- * "preemption" is made deterministic with a hook that stalls one thread.
- * Fix: load the offset (acquire) before calling the hook.
+ * The hook path loads the absorbed-jump offset (acquire) before it calls
+ * the hook. Read the other way round, a checker that read the hook just
+ * before a backward jump and loads the offset just after another checker
+ * absorbed that jump computes now = old reading + new offset: the instance
+ * clock leaps forward by the size of the jump (and `last` with it, for
+ * everyone), refilling every bucket. A hook that stalls one thread makes
+ * that preemption deterministic here.
  */
 typedef struct stall_clock {
     _Atomic uint64_t ns;
@@ -1176,7 +1176,7 @@ static void *stalled_checker(void *arg)
     return NULL;
 }
 
-START_TEST(known_bug_stale_clock_reading)
+START_TEST(regress_stale_reading_mints_no_token)
 {
     const uint64_t hour = UINT64_C(3600) * 1000000000u;
     stall_clock_t clk;
@@ -1213,14 +1213,15 @@ START_TEST(known_bug_stale_clock_reading)
 END_TEST
 
 /*
- * Bug: the hook path (then rl__clock_user_ns) computed `last - rel` and
- * `rel + off` in int64_t; a hook that swings by more than 2^62 ns around the origin (or swings
- * repeatedly until the absorbed offset passes 2^62) overflows them:
- * undefined behaviour (UBSan: "signed integer overflow", clock.c). Only a
- * UBSan build (scripts/test.sh --asan, scripts/fuzz.sh) reports it; here
- * it also checks the instance does not hand out a fresh burst.
+ * A hook that swings by more than 2^62 ns around the origin (or swings
+ * repeatedly until the absorbed offset passes 2^62) must not overflow the
+ * hook path's `last - rel` and `rel + off`: in int64_t that is undefined
+ * behaviour (UBSan: "signed integer overflow", clock.c), which is why
+ * rl__clock_guard clamps readings and sums in __int128. Only a UBSan build
+ * (scripts/test.sh --asan, scripts/fuzz.sh) reports the overflow; here it
+ * also checks the instance does not hand out a fresh burst.
  */
-START_TEST(known_bug_clock_swing_overflow)
+START_TEST(regress_clock_swing_does_not_overflow)
 {
     rl_test_clock_t clk = {UINT64_C(1) << 40, 0};
     rl_t *rl = open_inst(&clk, 64);
@@ -1425,11 +1426,11 @@ static Suite *suite(void)
     tcase_add_test(bad, bad_input_instance);
     suite_add_tcase(s, bad);
 
-    /* Bugs this suite found, fixed since: kept as regression tests. */
-    TCase *kb = tcase_create("fixed_bugs");
-    tcase_add_test(kb, known_bug_refund_huge_cost);
-    tcase_add_test(kb, known_bug_stale_clock_reading);
-    tcase_add_test(kb, known_bug_clock_swing_overflow);
+    /* Reproducers of library bugs, each guarding its fix. */
+    TCase *kb = tcase_create("regressions");
+    tcase_add_test(kb, regress_huge_refund_fills_bucket);
+    tcase_add_test(kb, regress_stale_reading_mints_no_token);
+    tcase_add_test(kb, regress_clock_swing_does_not_overflow);
     suite_add_tcase(s, kb);
     if (env_on("RL_FAKETIME")) {
         TCase *ft = tcase_create("faketime");

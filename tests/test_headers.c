@@ -438,7 +438,7 @@ START_TEST(deny_retry_after_is_t)
                 (unsigned long long)reset, (unsigned long long)retry);
         later += reset / 1000 > retry / 1000 + 1;
     }
-    ck_assert_int_gt(later, 1000); /* the case the issue saw: full much later */
+    ck_assert_int_gt(later, 1000); /* the case that matters: full much later */
 }
 END_TEST
 

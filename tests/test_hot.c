@@ -67,32 +67,6 @@ static rl_t *open_local(rl_test_clock_t *clk, uint64_t max_keys, logcap_t *lc)
 #define ROUNDS 20
 #define PER_ROUND 20000
 
-static double *zipf_cdf(void)
-{
-    double *c = malloc(NZ * sizeof *c);
-    ck_assert_ptr_nonnull(c);
-    double s = 0;
-    for (int i = 0; i < NZ; i++)
-        c[i] = (s += 1.0 / (i + 1));
-    for (int i = 0; i < NZ; i++)
-        c[i] /= s;
-    return c;
-}
-
-static int zipf_draw(const double *c, uint64_t *seed)
-{
-    double u = (double)(next_u64(seed) >> 11) / 9007199254740992.0;
-    int lo = 0, hi = NZ - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (c[mid] < u)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* zipf(1.0) over 100000 keys, and 10 planted keys at 1.5% of all checks
  * each (below the zipf head: ranks 5 to 14), through rl_check on a
  * local-only instance, rl_hotkeys once per 100 ms of (test) time: at least
@@ -106,7 +80,7 @@ START_TEST(zipf_planted_keys_found)
     atomic_store(&clk.precise_ns, 1000000000);
     rl_t *rl = open_local(&clk, NZ + 4096, NULL);
     int id = rl_test_add(rl, "name=z rate=1000000/s burst=1000000 mode=local");
-    double *cdf = zipf_cdf();
+    double *cdf = rl_test_zipf_cdf(NZ);
     uint64_t seed = 2026;
     rl_hotkey_t out[32];
     uint32_t last[NPLANT];
@@ -122,7 +96,7 @@ START_TEST(zipf_planted_keys_found)
                 len = snprintf(key, sizeof key, "planted-%02d-with-a-long-tail-%0*d",
                                (int)(r % NPLANT), 16, 7);
             } else {
-                len = snprintf(key, sizeof key, "zipf-%d", zipf_draw(cdf, &seed));
+                len = snprintf(key, sizeof key, "zipf-%d", rl_test_zipf_draw(cdf, NZ, &seed));
             }
             ck_assert_int_eq(rl_check(rl, id, key, (size_t)len, 1, NULL), RL_ALLOW);
         }

@@ -10,31 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
-
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "test_hot_fleet: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static rl_t *open_manual(const char *node, rl_test_clock_t *clk)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 100;
     c.expected_nodes = 3;
@@ -101,7 +85,8 @@ static void cli_hot_finds_it(void)
 {
 #ifdef RL_CLI_PATH
     char cmd[512], out[65536];
-    snprintf(cmd, sizeof cmd, "%s --json hot --redis %s --prefix hotfleet", RL_CLI_PATH, url);
+    snprintf(cmd, sizeof cmd, "%s --json hot --redis %s --prefix hotfleet", RL_CLI_PATH,
+             rl_test_redis_url());
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t got = fread(out, 1, sizeof out - 1, p);
@@ -118,7 +103,8 @@ static void cli_hot_finds_it(void)
                       strstr(one, "\"nodes\": 3") && strstr(one, "\"key_len\": 11"),
                   "%s", one);
     /* the text form, one limit */
-    snprintf(cmd, sizeof cmd, "%s hot --redis %s --prefix hotfleet --limit h", RL_CLI_PATH, url);
+    snprintf(cmd, sizeof cmd, "%s hot --redis %s --prefix hotfleet --limit h", RL_CLI_PATH,
+             rl_test_redis_url());
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     got = fread(out, 1, sizeof out - 1, p);
@@ -192,7 +178,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("hot_fleet");
     TCase *tc = tcase_create("fleet");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, fleet_demand_marks_hot);

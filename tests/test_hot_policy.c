@@ -16,29 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "keyhash.h"
 #include "redis/keys.h"
 #include "shareword.h"
 #include "sync.h"
 
-static rl_test_redis_t srv;
-static char url[64];
 static const char secret[] = "hot-policy-secret-0123456789";
 static const char hot_key[] = "the-hot-key";
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_hot_policy: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static void free_client(void *r) { redisFree(r); }
 
@@ -46,7 +32,7 @@ static rl_t *open_node(const char *node, rl_test_clock_t *clk)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 100;
     c.expected_nodes = 2;
@@ -249,7 +235,7 @@ START_TEST(hot_local_against_model)
         ck_assert_int_ne(rl_test_wait_until(connected, f.n[i], 30000), 0);
     }
     workers_start(&f);
-    f.r = redisConnect("127.0.0.1", srv.port);
+    f.r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert_ptr_nonnull(f.r);
     rl_test_hold(f.r, free_client);
     ck_assert_int_eq(f.r->err, 0);
@@ -379,7 +365,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("hot_policy");
     TCase *tc = tcase_create("threads");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, hot_local_against_model);

@@ -128,33 +128,6 @@ END_TEST
 #define NZ 100000
 #define NPLANT 10
 
-/* zipf(1.0) over NZ ranks: CDF, sampled by binary search. */
-static double *zipf_cdf(void)
-{
-    double *c = malloc(NZ * sizeof *c);
-    ck_assert_ptr_nonnull(c);
-    double s = 0;
-    for (int i = 0; i < NZ; i++)
-        c[i] = (s += 1.0 / (i + 1));
-    for (int i = 0; i < NZ; i++)
-        c[i] /= s;
-    return c;
-}
-
-static int zipf_draw(const double *c, uint64_t *seed)
-{
-    double u = (double)(next_u64(seed) >> 11) / 9007199254740992.0;
-    int lo = 0, hi = NZ - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (c[mid] < u)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Keys 0..NZ-1 zipf, NZ..NZ+9 planted at 1.5% of all demand each (below
  * the zipf head: they rank about 5th to 14th). Fed as the sync harvest
  * would: per round, one weighted update per key that had demand, in table
@@ -162,7 +135,7 @@ static int zipf_draw(const double *c, uint64_t *seed)
  * 32 hottest, and every held count brackets the exact one. */
 START_TEST(zipf_with_planted_heavy_keys)
 {
-    double *cdf = zipf_cdf();
+    double *cdf = rl_test_zipf_cdf(NZ);
     uint32_t *round_count = calloc(NZ + NPLANT, sizeof *round_count);
     uint64_t *exact = calloc(NZ + NPLANT, sizeof *exact);
     uint32_t *touched = malloc((NZ + NPLANT) * sizeof *touched);
@@ -174,7 +147,7 @@ START_TEST(zipf_with_planted_heavy_keys)
         size_t nt = 0;
         for (int i = 0; i < 20000; i++) {
             uint64_t r = next_u64(&seed) % 1000;
-            uint32_t k = r < 150 ? (uint32_t)(NZ + r % NPLANT) : (uint32_t)zipf_draw(cdf, &seed);
+            uint32_t k = r < 150 ? (uint32_t)(NZ + r % NPLANT) : (uint32_t)rl_test_zipf_draw(cdf, NZ, &seed);
             if (round_count[k]++ == 0)
                 touched[nt++] = k;
         }

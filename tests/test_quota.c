@@ -16,7 +16,7 @@
 #include <signal.h>
 #include <uv.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "quota.h"
 #include "quotaperiod.h"
@@ -26,10 +26,6 @@
 #define DAY UINT64_C(86400000)
 #define SECRET "quota-test-secret-0123456789"
 
-static rl_test_redis_t srv;
-static int skipped;
-static char url[64];
-
 /* The tests that size work by it run 1/16 as much under valgrind. */
 static unsigned scale(void)
 {
@@ -38,17 +34,6 @@ static unsigned scale(void)
         return (unsigned)atoi(e);
     return getenv("RL_VALGRIND") != NULL ? 16 : 1;
 }
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    ck_assert_msg(rc >= 0, "%s", err);
-    skipped = rc == 1;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static rl_t *open_at(const char *u, uint32_t journal_max)
 {
@@ -169,12 +154,12 @@ START_TEST(retried_ids_are_charged_once)
      * them retrying an id the thread charged before (maybe through the
      * other instance). The amount runs out part way, so first answers are
      * allows and denies both. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     unsigned total = 10000 / scale() / RACE_THREADS * RACE_THREADS;
     uint64_t amount = total / 2;
-    rl_t *a = rl_test_hold(open_at(url, 100), rl_test_close_fn);
-    rl_t *b = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *a = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
+    rl_t *b = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     char spec[96];
     snprintf(spec, sizeof spec, "name=race amount=%llu period=month", (unsigned long long)amount);
     int qa = add(a, spec), qb = add(b, spec);
@@ -251,9 +236,9 @@ static void *exhaust(void *arg)
 
 START_TEST(exhaustion_allows_exactly_the_amount)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     int q = add(rl, "name=exhaust amount=100 period=day");
     rl__quota_set_time(rl, UINT64_C(1706000000000));
     static exhauster_t e[16];
@@ -307,7 +292,7 @@ static long long raw_counter(rl_t *rl, const char *quota, const char *key, uint6
     rl__redis_quota_tag(&rl->kh, rl->key_prefix, quota, rl__keyhash(&rl->kh, key, strlen(key)),
                         tag, sizeof tag);
     snprintf(name, sizeof name, "%s:p:%llu", tag, (unsigned long long)start);
-    redisContext *c = redisConnect("127.0.0.1", srv.port);
+    redisContext *c = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(c != NULL && c->err == 0);
     redisReply *r = redisCommand(c, "GET %s", name);
     ck_assert_ptr_nonnull(r);
@@ -338,9 +323,9 @@ static void crosses(rl_t *rl, int q, const char *quota, uint64_t prev_start, uin
 
 START_TEST(calendar_periods_through_the_time_hook)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     int month = add(rl, "name=cal-month amount=1000 period=month");
     int day = add(rl, "name=cal-day amount=1000 period=day");
     int week = add(rl, "name=cal-week amount=1000 period=week");
@@ -367,9 +352,9 @@ START_TEST(lua_periods_match_c)
 {
     /* quota.lua's calendar against quotaperiod.c at random moments up to
      * 2200, for every kind of period. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     const char *specs[] = {"name=m0 amount=5 period=hour", "name=m1 amount=5 period=day",
                            "name=m2 amount=5 period=week", "name=m3 amount=5 period=month",
                            "name=m4 amount=5 period=7d"};
@@ -436,7 +421,7 @@ START_TEST(acknowledged_charges_survive_sigkill)
     /* appendonly yes, appendfsync always: Redis answers a write only once
      * it is in the append-only file, so a SIGKILL loses no charge a caller
      * was told about. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     snprintf(aof_dir, sizeof aof_dir, "/tmp/rl-quota-aof-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(aof_dir));
@@ -494,7 +479,7 @@ START_TEST(journal_replays_exactly_once)
      * holds 100 and loses 50. Redis back: each journal is replayed, the
      * first with its first answers "lost" (sent again), and Redis counts
      * each distinct id once: +500, no more. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     snprintf(aof_dir, sizeof aof_dir, "/tmp/rl-quota-aof-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(aof_dir));
@@ -559,7 +544,7 @@ END_TEST
 
 START_TEST(closed_quota_denies_while_redis_is_out)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     rl_t *rl = rl_test_hold(open_at("redis://127.0.0.1:1", 100), rl_test_close_fn);
     int q = add(rl, "name=closed amount=10 period=day");
@@ -580,9 +565,9 @@ END_TEST
 
 START_TEST(bad_inputs)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     int q = add(rl, "name=bad amount=10 period=day");
     rl_quota_result_t out;
     rl_quota_result_init(&out);
@@ -620,7 +605,7 @@ START_TEST(bad_inputs)
     int q2 = rl_quota_add(rl, &def);
     ck_assert_int_ge(q2, 0);
     ck_assert_int_ne(q2, q);
-    /* The struct's own checks (every field: test_quota_unit). */
+    /* The struct's own checks (every field: test_quota_spec). */
     def.amount = 0;
     ck_assert_int_eq(rl_quota_add(rl, &def), RL_ERANGE);
     def.amount = 1;
@@ -638,7 +623,6 @@ START_TEST(bad_inputs)
     rl_test_release_all();
 }
 END_TEST
-
 
 /* ------------------------------------------------------- async charges */
 
@@ -720,13 +704,13 @@ START_TEST(async_charges_from_a_loop)
      * the first is still in flight): every callback runs once, Redis counts
      * each distinct id once, and a retry answered after its first got the
      * first's answer. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     static async_host_t h;
     memset(&h, 0, sizeof h);
     h.total = ASYNC_TOTAL / scale();
     h.seed = 4242;
-    h.rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    h.rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     h.q = add(h.rl, "name=async amount=1000000 period=month");
     rl__quota_set_time(h.rl, UINT64_C(1706000000000));
     h.reqs = calloc(h.total, sizeof *h.reqs);
@@ -797,9 +781,9 @@ START_TEST(async_close_with_charges_in_flight)
 {
     /* Redis frozen (SIGSTOP): every charge stays in flight until rl_close,
      * which answers each once (open: allowed, degraded) before it returns. */
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = open_at(url, 1000);
+    rl_t *rl = open_at(rl_test_redis_url(), 1000);
     int q = add(rl, "name=closing amount=1000 period=day on_failure=open");
     usage(rl, q, "warm"); /* the connection is up */
     static _Atomic unsigned each[200];
@@ -807,7 +791,7 @@ START_TEST(async_close_with_charges_in_flight)
         atomic_store(&each[i], 0);
     atomic_store(&close_calls, 0);
     atomic_store(&close_open_degraded, 0);
-    kill(srv.pid, SIGSTOP);
+    kill(rl_test_redis()->pid, SIGSTOP);
     for (unsigned i = 0; i < 200; i++) {
         char rid[16];
         int len = snprintf(rid, sizeof rid, "c%u", i);
@@ -817,7 +801,7 @@ START_TEST(async_close_with_charges_in_flight)
     }
     rl_close(rl);
     unsigned seen = atomic_load(&close_calls);
-    kill(srv.pid, SIGCONT);
+    kill(rl_test_redis()->pid, SIGCONT);
     ck_assert_uint_eq(seen, 200);
     ck_assert_uint_eq(atomic_load(&close_open_degraded), 200);
     for (unsigned i = 0; i < 200; i++)
@@ -834,9 +818,9 @@ static void on_never(void *ud, int rc, const rl_quota_result_t *r)
 
 START_TEST(async_bad_inputs_answer_inline)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    rl_t *rl = rl_test_hold(open_at(url, 100), rl_test_close_fn);
+    rl_t *rl = rl_test_hold(open_at(rl_test_redis_url(), 100), rl_test_close_fn);
     int q = add(rl, "name=abad amount=10 period=day");
     static _Atomic unsigned never;
     atomic_store(&never, 0);
@@ -871,7 +855,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("quota");
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, retried_ids_are_charged_once);

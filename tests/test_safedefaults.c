@@ -10,23 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 
-static rl_test_redis_t srv;
-static char url[64];
 static const char secret[] = "safe-defaults-secret-0123456789ab";
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_safedefaults: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static rl_limit_t parse(const char *spec)
 {
@@ -71,7 +57,7 @@ START_TEST(struct_default_resolved_at_add)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.key_secret = secret;
     c.key_secret_len = sizeof secret - 1;
     c.log_quiet = 1;
@@ -139,7 +125,7 @@ static long login_node(const char *node, unsigned hz, unsigned seconds)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.key_secret = secret;
     c.key_secret_len = sizeof secret - 1;
     c.node_id = node;
@@ -221,7 +207,7 @@ static Suite *suite(void)
     tcase_add_test(unit, exact_needs_redis_url);
     suite_add_tcase(s, unit);
     TCase *redis = tcase_create("redis");
-    tcase_add_unchecked_fixture(redis, start_redis, stop_redis);
+    rl_test_redis_fixture(redis);
     tcase_set_timeout(redis, 120);
     tcase_add_test(redis, struct_default_resolved_at_add);
     tcase_add_test(redis, password_example_two_processes_loaded);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
 
@@ -34,17 +34,6 @@ static void start_sentinels(void)
 }
 
 static void stop_sentinels(void) { rl_test_sentinels_stop(&ss); }
-
-static void free_client(void *r) { redisFree(r); }
-
-static redisContext *client(int port)
-{
-    redisContext *r = redisConnect("127.0.0.1", port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
-}
 
 /* The master's port as a live Sentinel names it; -1 when none answers. */
 static int named_master(void)
@@ -108,31 +97,19 @@ static int connected(rl_t *rl)
 typedef struct driver {
     rl_t *rl;
     int id;
-    _Atomic int stop;
     _Atomic long long admitted;
-    pthread_t th;
+    rl_test_driver_t th;
 } driver_t;
 
-static void *drive(void *arg)
+static void drive(void *arg)
 {
     driver_t *d = arg;
     char key[16];
-    while (!atomic_load(&d->stop)) {
-        for (int k = 0; k < KEYS; k++) {
-            int n = snprintf(key, sizeof key, "key-%d", k);
-            if (rl_check(d->rl, d->id, key, (size_t)n, 1, NULL) == RL_ALLOW)
-                atomic_fetch_add(&d->admitted, 1);
-        }
-        rl_test_sleep_ms(2);
+    for (int k = 0; k < KEYS; k++) {
+        int n = snprintf(key, sizeof key, "key-%d", k);
+        if (rl_check(d->rl, d->id, key, (size_t)n, 1, NULL) == RL_ALLOW)
+            atomic_fetch_add(&d->admitted, 1);
     }
-    return NULL;
-}
-
-static void driver_stop(void *arg)
-{
-    driver_t *d = arg;
-    atomic_store(&d->stop, 1);
-    pthread_join(d->th, NULL);
 }
 
 /* Every node healthy with 3 more rounds completed. */
@@ -160,10 +137,8 @@ START_TEST(failover_is_followed)
     uint64_t t0 = rl_test_now_ns();
     for (int i = 0; i < 2; i++) {
         d[i].rl = nodes[i];
-        atomic_init(&d[i].stop, 0);
         atomic_init(&d[i].admitted, 0);
-        ck_assert_int_eq(pthread_create(&d[i].th, NULL, drive, &d[i]), 0);
-        rl_test_hold(&d[i], driver_stop);
+        rl_test_driver_start(&d[i].th, drive, &d[i], 2);
     }
     wait_synced(nodes, 2);
     ck_assert_int_eq(named_master(), ss.primary.port);
@@ -182,7 +157,7 @@ START_TEST(failover_is_followed)
             "timeout %.2f s)\n", follow_s, RL_TEST_SENTINEL_FAILOVER_MS / 1000.0);
     /* A promoted replica may lack the primary's last writes; make it lack
      * them all: the nodes' cumulative counters report them again. */
-    redisContext *r = client(ss.replica.port);
+    redisContext *r = rl_test_redis_client(ss.replica.port);
     freeReplyObject(redisCommand(r, "FLUSHALL"));
     for (int i = 0; i < 2; i++) {
         uint64_t n = stats(nodes[i]).sync_rounds_completed;
@@ -198,7 +173,7 @@ START_TEST(failover_is_followed)
     ck_assert_ptr_nonnull(strstr(out, "\"s1\""));
 #endif
     for (int i = 0; i < 2; i++)
-        rl_test_release(&d[i]);
+        rl_test_release(&d[i].th);
     double elapsed = (double)(rl_test_now_ns() - t0) / 1e9;
     long long total = atomic_load(&d[0].admitted) + atomic_load(&d[1].admitted);
     /* closed: nothing admitted in the gap beyond what the rate allows. */

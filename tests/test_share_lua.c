@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <hiredis/hiredis.h>
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "share.h"
 #include "testutil.h"
 
@@ -47,22 +47,6 @@ static const char driver[] =
 
 /* ------------------------------------------------------------ fixture */
 
-static rl_test_redis_t srv;
-static int srv_status = -1; /* rl_test_redis_start's answer */
-static char srv_err[1024];
-
-static void start_redis(void)
-{
-    srv_status = rl_test_redis_start(&srv, srv_err, sizeof srv_err);
-    if (srv_status == 1)
-        printf("test_share_lua: %s\n", srv_err);
-}
-
-static void stop_redis(void)
-{
-    rl_test_redis_stop(&srv);
-}
-
 static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -87,13 +71,12 @@ typedef struct lua_conn {
 /* 1 with a connection and the script loaded; 0 when Redis is skipped. */
 static int lua_open(lua_conn_t *lc, const char *tail)
 {
-    if (srv_status == 1)
+    if (rl_test_redis_skipped())
         return 0;
-    ck_assert_msg(srv_status == 0, "%s", srv_err);
     struct timeval tv = {30, 0};
-    lc->c = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
+    lc->c = redisConnectWithTimeout("127.0.0.1", rl_test_redis()->port, tv);
     ck_assert_msg(lc->c != NULL && lc->c->err == 0, "connect to redis on port %d: %s",
-                  srv.port, lc->c ? lc->c->errstr : "out of memory");
+                  rl_test_redis()->port, lc->c ? lc->c->errstr : "out of memory");
     redisSetTimeout(lc->c, tv);
     char *lua = read_file(SHARE_LUA);
     size_t len = strlen(lua) + strlen(tail);
@@ -426,7 +409,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("lua_vs_c");
     /* Unchecked: runs in the runner process, so the server is stopped by
      * PID even when a test fails or times out in its forked child. */
-    tcase_add_unchecked_fixture(t, start_redis, stop_redis);
+    rl_test_redis_fixture(t);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_lua_is_embeddable);
     tcase_add_test(t, test_lua_hand_cases);

@@ -16,28 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "shsync.h"
 
 #define NPROC 4
 #define NKEYS 8
 #define BURST 40
-
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_shared_global: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 /* What the processes share besides the instance. */
 typedef struct {
@@ -71,19 +56,11 @@ static ctl_t *ctl_map(uint32_t rounds1, uint32_t rounds2)
     return c;
 }
 
-static void flushall(void)
-{
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert(r != NULL && r->err == 0);
-    freeReplyObject(redisCommand(r, "FLUSHALL"));
-    redisFree(r);
-}
-
 static rl_t *open_host(ctl_t *ctl, const char *prefix, int *id)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = "host-a";
     c.sync_interval_ms = 50;
     c.expected_nodes = 1;
@@ -184,7 +161,7 @@ typedef struct {
 static redis_view_t redis_view(const char *prefix)
 {
     redis_view_t v = {0, 0, 0, 0, 1 << 30};
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *keys = redisCommand(r, "KEYS {%s:v1:g:*", prefix);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
@@ -243,7 +220,7 @@ static void run_phase(ctl_t *ctl, uint32_t phase, uint32_t parked)
  * last process out hands the share back. */
 START_TEST(host_is_one_node_with_exact_counts)
 {
-    flushall();
+    rl_test_redis_flushall();
     /* Phase 1 checks each key 3 bursts' worth: it runs out. */
     ctl_t *ctl = ctl_map(3 * BURST / NPROC, BURST / NPROC);
     int id;
@@ -291,7 +268,7 @@ END_TEST
  * its share still live), and Redis ends with every admit counted once. */
 START_TEST(holder_killed_is_taken_over)
 {
-    flushall();
+    rl_test_redis_flushall();
     /* Half the burst in phase 1, so phase 2 admits too. */
     ctl_t *ctl = ctl_map(BURST / 2 / NPROC, 2 * BURST / NPROC);
     int id;
@@ -334,7 +311,7 @@ END_TEST
  * checks after it reach Redis through the next holder. */
 START_TEST(holder_closing_hands_the_lease_over)
 {
-    flushall();
+    rl_test_redis_flushall();
     ctl_t *ctl = ctl_map(BURST / 2 / NPROC, 2 * BURST / NPROC);
     int id;
     rl_t *rl = open_host(ctl, "h3", &id);
@@ -407,7 +384,7 @@ static xhost_t open_xhost(const char *prefix)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = "host-x";
     c.sync_interval_ms = 50;
     c.expected_nodes = 1;
@@ -562,7 +539,7 @@ static void xchild(xhost_t *h, xctl_t *ctl, int async)
 /* Sum of a field over the Redis keys matching pattern. */
 static long long redis_sum(const char *pattern, const char *field)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(r != NULL && r->err == 0);
     redisReply *keys = redisCommand(r, "KEYS %s", pattern);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
@@ -578,7 +555,7 @@ static long long redis_sum(const char *pattern, const char *field)
     return sum;
 }
 
-/* Exact limits and quotas in a shared instance (issue #16): each attached
+/* Exact limits and quotas in a shared instance: each attached
  * process checks and charges on its own connections. The model: the
  * exact bucket never refills while the test runs (1/day), so across
  * NPROC processes each key admits exactly its burst, and Redis charged
@@ -588,7 +565,7 @@ static long long redis_sum(const char *pattern, const char *field)
  * NPROC x its burst). */
 START_TEST(exact_and_quotas_across_processes)
 {
-    flushall();
+    rl_test_redis_flushall();
     xctl_t *ctl = xctl_map();
     xhost_t h = open_xhost("x1");
     pid_t pids[NPROC];
@@ -631,7 +608,7 @@ END_TEST
  * change them. */
 START_TEST(unattached_process_is_refused)
 {
-    flushall();
+    rl_test_redis_flushall();
     xhost_t h = open_xhost("x2");
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -702,7 +679,7 @@ END_TEST
  * one of them exactly once before it returns. */
 START_TEST(close_answers_requests_in_flight)
 {
-    flushall();
+    rl_test_redis_flushall();
     xctl_t *ctl = xctl_map();
     xhost_t h = open_xhost("x3");
     pid_t pid = fork();
@@ -768,7 +745,7 @@ int main(void)
 {
     Suite *s = suite_create("shared_global");
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, unsupported_features_are_refused);
     suite_add_tcase(s, tc);
@@ -777,7 +754,7 @@ int main(void)
      * (scripts/test.sh --integer says why). */
     TCase *forked = tcase_create("forked");
     tcase_set_tags(forked, "nointeger");
-    tcase_add_unchecked_fixture(forked, start_redis, stop_redis);
+    rl_test_redis_fixture(forked);
     tcase_set_timeout(forked, 120);
     tcase_add_test(forked, host_is_one_node_with_exact_counts);
     tcase_add_test(forked, holder_killed_is_taken_over);

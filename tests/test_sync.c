@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "reportargs.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "scripts.h"
 #include "share.h"
@@ -21,31 +21,13 @@
 #include "syncint.h"
 #include "redis/conn.h"
 
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "test_sync: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
-static void free_client(void *r) { redisFree(r); }
-
 /* Instances, clients and driver threads are held (testutil.h): the case's
  * teardown releases them if an assertion aborts the test. */
 static rl_t *open_node(const char *node, uint32_t expected)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 50;
     c.expected_nodes = expected;
@@ -55,22 +37,6 @@ static rl_t *open_node(const char *node, uint32_t expected)
     rl_t *rl = NULL;
     ck_assert_int_eq(rl_open(&rl, &c), 0);
     return rl_test_hold(rl, rl_test_close_fn);
-}
-
-static redisContext *client(void)
-{
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
-}
-
-static void flushall(void)
-{
-    redisContext *r = client();
-    freeReplyObject(redisCommand(r, "FLUSHALL"));
-    rl_test_release(r);
 }
 
 static rl_sync_counters_t counters(rl_t *rl)
@@ -116,40 +82,24 @@ static long long hash_field(redisReply *h, const char *field)
 typedef struct driver {
     rl_t *rl;
     int id;
-    void *(*run)(void *);
-    _Atomic int stop;
     _Atomic uint64_t admitted; /* read mid-run by the test thread */
-    pthread_t th;
+    rl_test_driver_t th;
 } driver_t;
 
-static void driver_stop(void *arg)
-{
-    driver_t *d = arg;
-    atomic_store(&d->stop, 1);
-    pthread_join(d->th, NULL);
-}
-
 /* Held after the instance it drives, so a failed test stops it first. */
-static void driver_start(driver_t *d, rl_t *rl, int id, void *(*run)(void *))
+static void driver_start(driver_t *d, rl_t *rl, int id, void (*step)(void *), unsigned pause_ms)
 {
     d->rl = rl;
     d->id = id;
-    d->run = run;
-    atomic_init(&d->stop, 0);
     atomic_init(&d->admitted, 0);
-    ck_assert_int_eq(pthread_create(&d->th, NULL, run, d), 0);
-    rl_test_hold(d, driver_stop);
+    rl_test_driver_start(&d->th, step, d, pause_ms);
 }
 
-static void *drive(void *arg)
+static void drive(void *arg)
 {
     driver_t *d = arg;
-    while (!atomic_load(&d->stop)) {
-        for (int i = 0; i < 50; i++)
-            atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "tenant-1", 8, 1, NULL) == RL_ALLOW);
-        rl_test_sleep_ms(1);
-    }
-    return NULL;
+    for (int i = 0; i < 50; i++)
+        atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "tenant-1", 8, 1, NULL) == RL_ALLOW);
 }
 
 /* The rate (per second) of a key's local share on one node: 0 before its
@@ -198,7 +148,7 @@ START_TEST(global_limit_follows_skewed_demand)
      * must stay within burst + rate x elapsed + the pre-sync allowance, and
      * after rl_close Redis holds exactly what the nodes admitted, with every
      * node's entry handed back. */
-    flushall();
+    rl_test_redis_flushall();
     rl_t *nodes[3];
     int ids[3];
     char name[16];
@@ -210,7 +160,7 @@ START_TEST(global_limit_follows_skewed_demand)
     wait_connected(nodes, 3);
     uint64_t t0 = rl_test_now_ns();
     static driver_t d;
-    driver_start(&d, nodes[0], ids[0], drive);
+    driver_start(&d, nodes[0], ids[0], drive, 1);
     /* The load runs until node 0's share has settled (or the deadline). The
      * share rule keeps 5% in floors for the idle nodes: >= 85% of 200/s
      * once settled (a node alone would have got 200/3). Asserted on the share
@@ -225,7 +175,7 @@ START_TEST(global_limit_follows_skewed_demand)
     rl_stats_t st;
     rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(nodes[0], &st), 0);
-    rl_test_release(&d);
+    rl_test_release(&d.th);
     uint64_t t1 = rl_test_now_ns();
     uint64_t total = atomic_load(&d.admitted);
     ck_assert_msg(k.granted >= 0.85 * 200, "node 0's share is %.1f/s, want >= 170/s", k.granted);
@@ -246,7 +196,7 @@ START_TEST(global_limit_follows_skewed_demand)
                   (unsigned long long)total, elapsed);
     for (int i = 0; i < 3; i++)
         rl_test_release(nodes[i]);
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *h = only_key_hash(r, "g");
     ck_assert_int_eq(hash_field(h, "a"), (long long)total);
     /* Every node left: no demand or liveness fields remain, only the totals
@@ -295,7 +245,7 @@ static long long hgetall_calls(redisContext *r)
     return calls;
 }
 
-/* Issue #15: a key's shares are computed once per round (fresh ms), not by
+/* A key's shares are computed once per round (fresh ms), not by
  * every report, so the Redis time a key costs grows with its nodes, not with
  * their square. The script reads the whole key hash (HGETALL) only to
  * compute: once per joining node, once per round, and at most 4 more times
@@ -305,8 +255,8 @@ static long long hgetall_calls(redisContext *r)
 START_TEST(key_shares_computed_once_per_round)
 {
     enum { NODES = 20, ROUNDS = 10, STEADY = 5, FRESH = 100, BURST = 10, EXTRA = 4 };
-    flushall();
-    redisContext *r = client();
+    rl_test_redis_flushall();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(redisCommand(r, "CONFIG RESETSTAT"));
     const char *key = "{t:v1:s:2}:k:once";
     const long t0 = 1000000000L;
@@ -361,7 +311,7 @@ END_TEST
 static int named_client_seen(void *arg)
 {
     const char *want = arg;
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     if (r == NULL || r->err) {
         if (r != NULL)
             redisFree(r);
@@ -375,7 +325,7 @@ static int named_client_seen(void *arg)
     return seen;
 }
 
-/* Issue #11: every connection names itself (CLIENT SETNAME) after the node,
+/* Every connection names itself (CLIENT SETNAME) after the node,
  * so an operator's CLIENT LIST says whose it is. */
 START_TEST(connection_is_named_after_the_node)
 {
@@ -407,8 +357,8 @@ END_TEST
 
 START_TEST(reports_are_idempotent_and_order_free)
 {
-    flushall();
-    redisContext *r = client();
+    rl_test_redis_flushall();
+    redisContext *r = rl_test_redis_client(0);
     const char *key = "{t:v1:s:0}:k:abc";
     freeReplyObject(report(r, key, "n1:1", 1, 10, 15));
     freeReplyObject(report(r, key, "n1:1", 1, 30, 40));
@@ -442,8 +392,8 @@ START_TEST(script_reply_shares)
 {
     /* Two nodes, one wanting everything: it gets the lion's share of rate
      * and the whole burst but for whole tokens; the shares sum to <= 1. */
-    flushall();
-    redisContext *r = client();
+    rl_test_redis_flushall();
+    redisContext *r = rl_test_redis_client(0);
     const char *key = "{t:v1:s:1}:k:def";
     freeReplyObject(report(r, key, "idle:1", 1, 0, 0));
     redisReply *busy = NULL;
@@ -480,33 +430,29 @@ END_TEST
 
 /* ------------------------------------------------------- recovery and fork */
 
-static void *drive_some(void *arg)
+static void drive_some(void *arg)
 {
     driver_t *d = arg;
-    while (!atomic_load(&d->stop)) {
-        atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "k", 1, 1, NULL) == RL_ALLOW);
-        rl_test_sleep_ms(2);
-    }
-    return NULL;
+    atomic_fetch_add(&d->admitted, rl_check(d->rl, d->id, "k", 1, 1, NULL) == RL_ALLOW);
 }
 
 START_TEST(script_flush_recovers)
 {
-    flushall();
+    rl_test_redis_flushall();
     rl_t *n = open_node("solo", 1);
     int id = rl_test_add(n, "name=f rate=100/s burst=10");
     wait_connected(&n, 1);
     static driver_t d;
-    driver_start(&d, n, id, drive_some);
+    driver_start(&d, n, id, drive_some, 2);
     /* Past its share (500 checks/s of 100/s): the key reports every round. */
     WAIT_FOR(counters(n).rounds_ok >= 1 && counters(n).reports >= 1);
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
     WAIT_FOR(counters(n).by_class[RL_REDIS_ERR_NOSCRIPT] >= 1); /* the NOSCRIPT is seen */
     uint64_t ok_before = counters(n).rounds_ok;
     WAIT_FOR(counters(n).rounds_ok > ok_before); /* rounds succeed again */
     ck_assert_uint_ge(counters(n).errors, 1);
-    rl_test_release(&d);
+    rl_test_release(&d.th);
     rl_test_release(n);
     redisReply *h = only_key_hash(r, "f");
     ck_assert_int_eq(hash_field(h, "a"), (long long)atomic_load(&d.admitted));
@@ -517,7 +463,7 @@ END_TEST
 
 START_TEST(forked_child_of_synced_instance)
 {
-    flushall();
+    rl_test_redis_flushall();
     rl_t *n = open_node("forky", 1);
     int id = rl_test_add(n, "name=k rate=100/s burst=10");
     wait_connected(&n, 1);
@@ -564,7 +510,7 @@ static rl_t *open_manual(const char *node, uint32_t expected, rl_test_clock_t *c
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 100;
     c.expected_nodes = expected;
@@ -576,6 +522,39 @@ static rl_t *open_manual(const char *node, uint32_t expected, rl_test_clock_t *c
     rl_t *rl = NULL;
     ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
     return rl_test_hold(rl, rl_test_close_fn);
+}
+
+/* The start of a virtual-time test: an emptied Redis, the clock frozen at
+ * start_ns (a moment of the test's own), and n manual nodes on it, each
+ * with the limit `spec` and connected. */
+static void manual_fleet(rl_t **nodes, int *ids, int n, const char *const *names,
+                         rl_test_clock_t *clk, uint64_t start_ns, const char *spec)
+{
+    rl_test_redis_flushall();
+    atomic_init(&clk->precise_ns, start_ns);
+    clk->coarse_tick_ns = 0;
+    for (int i = 0; i < n; i++) {
+        nodes[i] = open_manual(names[i], (uint32_t)n, clk);
+        ids[i] = rl_test_add(nodes[i], spec);
+    }
+    wait_connected(nodes, n);
+}
+
+/* manual_fleet of one node. */
+static rl_t *manual_node(const char *name, rl_test_clock_t *clk, uint64_t start_ns,
+                         const char *spec, int *id)
+{
+    rl_t *n;
+    manual_fleet(&n, id, 1, &name, clk, start_ns, spec);
+    return n;
+}
+
+/* Every node's manual round at the clock's time. */
+static void sync_all(rl_t **nodes, int n, rl_test_clock_t *clk)
+{
+    uint64_t vms = atomic_load(&clk->precise_ns) / 1000000;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(rl__sync_step(nodes[i]->sync, vms), 0);
 }
 
 /* One 100 ms round of virtual time: `offered` checks spread over it on each
@@ -591,9 +570,7 @@ static void virtual_round(rl_t **nodes, const int *ids, int n, rl_test_clock_t *
                 admitted[i] += rl_check(nodes[i], ids[i], "key", 3, 1, NULL) == RL_ALLOW;
         rl_test_clock_advance(clk, 1000000);
     }
-    uint64_t vms = atomic_load(&clk->precise_ns) / 1000000;
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(rl__sync_step(nodes[i]->sync, vms), 0);
+    sync_all(nodes, n, clk);
 }
 
 START_TEST(virtual_skew_then_shift)
@@ -601,19 +578,12 @@ START_TEST(virtual_skew_then_shift)
     /* 4 nodes, 1000/s (100 per 100 ms round). Phase 1: all load (2x the
      * limit) on node 0; phase 2: it moves to node 3. Deterministic: virtual
      * time everywhere, Redis included. */
-    flushall();
+    static const char *const names[4] = {"v0", "v1", "v2", "v3"};
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(1000000000000));
-    clk.coarse_tick_ns = 0;
     rl_t *nodes[4];
     int ids[4];
-    char name[16];
-    for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "v%d", i);
-        nodes[i] = open_manual(name, 4, &clk);
-        ids[i] = rl_test_add(nodes[i], "name=vs rate=1000/s burst=100");
-    }
-    wait_connected(nodes, 4);
+    manual_fleet(nodes, ids, 4, names, &clk, UINT64_C(1000000000000),
+                 "name=vs rate=1000/s burst=100");
     int offered[4] = {200, 0, 0, 0}, admitted[4];
     int first_good = -1;
     for (int round = 0; round < 12; round++) {
@@ -650,13 +620,10 @@ START_TEST(reports_scale_with_near_limit_keys)
      * rounds: after warm-up a round reports the 50 busy keys plus about a
      * tenth of the quiet ones (each reports every 10th round), not 2050. */
     enum { QUIET = 2000, BUSY = 50, ROUNDS = 30 };
-    flushall();
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(2000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *n = open_manual("many", 1, &clk);
-    int id = rl_test_add(n, "name=many rate=100/s burst=100");
-    wait_connected(&n, 1);
+    int id;
+    rl_t *n = manual_node("many", &clk, UINT64_C(2000000000000),
+                          "name=many rate=100/s burst=100", &id);
     char key[32];
     uint64_t reports_before = 0;
     for (int round = 0; round < ROUNDS; round++) {
@@ -670,7 +637,7 @@ START_TEST(reports_scale_with_near_limit_keys)
                 rl_check(n, id, key, strlen(key), 1, NULL);
         }
         rl_test_clock_advance(&clk, 100000000);
-        ck_assert_int_eq(rl__sync_step(n->sync, atomic_load(&clk.precise_ns) / 1000000), 0);
+        sync_all(&n, 1, &clk);
         if (round == ROUNDS - 11)
             reports_before = counters(n).reports;
     }
@@ -688,7 +655,7 @@ static uint64_t manual_round(rl_t *n, rl_test_clock_t *clk)
 {
     uint64_t before = counters(n).reports;
     rl_test_clock_advance(clk, 100000000);
-    ck_assert_int_eq(rl__sync_step(n->sync, atomic_load(&clk->precise_ns) / 1000000), 0);
+    sync_all(&n, 1, clk);
     return counters(n).reports - before;
 }
 
@@ -702,13 +669,10 @@ START_TEST(sparse_keys_report_once_a_period)
      * lingering ones). A sparse key reports once per request (its period),
      * never less: Redis must keep counting it. */
     enum { KEYS = 40, PERIOD = RL_REPORT_QUIET_MAX, WARM = 30, MEASURED = 20 };
-    flushall();
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *n = open_manual("sparse", 1, &clk);
-    int id = rl_test_add(n, "name=sparse rate=5/s burst=1");
-    wait_connected(&n, 1);
+    int id;
+    rl_t *n = manual_node("sparse", &clk, UINT64_C(3000000000000),
+                          "name=sparse rate=5/s burst=1", &id);
     char key[32];
     uint64_t reports = 0, requests = 0;
     for (int round = 0; round < WARM + MEASURED; round++) {
@@ -735,7 +699,7 @@ END_TEST
  * one key of a limit under key prefix "v"; -1 without one. */
 static long long entry_expiry(const char *limit)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     ck_assert_uint_eq(keys->elements, 1);
@@ -759,13 +723,10 @@ START_TEST(quiet_key_announces_its_period_and_reports_after_expiry)
      * keeps its entry (3 periods) still holds its share on the node. Its
      * next request must report in that round, so the share it admits at is
      * counted again at once, not a period later. */
-    flushall();
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(4000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *n = open_manual("stale", 1, &clk);
-    int id = rl_test_add(n, "name=stale rate=100/s burst=20");
-    wait_connected(&n, 1);
+    int id;
+    rl_t *n = manual_node("stale", &clk, UINT64_C(4000000000000),
+                          "name=stale rate=100/s burst=20", &id);
     /* First check, far below the limit: the key has no share yet, so it
      * reports in that round, and being quiet it announces the quiet period
      * at once (no lingering: it was never busy). */
@@ -787,128 +748,6 @@ END_TEST
 
 /* ------------------------------------------- faults: lost entries, falls, close */
 
-/* Pure: a hot key of a hot_policy=local limit (hot_every 4), round by
- * round against the model: near and steady, it reports every 4th round
- * announcing 4 and is revisited in between; at once when its last report
- * announced another period, when it has no share, and when its demand
- * falls; without the hot mark, every round. */
-START_TEST(report_policy_hot_every)
-{
-    rl_report_action_t a;
-    /* entering: the last report announced one round */
-    rl_report_view_t v = {.pend_o = 200, .since = 1, .could = 150, .period = 1,
-                          .has_share = 1, .hot_every = 4, .round_o = 200};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, 4);
-    for (uint64_t since = 1; since <= 6; since++) {
-        v = (rl_report_view_t){.pend_o = 200 * since, .since = since, .could = 100 * since + 50,
-                               .period = 4, .linger = RL_REPORT_LINGER, .has_share = 1,
-                               .hot_every = 4, .round_o = 200};
-        rl__sync_report_policy(&v, &a);
-        ck_assert_msg(a.report == (since >= 4), "since %llu", (unsigned long long)since);
-        ck_assert_int_eq(a.revisit, 1);
-        ck_assert_uint_eq(a.announce, 4);
-        ck_assert_uint_eq(a.linger, RL_REPORT_LINGER);
-        /* the same key not hot (or hot_policy=sync): every round, one */
-        v.hot_every = 0;
-        rl__sync_report_policy(&v, &a);
-        ck_assert_int_eq(a.report, 1);
-        ck_assert_uint_eq(a.announce, 1);
-    }
-    /* no share yet: at once, as any near key */
-    v = (rl_report_view_t){.pend_o = 200, .since = 1, .could = 150, .period = 4,
-                           .has_share = 0, .hot_every = 4, .round_o = 200};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, 1);
-    /* demand fell: two rounds of counts, none in this one (still near on
-     * its old counts): at once, announcing one round; so does a round
-     * under half the mean */
-    v = (rl_report_view_t){.pend_o = 400, .since = 3, .could = 350, .period = 4,
-                           .linger = RL_REPORT_LINGER, .has_share = 1, .hot_every = 4,
-                           .round_o = 0};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, 1);
-    v.round_o = 66; /* 66 * 2 * 3 < 400 */
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    v.round_o = 67; /* 67 * 2 * 3 >= 400: steady enough, frozen */
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 0);
-    ck_assert_uint_eq(a.announce, 4);
-    /* not near: the usual quiet policy, hot or not */
-    v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 150, .period = 10,
-                           .has_share = 1, .hot_every = 4, .round_o = 5};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 0);
-    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
-}
-END_TEST
-
-START_TEST(report_policy_follows_a_fall)
-{
-    /* Pure: one key, round by round. Near its limit it reports every round
-     * and lingers; when its traffic drops to a residue (new counts, far from
-     * near) it keeps reporting every round while it lingers, so Redis's
-     * EWMA takes the fall in consecutive steps, then announces the quiet
-     * period once and goes quiet. The policy before this reported once and
-     * then every tenth round. */
-    rl_report_view_t v = {.pend_o = 60, .since = 1, .could = 110, .period = 1, .linger = 0,
-                          .has_share = 1};
-    rl_report_action_t a;
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_int_eq(a.revisit, 1);
-    ck_assert_uint_eq(a.announce, 1);
-    ck_assert_uint_eq(a.linger, RL_REPORT_LINGER);
-    uint32_t linger = a.linger;
-    for (int r = 1; r <= RL_REPORT_LINGER; r++) { /* a residue: 5 of 110 */
-        v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 110, .period = 1,
-                               .linger = linger, .has_share = 1};
-        rl__sync_report_policy(&v, &a);
-        ck_assert_msg(a.report == 1 && a.announce == 1, "round %d after the fall: report %d "
-                      "announcing %u", r, a.report, a.announce);
-        ck_assert_uint_eq(a.linger, linger - 1);
-        linger = a.linger;
-    }
-    /* Done lingering: one report announcing the quiet period... */
-    v = (rl_report_view_t){.pend_o = 5, .since = 1, .could = 110, .period = 1, .linger = 0,
-                           .has_share = 1};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
-    ck_assert_uint_eq(a.linger, 0);
-    /* ...then quiet until the period is over, visited meanwhile. */
-    for (uint64_t since = 1; since <= RL_REPORT_QUIET_MAX; since++) {
-        v = (rl_report_view_t){.pend_o = 5 * since, .since = since, .could = 1000,
-                               .period = RL_REPORT_QUIET_MAX, .linger = 0, .has_share = 1};
-        rl__sync_report_policy(&v, &a);
-        ck_assert_int_eq(a.report, since == RL_REPORT_QUIET_MAX);
-        ck_assert_int_eq(a.revisit, since < RL_REPORT_QUIET_MAX);
-    }
-    /* Silent and not lingering: nothing, not even a visit. */
-    v = (rl_report_view_t){.pend_o = 0, .since = 3, .could = 0, .period = 1, .linger = 0,
-                           .has_share = 1};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report + a.revisit, 0);
-    /* Silent while lingering: reports (its demand decays in Redis). */
-    v.linger = 2;
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, 1);
-    ck_assert_uint_eq(a.linger, 1);
-    /* A key without a share yet reports at once, quiet, without lingering. */
-    v = (rl_report_view_t){.pend_o = 1, .since = 1, .could = 50, .period = 0, .linger = 0,
-                           .has_share = 0};
-    rl__sync_report_policy(&v, &a);
-    ck_assert_int_eq(a.report, 1);
-    ck_assert_uint_eq(a.announce, RL_REPORT_QUIET_MAX);
-    ck_assert_uint_eq(a.linger, 0);
-}
-END_TEST
-
 START_TEST(scripts_fit_an_unauthenticated_load)
 {
     /* Redis 7 refuses a bulk argument over 16384 bytes from a client that
@@ -924,7 +763,7 @@ END_TEST
  * "v"; -1 if absent. Nodes are named "<node>:<hex>" by their incarnation. */
 static long long node_field(const char *limit, const char *node, char what)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     ck_assert_uint_eq(keys->elements, 1);
@@ -948,7 +787,7 @@ static long long node_field(const char *limit, const char *node, char what)
  * empty restart would. */
 static void delete_limit_keys(const char *limit)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     for (size_t i = 0; i < keys->elements; i++)
@@ -959,7 +798,7 @@ static void delete_limit_keys(const char *limit)
 
 static size_t count_limit_keys(const char *limit)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
     ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
     size_t n = keys->elements;
@@ -977,9 +816,7 @@ static void burst_round(rl_t **nodes, const int *ids, int n, rl_test_clock_t *cl
         for (int k = 0; k < checks[i]; k++)
             rl_check(nodes[i], ids[i], "key", 3, 1, NULL);
     rl_test_clock_advance(clk, 100000000);
-    uint64_t vms = atomic_load(&clk->precise_ns) / 1000000;
-    for (int i = 0; i < n; i++)
-        ck_assert_int_eq(rl__sync_step(nodes[i]->sync, vms), 0);
+    sync_all(nodes, n, clk);
 }
 
 START_TEST(recreated_entry_is_not_a_spike)
@@ -991,15 +828,12 @@ START_TEST(recreated_entry_is_not_a_spike)
      * period (30%, and 75% after a minute). And the hot node, first to
      * report after the loss, must not be cut to about 1/expected_nodes for
      * two rounds as if the key were new. */
-    flushall();
+    static const char *const names[2] = {"hot", "quiet"};
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(5000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *nodes[2] = {open_manual("hot", 2, &clk), open_manual("quiet", 2, &clk)};
+    rl_t *nodes[2];
     int ids[2];
-    for (int i = 0; i < 2; i++)
-        ids[i] = rl_test_add(nodes[i], "name=re rate=1000/s burst=20");
-    wait_connected(nodes, 2);
+    manual_fleet(nodes, ids, 2, names, &clk, UINT64_C(5000000000000),
+                 "name=re rate=1000/s burst=20");
     int checks[2] = {160, 2};
     for (int round = 0; round < 150; round++)
         burst_round(nodes, ids, 2, &clk, checks);
@@ -1037,13 +871,10 @@ START_TEST(falling_demand_reaches_redis_in_two_rounds)
      * rounds later Redis's smoothed demand for it must be within
      * (1 - alpha)^2 of the fall (two EWMA steps at the default alpha 0.75):
      * reported once and then quiet for 10 rounds, it stayed at 29%. */
-    flushall();
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(6000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *n = open_manual("fall", 1, &clk);
-    int id = rl_test_add(n, "name=fall rate=1000/s burst=10");
-    wait_connected(&n, 1);
+    int id;
+    rl_t *n = manual_node("fall", &clk, UINT64_C(6000000000000),
+                          "name=fall rate=1000/s burst=10", &id);
     int checks = 200;
     for (int round = 0; round < 10; round++)
         burst_round(&n, &id, 1, &clk, &checks);
@@ -1070,13 +901,9 @@ START_TEST(close_writes_back_only_live_or_unreported)
      * again just before rl_close, their usage not reported yet. The close
      * hands back the 5 keys' shares and reports the 3 keys' usage, and makes
      * none of the other 17 hashes again: 8 hashes, none holding the node. */
-    flushall();
     rl_test_clock_t clk;
-    atomic_init(&clk.precise_ns, UINT64_C(7000000000000));
-    clk.coarse_tick_ns = 0;
-    rl_t *n = open_manual("wb", 1, &clk);
-    int id = rl_test_add(n, "name=wb rate=100/s burst=20");
-    wait_connected(&n, 1);
+    int id;
+    rl_t *n = manual_node("wb", &clk, UINT64_C(7000000000000), "name=wb rate=100/s burst=20", &id);
     char key[32];
     for (int k = 0; k < 20; k++) {
         snprintf(key, sizeof key, "old-%d", k);
@@ -1097,7 +924,7 @@ START_TEST(close_writes_back_only_live_or_unreported)
     }
     rl_test_release(n);
     ck_assert_uint_eq(count_limit_keys("wb"), 8);
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *keys = redisCommand(r, "KEYS {v:v1:wb:*");
     for (size_t i = 0; i < keys->elements; i++) {
         redisReply *h = redisCommand(r, "HGETALL %s", keys->element[i]->str);
@@ -1120,7 +947,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("sync");
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, reports_are_idempotent_and_order_free);
@@ -1138,9 +965,8 @@ static Suite *suite(void)
     tcase_add_test(tc, falling_demand_reaches_redis_in_two_rounds);
     tcase_add_test(tc, close_writes_back_only_live_or_unreported);
     suite_add_tcase(s, tc);
-    TCase *pol = tcase_create("policy");
-    tcase_add_test(pol, report_policy_follows_a_fall);
-    tcase_add_test(pol, report_policy_hot_every);
+    /* Without Redis: what the sync connection sends and is named. */
+    TCase *pol = tcase_create("pure");
     tcase_add_test(pol, scripts_fit_an_unauthenticated_load);
     tcase_add_test(pol, connection_name_is_sanitized);
     suite_add_tcase(s, pol);
@@ -1149,7 +975,7 @@ static Suite *suite(void)
      * leak. The case is skipped under scripts/test.sh --valgrind. */
     TCase *fk = tcase_create("fork");
     tcase_set_tags(fk, "novalgrind");
-    tcase_add_unchecked_fixture(fk, start_redis, stop_redis);
+    rl_test_redis_fixture(fk);
     tcase_add_checked_fixture(fk, NULL, rl_test_release_all);
     tcase_set_timeout(fk, 60);
     tcase_add_test(fk, forked_child_of_synced_instance);

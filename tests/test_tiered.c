@@ -16,45 +16,13 @@
 #include <string.h>
 #include <uv.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "redis/keys.h"
 #include "exact.h"
 #include "sync.h"
 
-static rl_test_redis_t srv;
-static char url[64];
 static const char secret[] = "tiered-test-secret-0123456789abcd";
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_tiered: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
-static void free_client(void *r) { redisFree(r); }
-
-static redisContext *client(void)
-{
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
-}
-
-static void flushall(void)
-{
-    redisContext *r = client();
-    freeReplyObject(redisCommand(r, "FLUSHALL"));
-    rl_test_release(r);
-}
 
 /* A node with manual sync rounds on the shared frozen clock; a generous
  * exact deadline and one pool connection: a confirmation this test makes
@@ -63,7 +31,7 @@ static rl_t *open_node(const char *node, uint32_t expected, rl_test_clock_t *clk
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.expected_nodes = expected;
     c.sync_interval_ms = 100;
@@ -115,7 +83,7 @@ static long long ledger_field(rl_t *rl, const char *limit, const char *key, cons
     char name[200];
     rl__redis_key_name(&rl->kh, rl->key_prefix, limit, rl__keyhash(&rl->kh, key, strlen(key)),
                        name, sizeof name);
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *rep = redisCommand(r, "HGET %s %s", name, field);
     ck_assert_ptr_nonnull(rep);
     long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
@@ -130,7 +98,7 @@ static long long ledger_pttl(rl_t *rl, const char *limit, const char *key)
     char name[200];
     rl__redis_key_name(&rl->kh, rl->key_prefix, limit, rl__keyhash(&rl->kh, key, strlen(key)),
                        name, sizeof name);
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     redisReply *rep = redisCommand(r, "PTTL %s", name);
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
@@ -223,7 +191,7 @@ static void ledger_settles(rl_t **nodes, uint64_t want)
 
 START_TEST(tiered_one_ledger)
 {
-    flushall();
+    rl_test_redis_flushall();
     rl_test_clock_t clk;
     atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
     clk.coarse_tick_ns = 0;
@@ -328,7 +296,7 @@ END_TEST
  * 100 + 2, near from the first check.) */
 START_TEST(tiered_near_threshold)
 {
-    flushall();
+    rl_test_redis_flushall();
     rl_test_clock_t clk;
     atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
     clk.coarse_tick_ns = 0;
@@ -424,7 +392,7 @@ static void on_async(void *ud, int rc, const rl_decision_t *d)
 
 START_TEST(tiered_async_pending_near_limit)
 {
-    flushall();
+    rl_test_redis_flushall();
     rl_test_clock_t clk;
     atomic_init(&clk.precise_ns, UINT64_C(3000000000000));
     clk.coarse_tick_ns = 0;
@@ -483,7 +451,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("tiered");
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tiered_one_ledger);
     tcase_add_test(tc, tiered_async_pending_near_limit);

@@ -7,22 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
-
-static rl_test_redis_t srv;
-
-static void start_redis(void)
-{
-    char err[512];
-    if (rl_test_redis_start_as(&srv, RL_TEST_REDIS_UNIX, 0, err, sizeof err) != 0) {
-        fprintf(stderr, "test_unixsock: %s\n", err);
-        exit(1);
-    }
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
 
 static rl_stats_t stats(rl_t *rl)
 {
@@ -38,7 +25,7 @@ START_TEST(syncs_over_the_socket)
 {
     static const char *const schemes[] = {"redis+unix://", "unix://"};
     char url[256], prefix[16];
-    snprintf(url, sizeof url, "%s%s/redis.sock?db=3", schemes[_i], srv.dir);
+    snprintf(url, sizeof url, "%s%s/redis.sock?db=3", schemes[_i], rl_test_redis()->dir);
     snprintf(prefix, sizeof prefix, "ux%d", _i);
     rl_config_t c;
     rl_config_init(&c);
@@ -60,7 +47,7 @@ START_TEST(syncs_over_the_socket)
     rl_test_release(rl);
     /* What it admitted is in db 3, not db 0. */
     char sock[128];
-    snprintf(sock, sizeof sock, "%s/redis.sock", srv.dir);
+    snprintf(sock, sizeof sock, "%s/redis.sock", rl_test_redis()->dir);
     redisContext *rc = redisConnectUnix(sock);
     ck_assert_ptr_nonnull(rc);
     rl_test_hold(rc, free_client);
@@ -85,7 +72,7 @@ START_TEST(cli_reads_the_socket)
     rl_config_t c;
     rl_config_init(&c);
     char url[256];
-    snprintf(url, sizeof url, "redis+unix://%s/redis.sock?db=5", srv.dir);
+    snprintf(url, sizeof url, "redis+unix://%s/redis.sock?db=5", rl_test_redis()->dir);
     c.redis_url = url;
     c.node_id = "unix-cli-node";
     c.sync_interval_ms = 50;
@@ -112,7 +99,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("unixsock");
     TCase *tc = tcase_create("unixsock");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture_as(tc, RL_TEST_REDIS_UNIX);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_add_loop_test(tc, syncs_over_the_socket, 0, 2);
 #ifdef RL_CLI_PATH

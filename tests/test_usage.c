@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
 
@@ -284,29 +284,11 @@ END_TEST
 
 /* ---------------------------------------------------- Redis usage */
 
-static rl_test_redis_t srv;
-static char url[64];
-static int redis_skipped;
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "test_usage: %s\n", err);
-        exit(1);
-    }
-    redis_skipped = rc == 1;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
 /* The admitted ('a') and offered ('<incarnation>|o') counts Redis holds for
  * the one key of a limit under key prefix "u". */
 static void redis_counts(const char *limit, long long *admitted, long long *offered)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
+    redisContext *r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert_ptr_nonnull(r);
     ck_assert_int_eq(r->err, 0);
     redisReply *keys = redisCommand(r, "KEYS {u:v1:%s:*", limit);
@@ -334,12 +316,12 @@ START_TEST(refunded_charges_never_reach_redis)
      * limits and is then denied five by the second: Redis must hold one
      * admitted request for the first limit's key (six offered), as
      * rl_limit_stats says, not six. */
-    if (redis_skipped)
+    if (rl_test_redis_skipped())
         return;
     rl_test_clock_t clk = {UINT64_C(5000000000000), 0};
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = "usage";
     c.sync_interval_ms = 100;
     c.key_secret = "usage-secret-0123456789";
@@ -395,7 +377,7 @@ static Suite *suite(void)
     tcase_add_test(tc, counts_match_answers_under_threads);
     suite_add_tcase(s, tc);
     TCase *rd = tcase_create("redis");
-    tcase_add_unchecked_fixture(rd, start_redis, stop_redis);
+    rl_test_redis_fixture(rd);
     tcase_set_timeout(rd, 120);
     tcase_add_test(rd, refunded_charges_never_reach_redis);
     suite_add_tcase(s, rd);

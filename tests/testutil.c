@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -152,4 +153,60 @@ int rl_test_health(rl_t *rl)
     rl_stats_init(&st);
     ck_assert_int_eq(rl_stats(rl, &st), 0);
     return st.health;
+}
+
+double *rl_test_zipf_cdf(int n)
+{
+    double *c = malloc((size_t)n * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        c[i] = (s += 1.0 / (i + 1));
+    for (int i = 0; i < n; i++)
+        c[i] /= s;
+    return c;
+}
+
+int rl_test_zipf_draw(const double *cdf, int n, uint64_t *seed)
+{
+    double u = (double)(next_u64(seed) >> 11) / 9007199254740992.0;
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cdf[mid] < u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void *driver_run(void *arg)
+{
+    rl_test_driver_t *d = arg;
+    /* relaxed: the flag only ends the loop; pthread_join orders the rest */
+    while (!atomic_load_explicit(&d->stop, memory_order_relaxed)) {
+        d->step(d->ctx);
+        rl_test_sleep_ms(d->pause_ms);
+    }
+    return NULL;
+}
+
+void rl_test_driver_start(rl_test_driver_t *d, void (*step)(void *ctx), void *ctx,
+                          unsigned pause_ms)
+{
+    d->step = step;
+    d->ctx = ctx;
+    d->pause_ms = pause_ms;
+    atomic_init(&d->stop, 0);
+    ck_assert_int_eq(pthread_create(&d->th, NULL, driver_run, d), 0);
+    rl_test_hold(d, rl_test_driver_stop);
+}
+
+void rl_test_driver_stop(void *arg)
+{
+    rl_test_driver_t *d = arg;
+    /* relaxed: see driver_run */
+    atomic_store_explicit(&d->stop, 1, memory_order_relaxed);
+    pthread_join(d->th, NULL);
 }

@@ -4,6 +4,7 @@
 #define RL_TESTUTIL_H
 
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include "ratelimit.h"
 
@@ -25,6 +26,12 @@ static inline uint64_t next_u64(uint64_t *s)
     z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
     return z ^ (z >> 31);
 }
+
+/* zipf(1.0) over n ranks: its CDF, for rl_test_zipf_draw (free() it). */
+double *rl_test_zipf_cdf(int n);
+
+/* A rank in [0, n), drawn from a CDF of rl_test_zipf_cdf by binary search. */
+int rl_test_zipf_draw(const double *cdf, int n, uint64_t *seed);
 
 /* Run one suite with the runner's defaults; returns the process exit code. */
 int rl_test_run(Suite *s);
@@ -80,6 +87,25 @@ void rl_test_release(void *p);
 void rl_test_release_all(void);
 /* rl_close as a release function. */
 void rl_test_close_fn(void *rl);
+
+/* A thread that calls step(ctx), then sleeps pause_ms, until it is stopped:
+ * the load a test keeps running while it waits for what it asserts. Held
+ * (rl_test_hold) by rl_test_driver_start, so held after the instance it
+ * drives it is stopped and joined before that is closed, even when an
+ * assertion aborts the test. `d` must outlive the hold (static, or the
+ * test's own frame when the test releases it). */
+typedef struct rl_test_driver {
+    void (*step)(void *ctx);
+    void *ctx;
+    unsigned pause_ms;
+    _Atomic int stop; /* set by the stopping thread, polled by the driver */
+    pthread_t th;
+} rl_test_driver_t;
+
+void rl_test_driver_start(rl_test_driver_t *d, void (*step)(void *ctx), void *ctx,
+                          unsigned pause_ms);
+/* Stop and join it (rl_test_release(d) does the same and drops the hold). */
+void rl_test_driver_stop(void *d);
 
 /* A manual clock for tests: `precise_ns` is what RL_CLOCK_PRECISE returns;
  * RL_CLOCK_COARSE returns it floored to `coarse_tick_ns` (when non-zero). */

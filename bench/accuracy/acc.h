@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ratelimit.h"
+#include "blackhole.h"
 
 #define ACC_MAX_NODES 32
 #define ACC_NEVER UINT64_MAX
@@ -264,25 +265,15 @@ int acc_redis_stats(const char *url, acc_redis_stats_t *st);
  * registry); the number deleted, or -1. */
 long long acc_flush_prefix(const char *url, const char *prefix);
 
-/* --------------------------------------------------------- cut (cut.c) */
+/* --------------------------------------------------------- cut */
 
-/* A proxy between one node and Redis that can cut it off. */
-typedef struct acc_cut {
-    int listen_fd;
-    int port;   /* where the node connects */
-    int target; /* Redis's port */
-    int running;
-    _Atomic int cut;
-    _Atomic int stop;
-    pthread_t thread;
-} acc_cut_t;
-
-int acc_cut_start(acc_cut_t *c, int target_port);
-void acc_cut_set(acc_cut_t *c, int cut);
-void acc_cut_stop(acc_cut_t *c);
-/* Start a proxy to the run's Redis and point the fleet's cut node at it:
- * 0 (nothing to do without a cut node), or -1. */
-int acc_cut_setup(acc_cut_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+/* The partition scenario puts one node behind a proxy to Redis
+ * (tests/blackhole.h) that can cut it off: while cut, the node's rounds
+ * fail at once (a refused or reset connection), not after a round
+ * deadline. Start that proxy to the run's Redis and point the fleet's cut
+ * node at it: 0 (nothing to do without a cut node), or -1;
+ * rl_blackhole_stop ends it. */
+int acc_cut_setup(rl_blackhole_t *c, const acc_opts_t *o, const acc_scen_t *sc,
                   acc_fleet_cfg_t *fc, char *url, size_t url_len);
 /* Wait (bounded, real time) until node n's connected counter is `want`. */
 int acc_wait_state(acc_node_t *n, int want, uint32_t timeout_ms);

@@ -182,14 +182,14 @@ int acc_wait_state(acc_node_t *n, int want, uint32_t timeout_ms)
     return -1;
 }
 
-int acc_cut_setup(acc_cut_t *c, const acc_opts_t *o, const acc_scen_t *sc,
+int acc_cut_setup(rl_blackhole_t *c, const acc_opts_t *o, const acc_scen_t *sc,
                   acc_fleet_cfg_t *fc, char *url, size_t url_len)
 {
     memset(c, 0, sizeof *c);
     if (sc->cut_node < 0)
         return 0;
     rl_redisurl_t u;
-    if (rl__redisurl_parse(o->redis_url, &u, NULL, 0) != 0 || acc_cut_start(c, u.port) != 0)
+    if (rl__redisurl_parse(o->redis_url, &u, NULL, 0) != 0 || rl_blackhole_start(c, u.port) != 0)
         return -1;
     /* The same server, credentials and database, through the proxy. */
     const char *at = strchr(o->redis_url, '@');
@@ -201,7 +201,7 @@ int acc_cut_setup(acc_cut_t *c, const acc_opts_t *o, const acc_scen_t *sc,
     else
         len = snprintf(url, url_len, "redis://127.0.0.1:%d%s", c->port, db != NULL ? db : "");
     if (len < 0 || (size_t)len >= url_len) {
-        acc_cut_stop(c);
+        rl_blackhole_stop(c);
         return -1;
     }
     fc->cut_url = url;

@@ -155,7 +155,7 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     memset(nodes, 0, sizeof nodes);
     acc_fleet_cfg_t fc;
     acc_fleet_cfg_init(&fc, o, sc, "r");
-    acc_cut_t cut;
+    rl_blackhole_t cut;
     char cut_url[200];
     res->cut_q = -1.0;
     if (acc_cut_setup(&cut, o, sc, &fc, cut_url, sizeof cut_url) != 0)
@@ -189,9 +189,9 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     }
     if (rc == 0 && started == threads && sc->cut_node >= 0) {
         sleep_until(start + sc->event_ms * 1000000u);
-        acc_cut_set(&cut, 1);
+        rl_blackhole_set(&cut, RL_BLACKHOLE_CUT);
         sleep_until(start + sc->heal_ms * 1000000u);
-        acc_cut_set(&cut, 0);
+        rl_blackhole_set(&cut, RL_BLACKHOLE_FORWARD);
     }
     for (int k = 0; k < started; k++) {
         pthread_join(tid[k], NULL);
@@ -200,7 +200,7 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     }
     for (int i = 0; i < sc->nodes; i++)
         acc_node_close(&nodes[i]);
-    acc_cut_stop(&cut);
+    rl_blackhole_stop(&cut);
     if (rc == 0)
         fold_counts(sc, &counts, res);
     snprintf(res->note, sizeof res->note, "in-process: a dead node is only no longer driven "
@@ -302,7 +302,7 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
     /* The proxy runs in this process; the children reach it over TCP. */
     acc_fleet_cfg_t cfc;
     acc_fleet_cfg_init(&cfc, o, sc, "p");
-    acc_cut_t cut;
+    rl_blackhole_t cut;
     char cut_url[200];
     acc_opts_t co = *o;
     if (acc_cut_setup(&cut, o, sc, &cfc, cut_url, sizeof cut_url) != 0) {
@@ -342,12 +342,12 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
     }
     if (rc == 0 && sc->cut_node >= 0) {
         sleep_until(start + sc->event_ms * 1000000u);
-        acc_cut_set(&cut, 1);
+        rl_blackhole_set(&cut, RL_BLACKHOLE_CUT);
         sleep_until(start + sc->heal_ms * 1000000u);
-        acc_cut_set(&cut, 0);
+        rl_blackhole_set(&cut, RL_BLACKHOLE_FORWARD);
     }
     rc |= supervise(sc, pid, start);
-    acc_cut_stop(&cut);
+    rl_blackhole_stop(&cut);
     if (rc == 0)
         fold_counts(sc, &counts, res);
     snprintf(res->note, sizeof res->note, "one process per node; a dead node's process "

@@ -27,7 +27,7 @@ typedef struct vrun {
     int errors;
     const char *url;  /* the Redis the fleet shares, and its key prefix */
     char prefix[40];
-    acc_cut_t cut;    /* the cut node's proxy (partition) */
+    rl_blackhole_t cut;    /* the cut node's proxy (partition) */
     char cut_url[200];
 } vrun_t;
 
@@ -87,11 +87,11 @@ static void cut_or_heal(vrun_t *v, uint64_t boundary)
     acc_node_t *n = &v->nodes[sc->cut_node];
     if (boundary == sc->event_ms) {
         acc_node_share(n, &v->res->cut_q, &v->res->cut_b);
-        acc_cut_set(&v->cut, 1);
+        rl_blackhole_set(&v->cut, RL_BLACKHOLE_CUT);
         if (acc_wait_state(n, 0, 10000) != 0)
             v->errors++;
     } else if (boundary == sc->heal_ms) {
-        acc_cut_set(&v->cut, 0);
+        rl_blackhole_set(&v->cut, RL_BLACKHOLE_FORWARD);
         if (acc_wait_state(n, 1, 10000) != 0)
             v->errors++;
     }
@@ -181,7 +181,7 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
         }
         acc_node_close(&v->nodes[i]);
     }
-    acc_cut_stop(&v->cut);
+    rl_blackhole_stop(&v->cut);
     if (v->errors > 0)
         snprintf(res->note, sizeof res->note, "%d rl_check errors", v->errors);
     rc = rc != 0 || v->errors > 0 || acc_interrupted ? -1 : 0;

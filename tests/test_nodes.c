@@ -10,38 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "scripts.h"
 #include "sync.h"
 #include "syncnodes.h"
-
-static rl_test_redis_t srv;
-static char url[64];
-
-static void start_redis(void)
-{
-    char err[256];
-    if (rl_test_redis_start(&srv, err, sizeof err) < 0) {
-        fprintf(stderr, "test_registry: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
-static void free_client(void *r) { redisFree(r); }
-
-/* Held (testutil.h): released by the case's teardown if the test fails. */
-static redisContext *client(void)
-{
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
-}
 
 /* Run a command that must not fail; the caller frees the reply. */
 static redisReply *cmd(redisContext *r, const char *fmt, ...)
@@ -63,7 +36,7 @@ static rl_t *open_node(const char *node, const char *prefix, int manual)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = INTERVAL_MS;
     c.key_secret = "fleet-secret-0123456789";
@@ -257,7 +230,7 @@ END_TEST
 
 START_TEST(heartbeat_written_each_round_and_removed_on_close)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *n = open_node("reg-a", "r1", 0);
     rl_test_add(n, "name=g rate=100/s burst=10");
     rl_test_add(n, "name=l rate=100/s burst=10 mode=local"); /* not synced: not counted */
@@ -314,7 +287,7 @@ END_TEST
 START_TEST(record_counts_this_rounds_reports)
 {
     /* Manual rounds: the record of a round says what that round reported. */
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *n = open_node("reg-b", "r2", 1);
     int a = rl_test_add(n, "name=a rate=100/s burst=10");
     int b = rl_test_add(n, "name=b rate=100/s burst=10");
@@ -352,7 +325,7 @@ END_TEST
 
 START_TEST(one_registry_call_per_round)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *n = open_node("reg-c", "r3", 1);
     int id = rl_test_add(n, "name=c rate=100/s burst=10");
     wait_ready(n);
@@ -381,7 +354,7 @@ END_TEST
 START_TEST(stale_entries_pruned_a_batch_per_write)
 {
     enum { STALE = 40 };
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(cmd(r, "DEL {r4:v1}:nodes {r4:v1}:nodes:live"));
     long long now = redis_ms(r);
     char who[32], deadline[32];
@@ -437,7 +410,7 @@ START_TEST(a_silent_node_is_pruned_by_another)
     /* Node e writes once and then goes silent without closing (as a killed
      * process would); node f, still running, prunes it once 10 of e's sync
      * intervals have passed (that live entries stay is shown above). */
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *e = open_node("reg-e", "r5", 1);
     rl_t *f = open_node("reg-f", "r5", 1);
     wait_ready(e);
@@ -471,7 +444,7 @@ START_TEST(failing_registry_never_fails_a_round)
     /* The registry hash is of the wrong type: every heartbeat errors. Rounds
      * still succeed, health stays healthy, keys still sync; the errors are
      * counted and classified; once the key is fixed, heartbeats resume. */
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(cmd(r, "SET {r6:v1}:nodes not-a-hash"));
     rl_t *n = open_node("reg-g", "r6", 1);
     int id = rl_test_add(n, "name=g rate=100/s burst=10");
@@ -510,7 +483,7 @@ START_TEST(registry_script_flushed_is_reloaded)
     /* An idle node (no keys: its rounds are the PING probe): SCRIPT FLUSH
      * makes only the heartbeat fail (NOSCRIPT). The round still succeeds;
      * the next round reloads the script, the one after writes again. */
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *n = open_node("reg-h", "r7", 1);
     wait_ready(n);
     step(n);
@@ -538,7 +511,7 @@ END_TEST
 
 START_TEST(two_nodes_list_each_other)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     rl_t *a = open_node("reg-i", "r8", 0);
     rl_t *b = open_node("reg-j", "r8", 0);
     wait_ready(a);
@@ -555,13 +528,13 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("registry");
+    Suite *s = suite_create("nodes");
     TCase *pure = tcase_create("record");
     tcase_add_test(pure, record_round_trips);
     tcase_add_test(pure, record_parse_is_tolerant_and_versioned);
     suite_add_tcase(s, pure);
     TCase *tc = tcase_create("redis");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, heartbeat_written_each_round_and_removed_on_close);

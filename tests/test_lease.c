@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "sync.h"
 #include "shareword.h"
@@ -366,24 +366,6 @@ END_TEST
 
 /* ------------------------------------------------ a synced hot key */
 
-static rl_test_redis_t srv;
-static char url[64];
-static int redis_skipped;
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "test_hotlease: %s\n", err);
-        exit(1);
-    }
-    redis_skipped = rc == 1;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
 /* One sync round at virtual time clk + 100 ms; the first may find the
  * script still loading: retried (bounded) until one reaches Redis. */
 static void sync_round(rl_t *rl, rl_test_clock_t *clk)
@@ -407,12 +389,12 @@ static void sync_round(rl_t *rl, rl_test_clock_t *clk)
  * token once: none harvested twice, none lost. */
 START_TEST(synced_hot_key_reports_each_token_once)
 {
-    if (redis_skipped)
+    if (rl_test_redis_skipped())
         return;
     static rl_test_clock_t clk = {UINT64_C(5000000000000), 0};
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = "lease";
     c.sync_interval_ms = 100;
     c.expected_nodes = 1;
@@ -468,7 +450,7 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("hotlease");
+    Suite *s = suite_create("lease");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, threads_on_a_hot_key_keep_the_bounds, 2, 9);
@@ -479,7 +461,7 @@ static Suite *suite(void)
     tcase_add_test(tc, shared_instance_does_not_lease);
     suite_add_tcase(s, tc);
     TCase *rd = tcase_create("redis");
-    tcase_add_unchecked_fixture(rd, start_redis, stop_redis);
+    rl_test_redis_fixture(rd);
     tcase_set_timeout(rd, 300);
     tcase_add_test(rd, synced_hot_key_reports_each_token_once);
     suite_add_tcase(s, rd);

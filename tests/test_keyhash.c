@@ -387,7 +387,7 @@ static void probe_run(int family, uint32_t nkeys, probe_stats_t *ps)
         ps->n++;
     }
     uint64_t noslot = ps->hist[RL_PROBE_MAX];
-    printf("test_hash: probe distance, family %d, %u keys in %llu slots (load %.3f): "
+    printf("test_keyhash: probe distance, family %d, %u keys in %llu slots (load %.3f): "
            "p50 %u, p99 %u, p99.99 %u, max %u; no slot in the window: %llu keys (%.1f ppm)\n",
            family, nkeys, (unsigned long long)st.table_slots,
            (double)st.keys_live / (double)st.table_slots, percentile(ps, 0.50),
@@ -429,7 +429,7 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("hash");
+    Suite *s = suite_create("keyhash");
     TCase *tc = tcase_create("identity");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, crafted_collision_is_secret_specific);
