@@ -9,7 +9,7 @@
 #    listed below (never the sync round, the node registry, the policy
 #    module, the instance or the check path); the policy module (policy.[ch])
 #    includes neither the Redis layer nor the sync thread; the check path
-#    (check.c) includes neither.
+#    (check.c, check_*.c, checkint.h) includes neither.
 # 2. With BUILD_DIR (ctest passes it): the undefined symbols of the Redis
 #    layer's object files (nm) name no function of those modules.
 # Exits 1 listing every violation, 0 when there is none.
@@ -45,7 +45,9 @@ done
 for f in "$root"/src/policy.c "$root"/src/policy.h; do
     check_includes "$f" "" '^(redis/|sync|core\.h|instance\.h|table\.h|check)'
 done
-check_includes "$root"/src/check.c "" '^(redis/|sync)'
+for f in "$root"/src/check.c "$root"/src/check_*.c "$root"/src/checkint.h; do
+    check_includes "$f" "" '^(redis/|sync)'
+done
 
 if [[ -n "$build" ]]; then
     objs=()

@@ -487,7 +487,7 @@ void rl__bucket_convert(_Atomic uint64_t *w, _Atomic uint64_t *high, uint64_t fr
             rl__tat_high(high, tat);
         /* release: heads the release sequence of the converted word, so a
          * check whose CAS (acquire) reads it or a later charge of it also
-         * sees the epoch stored before this sweep (check.c: overtaken). */
+         * sees the epoch stored before this sweep (checkint.h: overtaken). */
         if (atomic_compare_exchange_weak_explicit(w, &x, next | bit, memory_order_release,
                                                   memory_order_relaxed))
             return;
