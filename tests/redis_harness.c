@@ -281,6 +281,23 @@ int rl_test_redis_start(rl_test_redis_t *srv, char *err, size_t errlen)
     return rl_test_redis_start_as(srv, RL_TEST_REDIS_PLAIN, 0, err, errlen);
 }
 
+/* Every server gets its own directory: a replica's full sync writes an
+ * RDB there even without persistence, never into the working one. A server
+ * stopped and started again (rl_test_redis_restart) gets a new one: the
+ * stop removed the old. */
+static int make_dir(rl_test_redis_t *srv, char *err, size_t errlen)
+{
+    if (srv->dir[0] != '\0')
+        return 0;
+    snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
+    if (mkdtemp(srv->dir) == NULL) {
+        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+        srv->dir[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
 static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
                       const char *const *extra, char *err, size_t errlen);
 
@@ -315,14 +332,8 @@ static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
                               "or set RL_SKIP_REDIS=1 to skip the Redis suites");
         return -1;
     }
-    /* Every server gets its own directory: a replica's full sync writes an
-     * RDB there even without persistence, never into the working one. */
-    snprintf(srv->dir, sizeof srv->dir, "/tmp/rl-redis-dir-XXXXXX");
-    if (mkdtemp(srv->dir) == NULL) {
-        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
-        srv->dir[0] = '\0';
+    if (make_dir(srv, err, errlen) != 0)
         return -1;
-    }
     snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
     int fd = mkstemp(srv->log);
     if (fd < 0) {
@@ -415,6 +426,8 @@ void rl_test_redis_kill(rl_test_redis_t *srv)
 
 int rl_test_redis_restart(rl_test_redis_t *srv, char *err, size_t errlen)
 {
+    if (make_dir(srv, err, errlen) != 0)
+        return -1;
     snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
     int fd = mkstemp(srv->log);
     if (fd < 0) {
@@ -444,6 +457,8 @@ int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen)
         reap(srv->pid, now_ms() + STOP_DEADLINE_MS);
         srv->pid = 0;
     }
+    if (make_dir(srv, err, errlen) != 0)
+        return -1;
     snprintf(srv->log, sizeof srv->log, "/tmp/rl-redis-XXXXXX");
     int fd = mkstemp(srv->log);
     if (fd < 0) {
