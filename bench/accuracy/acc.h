@@ -18,7 +18,10 @@
 #include <stdint.h>
 #include "ratelimit.h"
 
-#define ACC_MAX_NODES 32
+/* The matrix runs up to 500 nodes plus its churn joiners; the real-time
+ * drivers take at most 64 (their node sets are 64-bit masks). */
+#define ACC_MAX_NODES 640
+#define ACC_MAX_RT_NODES 64
 #define ACC_NEVER UINT64_MAX
 #define ACC_WINDOW_MS 1000u
 #define ACC_INFO (-1)
@@ -149,6 +152,11 @@ struct acc_result {
     uint64_t redis_checks; /* tiered: checks confirmed in Redis (exact.lua calls) */
     uint64_t reports;      /* virtual: the fleet's key reports (every node's) */
     uint64_t calls;        /* virtual: the fleet's report script calls */
+    /* Virtual: every node's offered and admitted count in every ms,
+     * [node * duration_ms + t], the arrivals the peers' models and the
+     * ideal limiter are fed (compare.c). NULL in the other modes. */
+    uint16_t *arr_nt;
+    uint16_t *adm_nt;
 };
 
 int acc_result_init(acc_result_t *r, const acc_scen_t *sc);
@@ -302,6 +310,72 @@ int acc_write_csv(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t 
 int acc_write_summary(const acc_opts_t *o, const acc_verdicts_t *v);
 int acc_mkdir_p(const char *dir);
 const char *acc_mode_name(acc_mode_t m);
+
+/* --------------------------------------- the ideal and the peers (ideal.c, peers.c) */
+
+/* A GCRA bucket in ms: what one centralized limiter does with every
+ * request of the fleet (rate per s, burst tokens). */
+typedef struct acc_gcra {
+    double tat, t, tau;
+} acc_gcra_t;
+
+void acc_gcra_init(acc_gcra_t *g, double rate, double burst);
+int acc_gcra_take(acc_gcra_t *g, double now_ms);
+
+/* What a strategy cost: remote operations (Redis round trips, a pipeline
+ * or a script call counting once; for the peers without Redis, their RPCs
+ * to a peer or a server). */
+typedef struct acc_cost {
+    uint64_t ops;
+    const char *unit; /* "Redis" or "RPC" */
+} acc_cost_t;
+
+/* A strategy fed a run's arrivals (arr, [node * ms + t]) writes what it
+ * admits into adm (same layout). */
+typedef void (*acc_strategy_fn)(const acc_scen_t *sc, const uint16_t *arr, uint16_t *adm,
+                                acc_cost_t *cost);
+
+typedef struct acc_strategy {
+    const char *name;
+    const char *what;      /* the one-line model, for the report */
+    acc_strategy_fn run;
+    int uses_interval;     /* its figures move with sc->interval_ms */
+} acc_strategy_t;
+
+/* NULL-terminated: the ideal first, then the peers' models (peers.c). */
+extern const acc_strategy_t acc_strategies[];
+
+/* The figures of issue-style accuracy reporting, against the ideal fed the
+ * same arrivals. Fractions (0.01 = 1%). */
+typedef struct acc_figs {
+    double wrong_allow;   /* decisions the strategy allowed and the ideal refused */
+    double wrong_refuse;  /* and the other way */
+    double rate_err;      /* mean |admitted - limit| / limit over 1-s windows
+                             (10 ms steps) whose offered load exceeds the limit */
+    double worst;         /* largest sliding 1-s window / limit */
+    double under90;       /* part of those windows admitting < 90% of the limit */
+    double ops_node_s;    /* remote ops per second per live node */
+    uint64_t windows;     /* over-limit windows the two figures above average */
+    uint64_t decisions;
+} acc_figs_t;
+
+void acc_figures(const acc_scen_t *sc, const uint16_t *arr, const uint16_t *adm,
+                 const uint16_t *ideal, uint64_t ops, acc_figs_t *f);
+/* Mean number of live nodes over the run (the per-node cost's divisor). */
+double acc_mean_live(const acc_scen_t *sc);
+
+/* Our run's figures beside every strategy's, fed the same arrivals: one
+ * table, printed (compare.c). rows/nrows, if not NULL, receive them. */
+typedef struct acc_row {
+    char strategy[40];
+    acc_figs_t f;
+} acc_row_t;
+
+#define ACC_ROWS_MAX 16
+/* "ours: global", "ours: tiered", "ours: hot": the policy the scenario ran. */
+const char *acc_policy_name(const acc_scen_t *sc);
+int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
+                acc_row_t *rows, int *nrows, int print);
 
 /* fleet.c: the monotonic clock, for real-time pacing and wall-time figures. */
 uint64_t acc_now_ns(void);

@@ -90,7 +90,7 @@ static int parse_option(args_t *a, int argc, char **argv, int *i)
     } else if (val != NULL && strcmp(arg, "--threads") == 0) {
         o->driver_threads = atoi(val);
         ++*i;
-        if (o->driver_threads < 1 || o->driver_threads > ACC_MAX_NODES)
+        if (o->driver_threads < 1 || o->driver_threads > ACC_MAX_RT_NODES)
             return -1;
     } else if (val != NULL && strcmp(arg, "--load") == 0) {
         if (strcmp(val, "even") == 0)
@@ -170,6 +170,8 @@ static int run_scenario(const acc_opts_t *o, const char *name, acc_verdicts_t *v
         int from = v->n;
         sc.judge(&sc, &res, o->mode == ACC_VIRTUAL, v);
         acc_print_verdicts(v, from, o->mode == ACC_VIRTUAL);
+        if (o->mode == ACC_VIRTUAL)
+            acc_compare(&sc, &res, acc_policy_name(&sc), NULL, NULL, 1);
         acc_write_csv(o, &sc, &res);
     } else {
         printf("  run failed%s\n", acc_interrupted ? " (interrupted)" : "");
