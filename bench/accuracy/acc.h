@@ -45,6 +45,11 @@ typedef struct acc_opts {
     unsigned run_tag;        /* makes this run's Redis key prefixes unique */
     int driver_threads;      /* real-time: load generator threads */
     const char *cut_url;     /* processes: the cut node's URL (the parent's proxy) */
+    int matrix;              /* run the fleet matrix (matrix.c) */
+    const char *report_path; /* write the matrix's report there (REPORT.md) */
+    const char *only_family; /* matrix filters: NULL / 0 = every one */
+    int only_nodes;
+    uint32_t only_interval;
 } acc_opts_t;
 
 /* ------------------------------------------------------------- load (load.c) */
@@ -152,6 +157,7 @@ struct acc_result {
     uint64_t redis_checks; /* tiered: checks confirmed in Redis (exact.lua calls) */
     uint64_t reports;      /* virtual: the fleet's key reports (every node's) */
     uint64_t calls;        /* virtual: the fleet's report script calls */
+    uint64_t heartbeats;   /* virtual: the fleet's registry writes */
     /* Virtual: every node's offered and admitted count in every ms,
      * [node * duration_ms + t], the arrivals the peers' models and the
      * ideal limiter are fed (compare.c). NULL in the other modes. */
@@ -250,6 +256,8 @@ int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms);
 int acc_node_share(acc_node_t *n, double *q, double *b);
 int acc_node_step(acc_node_t *n, uint64_t virtual_ms);
 void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls);
+/* The node registry writes (one heartbeat a round) Redis acknowledged. */
+uint64_t acc_node_heartbeats(acc_node_t *n);
 /* Tiered: the checks this node sent to Redis to confirm. */
 uint64_t acc_node_redis_checks(acc_node_t *n);
 /* Tiered, virtual time: the exact script's now (us), as the sync rounds'. */
@@ -369,6 +377,8 @@ double acc_mean_live(const acc_scen_t *sc);
 typedef struct acc_row {
     char strategy[40];
     acc_figs_t f;
+    double of_bound; /* ours: worst sliding 1-s window / the stated bound
+                        (README, "The overshoot bound"); 0 for the others */
 } acc_row_t;
 
 #define ACC_ROWS_MAX 16
@@ -376,6 +386,37 @@ typedef struct acc_row {
 const char *acc_policy_name(const acc_scen_t *sc);
 int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
                 acc_row_t *rows, int *nrows, int print);
+
+/* ------------------------------------------------ the matrix (matrix.c, reportmd.c) */
+
+extern const char *const acc_families[];
+
+typedef struct acc_cell {
+    char family[16];
+    int nodes;             /* the fleet size N (churning has N/4 joiners more) */
+    uint32_t interval_ms;
+    uint64_t duration_ms;
+    acc_row_t rows[ACC_ROWS_MAX]; /* ours first, then the ideal and the peers,
+                                     then (headline cell) our other policies */
+    int nrows;
+} acc_cell_t;
+
+#define ACC_CELLS_MAX 96
+#define ACC_MX_RATE 10000u /* the matrix's limit, per s; its burst is a tenth */
+typedef struct acc_matrix {
+    acc_cell_t cells[ACC_CELLS_MAX];
+    int ncells;
+    int quick;
+    uint64_t seed;
+    double wall_s;
+} acc_matrix_t;
+
+/* Build one matrix cell's scenario (name must outlive sc); 0, or -1. */
+int acc_matrix_scen(const char *family, int nodes, uint32_t interval_ms, int quick,
+                    acc_scen_t *sc, char *name, size_t name_len);
+int acc_run_matrix(const acc_opts_t *o, acc_verdicts_t *v);
+/* REPORT.md from the full matrix (NULL: left out) and the quick one. */
+int acc_write_report(const acc_opts_t *o, const acc_matrix_t *full, const acc_matrix_t *quick);
 
 /* fleet.c: the monotonic clock, for real-time pacing and wall-time figures. */
 uint64_t acc_now_ns(void);

@@ -33,6 +33,7 @@ static void add(acc_row_t *rows, int *n, const char *name, const acc_figs_t *f)
         return;
     snprintf(rows[*n].strategy, sizeof rows[*n].strategy, "%s", name);
     rows[*n].f = *f;
+    rows[*n].of_bound = 0.0;
     ++*n;
 }
 
@@ -55,7 +56,8 @@ int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
     acc_cost_t cost = {0, "Redis"};
     acc_strategies[0].run(sc, res->arr_nt, ideal, &cost);
     acc_figs_t f;
-    acc_figures(sc, res->arr_nt, res->adm_nt, ideal, res->calls + res->redis_checks, &f);
+    acc_figures(sc, res->arr_nt, res->adm_nt, ideal, res->calls + res->heartbeats + res->redis_checks,
+                &f);
     if (print) {
         printf("  -- against an ideal centralized limiter fed the same arrivals (%.0f over-limit "
                "1-s windows)\n",

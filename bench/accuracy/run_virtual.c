@@ -182,6 +182,7 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
             acc_node_counters(&v->nodes[i], &reports, &calls);
             res->reports += reports;
             res->calls += calls;
+            res->heartbeats += acc_node_heartbeats(&v->nodes[i]);
         }
         acc_node_close(&v->nodes[i]);
     }
