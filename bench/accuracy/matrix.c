@@ -91,7 +91,10 @@ int acc_matrix_scen(const char *family, int nodes, uint32_t interval_ms, int qui
                     acc_scen_t *sc, char *name, size_t name_len)
 {
     memset(sc, 0, sizeof *sc);
-    snprintf(name, name_len, "m-%s-%d-%u", family, nodes, (unsigned)interval_ms);
+    /* The name makes the Redis key prefix: the quick matrix that a full
+     * report run adds must not meet the full one's keys. */
+    snprintf(name, name_len, "m-%s-%d-%u%s", family, nodes, (unsigned)interval_ms,
+             quick ? "q" : "");
     sc->name = name;
     sc->what = family;
     sc->nodes = nodes;
@@ -133,6 +136,8 @@ static int run_cell(const acc_opts_t *o, acc_scen_t *sc, int tiered, int hot,
     if (acc_result_init(&res, sc) != 0)
         return -1;
     int rc = acc_run_virtual(o, sc, &res);
+    if (o->all_rounds)
+        acc_print_scenario(o, sc, &res); /* --all-rounds: each cell's rounds */
     if (rc == 0) {
         acc_row_t rows[ACC_ROWS_MAX];
         int n = 0;
@@ -201,8 +206,9 @@ static int run_family(const acc_opts_t *o, const char *fam, acc_matrix_t *m)
 /* The claims of README.md, "Accuracy against the peers": our global
  * tier's figures at the headline cell (100 nodes, 100 ms) under uniform
  * and skewed load. Peers are reported, never gated. */
-#define CLAIM_RATE_ERR 0.05
-#define CLAIM_WRONG_ALLOW 0.01
+#define CLAIM_RATE_ERR 0.03
+#define CLAIM_WRONG_ALLOW 0.02
+#define CLAIM_WORST 1.15
 
 static void judge_claims(const acc_matrix_t *m, acc_verdicts_t *v)
 {
@@ -215,10 +221,12 @@ static void judge_claims(const acc_matrix_t *m, acc_verdicts_t *v)
         char scen[16], target[112];
         snprintf(scen, sizeof scen, "m-%.8s", c->family);
         snprintf(target, sizeof target,
-                 "global, 100 nodes, 100 ms: mean rate error <= %.0f%%, wrongly allowed < %.0f%%",
-                 100.0 * CLAIM_RATE_ERR, 100.0 * CLAIM_WRONG_ALLOW);
-        acc_verdict(v, scen, 1, f->rate_err <= CLAIM_RATE_ERR && f->wrong_allow < CLAIM_WRONG_ALLOW,
-                    target, "mean rate error %.2f%%, wrongly allowed %.3f%%, worst 1-s window "
+                 "global, 100 nodes, 100 ms: rate error <= %.0f%%, wrongly allowed <= %.0f%%, "
+                 "1-s windows <= %.0f%%",
+                 100.0 * CLAIM_RATE_ERR, 100.0 * CLAIM_WRONG_ALLOW, 100.0 * CLAIM_WORST);
+        int pass = f->rate_err <= CLAIM_RATE_ERR && f->wrong_allow <= CLAIM_WRONG_ALLOW &&
+                   f->worst <= CLAIM_WORST;
+        acc_verdict(v, scen, 1, pass, target, "mean rate error %.2f%%, wrongly allowed %.3f%%, worst 1-s window "
                     "%.1f%% of the limit",
                     100.0 * f->rate_err, 100.0 * f->wrong_allow, 100.0 * f->worst);
     }
