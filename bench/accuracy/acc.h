@@ -382,6 +382,9 @@ typedef struct acc_row {
 } acc_row_t;
 
 #define ACC_ROWS_MAX 16
+/* Every strategy's sliding 1-s window over time on the run's arrivals, a
+ * CSV and (gnuplot) a chart in the CSV directory (plots.c). */
+int acc_plot_strategies(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t *res);
 /* "ours: global", "ours: tiered", "ours: hot": the policy the scenario ran. */
 const char *acc_policy_name(const acc_scen_t *sc);
 int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,

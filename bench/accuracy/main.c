@@ -201,6 +201,7 @@ static int run_scenario(const acc_opts_t *o, const char *name, acc_verdicts_t *v
         if (o->mode == ACC_VIRTUAL)
             acc_compare(&sc, &res, acc_policy_name(&sc), NULL, NULL, 1);
         acc_write_csv(o, &sc, &res);
+        acc_plot_strategies(o, &sc, &res);
     } else {
         printf("  run failed%s\n", acc_interrupted ? " (interrupted)" : "");
     }
