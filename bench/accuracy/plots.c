@@ -27,7 +27,8 @@ static int gnuplot(const char *script)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-#define MAX_SERIES (ACC_ROWS_MAX + 2)
+#define MAX_GROUPS 4
+#define MAX_SERIES (ACC_ROWS_MAX + 2 + MAX_GROUPS)
 
 /* Fleet totals per ms of a [node * ms + t] array. */
 static void fleet(const acc_scen_t *sc, const uint16_t *cells, uint32_t *out)
@@ -40,6 +41,7 @@ static void fleet(const acc_scen_t *sc, const uint16_t *cells, uint32_t *out)
 
 typedef struct series {
     const char *name[MAX_SERIES];
+    char label[MAX_GROUPS][64];
     uint32_t *ms[MAX_SERIES];
     int n;
 } series_t;
@@ -79,6 +81,65 @@ static void write_csv(FILE *f, const acc_scen_t *sc, const series_t *s, double b
     }
 }
 
+/* A node's part in the scenario: whether it is offered load at the start
+ * and at the end, whether it joins late, whether it leaves. */
+static unsigned role(const acc_scen_t *sc, int i)
+{
+    uint64_t first = sc->join_ms[i], last = sc->duration_ms - 1;
+    if (sc->death_ms[i] != ACC_NEVER && sc->death_ms[i] > 0)
+        last = sc->death_ms[i] - 1;
+    return (sc->offered(sc, i, first) > 0) | (sc->offered(sc, i, last) > 0) << 1 |
+           (sc->join_ms[i] > 0) << 2 | (sc->death_ms[i] != ACC_NEVER) << 3;
+}
+
+static void role_label(unsigned r, int count, char *buf, size_t len)
+{
+    snprintf(buf, len, "ours: %d node%s %s%s%s", count, count == 1 ? "" : "s",
+             r & 4 ? "joining " : "", r & 8 ? "leaving " : "",
+             (r & 3) == 3 ? "loaded" : (r & 3) == 1 ? "loaded then idle"
+                                    : (r & 3) == 2 ? "idle then loaded" : "idle");
+}
+
+/* Our fleet's admitted count per group of nodes with the same part, when
+ * the scenario has 2 to MAX_GROUPS such groups. */
+static int add_groups(series_t *s, const acc_scen_t *sc, const uint16_t *adm)
+{
+    unsigned roles[MAX_GROUPS];
+    int count[MAX_GROUPS] = {0}, ng = 0;
+    for (int i = 0; i < sc->nodes; i++) {
+        unsigned r = role(sc, i);
+        int g = 0;
+        while (g < ng && roles[g] != r)
+            g++;
+        if (g == ng) {
+            if (ng == MAX_GROUPS)
+                return 0; /* too many parts to draw: no group lines */
+            roles[ng++] = r;
+        }
+        count[g]++;
+    }
+    if (ng < 2)
+        return 0;
+    size_t cells = (size_t)sc->nodes * sc->duration_ms;
+    uint16_t *part = malloc(cells * sizeof *part);
+    if (part == NULL)
+        return -1;
+    int rc = 0;
+    for (int g = 0; g < ng && rc == 0; g++) {
+        for (int i = 0; i < sc->nodes; i++) {
+            uint16_t *dst = part + (size_t)i * sc->duration_ms;
+            if (role(sc, i) == roles[g])
+                memcpy(dst, adm + (size_t)i * sc->duration_ms, sc->duration_ms * sizeof *dst);
+            else
+                memset(dst, 0, sc->duration_ms * sizeof *dst);
+        }
+        role_label(roles[g], count[g], s->label[g], sizeof s->label[g]);
+        rc = add(s, s->label[g], sc, part);
+    }
+    free(part);
+    return rc;
+}
+
 /* Lines for the offered load (thin), the limit, the bound, each strategy;
  * the event (shift, death, flush, cut) as a vertical line. */
 static int write_gp(const char *gp, const char *csv, const char *png, const acc_scen_t *sc,
@@ -93,16 +154,27 @@ static int write_gp(const char *gp, const char *csv, const char *png, const acc_
             "set title \"%s: admitted in the sliding 1-s window, same arrivals\"\n"
             "set xlabel 'time (s), window end'\nset ylabel 'requests per 1-s window'\n"
             "set yrange [0:%g]\n",
-            png, sc->name, 2.2 * (double)sc->rate);
+            png, sc->name, 3.2 * (double)sc->rate);
+    double ev[2 * ACC_MAX_NODES + 1];
+    int nev = 0;
     if (sc->event_ms > 0)
-        fprintf(f, "set arrow from %g, graph 0 to %g, graph 1 nohead dt 4 lc 'gray'\n",
-                (double)sc->event_ms / 1000.0, (double)sc->event_ms / 1000.0);
+        ev[nev++] = (double)sc->event_ms / 1000.0;
+    for (int i = 0; i < sc->nodes && nev + 2 <= 2 * ACC_MAX_NODES; i++) {
+        if (sc->join_ms[i] > 0)
+            ev[nev++] = (double)sc->join_ms[i] / 1000.0;
+        if (sc->death_ms[i] != ACC_NEVER)
+            ev[nev++] = (double)sc->death_ms[i] / 1000.0;
+    }
+    for (int k = 0; k < nev; k++) /* the events: a shift, a join, a death, a cut */
+        fprintf(f, "set arrow from %g, graph 0 to %g, graph 1 nohead dt 4 lc 'gray'\n", ev[k],
+                ev[k]);
     fprintf(f, "plot '%s' skip 1 using ($1/1000):2 with lines dt 2 lc 'black' title 'limit', "
                "'' skip 1 using ($1/1000):3 with lines dt 3 lc 'black' title 'our bound'",
             csv);
     for (int k = 0; k < s->n; k++)
-        fprintf(f, ", '' skip 1 using ($1/1000):%d with lines lw %d title '%s'", k + 4,
-                k == 1 ? 3 : 1, s->name[k]);
+        fprintf(f, ", '' skip 1 using ($1/1000):%d with lines lw %d %stitle '%s'", k + 4,
+                k == 1 ? 3 : 1, strncmp(s->name[k], "ours: ", 6) == 0 && k > 1 ? "dt 5 " : "",
+                s->name[k]);
     fprintf(f, "\n");
     return fclose(f);
 }
@@ -123,6 +195,8 @@ int acc_plot_strategies(const acc_opts_t *o, const acc_scen_t *sc, const acc_res
         acc_strategies[k].run(sc, res->arr_nt, adm, &c);
         rc |= add(&s, acc_strategies[k].name, sc, adm);
     }
+    if (rc == 0)
+        rc = add_groups(&s, sc, res->adm_nt);
     char csv[1100], gp[1100], png[1100];
     snprintf(csv, sizeof csv, "%s/%s-virtual-strategies.csv", o->csv_dir, sc->name);
     snprintf(gp, sizeof gp, "%s/%s-virtual-strategies.gp", o->csv_dir, sc->name);
