@@ -5,8 +5,12 @@
  * offered load, fleet.c opens and inspects nodes, run_virtual.c and
  * run_real.c drive them, result.c checks windows against the bound,
  * scenarios.c defines the scenarios and their targets, many.c is the
- * many-keys scenario, report.c prints tables, CSV and plots, main.c parses
- * the command line).
+ * many-keys scenario, report.c prints tables, CSV and plots, ideal.c
+ * holds the ideal centralized limiter and the figures against it, peers.c
+ * the peers' strategies as models, compare.c sets them side by side,
+ * plots.c charts them over time, matrix.c runs the fleet matrix and gates
+ * its claims, reportmd.c writes REPORT.md, main.c parses the command
+ * line). sharecheck.c is a program of its own (rl_share_check).
  */
 #ifndef RL_ACC_H
 #define RL_ACC_H

@@ -289,8 +289,12 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int i = 0; i < a.nscen && !acc_interrupted; i++)
         failed |= run_scenario(&a.o, a.scen[i], verdicts) != 0;
-    if (a.o.matrix && !acc_interrupted)
-        failed |= a.o.mode != ACC_VIRTUAL || acc_run_matrix(&a.o, verdicts) != 0;
+    if (a.o.matrix && a.o.mode != ACC_VIRTUAL) {
+        fprintf(stderr, "rl_accuracy: the matrix runs on the virtual clock only\n");
+        failed = 1;
+    } else if (a.o.matrix && !acc_interrupted) {
+        failed |= acc_run_matrix(&a.o, verdicts) != 0;
+    }
     int missed = final_summary(&a.o, verdicts, t0);
     free(verdicts);
     rl_test_redis_stop(&srv);
