@@ -5,8 +5,12 @@
  * offered load, fleet.c opens and inspects nodes, run_virtual.c and
  * run_real.c drive them, result.c checks windows against the bound,
  * scenarios.c defines the scenarios and their targets, many.c is the
- * many-keys scenario, report.c prints tables, CSV and plots, main.c parses
- * the command line).
+ * many-keys scenario, report.c prints tables, CSV and plots, ideal.c
+ * holds the ideal centralized limiter and the figures against it, peers.c
+ * the peers' strategies as models, compare.c sets them side by side,
+ * plots.c charts them over time, matrix.c runs the fleet matrix and gates
+ * its claims, reportmd.c writes REPORT.md, main.c parses the command
+ * line). sharecheck.c is a program of its own (rl_share_check).
  */
 #ifndef RL_ACC_H
 #define RL_ACC_H
@@ -19,7 +23,10 @@
 #include "ratelimit.h"
 #include "blackhole.h"
 
-#define ACC_MAX_NODES 32
+/* The matrix runs up to 500 nodes plus its churn joiners; the real-time
+ * drivers take at most 64 (their node sets are 64-bit masks). */
+#define ACC_MAX_NODES 640
+#define ACC_MAX_RT_NODES 64
 #define ACC_NEVER UINT64_MAX
 #define ACC_WINDOW_MS 1000u
 #define ACC_INFO (-1)
@@ -43,6 +50,11 @@ typedef struct acc_opts {
     unsigned run_tag;        /* makes this run's Redis key prefixes unique */
     int driver_threads;      /* real-time: load generator threads */
     const char *cut_url;     /* processes: the cut node's URL (the parent's proxy) */
+    int matrix;              /* run the fleet matrix (matrix.c) */
+    const char *report_path; /* write the matrix's report there (REPORT.md) */
+    const char *only_family; /* matrix filters: NULL / 0 = every one */
+    int only_nodes;
+    uint32_t only_interval;
 } acc_opts_t;
 
 /* ------------------------------------------------------------- load (load.c) */
@@ -150,6 +162,12 @@ struct acc_result {
     uint64_t redis_checks; /* tiered: checks confirmed in Redis (exact.lua calls) */
     uint64_t reports;      /* virtual: the fleet's key reports (every node's) */
     uint64_t calls;        /* virtual: the fleet's report script calls */
+    uint64_t heartbeats;   /* virtual: the fleet's registry writes */
+    /* Virtual: every node's offered and admitted count in every ms,
+     * [node * duration_ms + t], the arrivals the peers' models and the
+     * ideal limiter are fed (compare.c). NULL in the other modes. */
+    uint16_t *arr_nt;
+    uint16_t *adm_nt;
 };
 
 int acc_result_init(acc_result_t *r, const acc_scen_t *sc);
@@ -243,6 +261,8 @@ int acc_wait_connected(acc_node_t *nodes, int n, uint32_t timeout_ms);
 int acc_node_share(acc_node_t *n, double *q, double *b);
 int acc_node_step(acc_node_t *n, uint64_t virtual_ms);
 void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls);
+/* The node registry writes (one heartbeat a round) Redis acknowledged. */
+uint64_t acc_node_heartbeats(acc_node_t *n);
 /* Tiered: the checks this node sent to Redis to confirm. */
 uint64_t acc_node_redis_checks(acc_node_t *n);
 /* Tiered, virtual time: the exact script's now (us), as the sync rounds'. */
@@ -293,6 +313,108 @@ int acc_write_csv(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t 
 int acc_write_summary(const acc_opts_t *o, const acc_verdicts_t *v);
 int acc_mkdir_p(const char *dir);
 const char *acc_mode_name(acc_mode_t m);
+
+/* --------------------------------------- the ideal and the peers (ideal.c, peers.c) */
+
+/* A GCRA bucket in ms: what one centralized limiter does with every
+ * request of the fleet (rate per s, burst tokens). */
+typedef struct acc_gcra {
+    double tat, t, tau;
+} acc_gcra_t;
+
+void acc_gcra_init(acc_gcra_t *g, double rate, double burst);
+int acc_gcra_take(acc_gcra_t *g, double now_ms);
+
+/* What a strategy cost: remote operations (Redis round trips, a pipeline
+ * or a script call counting once; for the peers without Redis, their RPCs
+ * to a peer or a server). */
+typedef struct acc_cost {
+    uint64_t ops;
+    const char *unit; /* "Redis" or "RPC" */
+} acc_cost_t;
+
+/* A strategy fed a run's arrivals (arr, [node * ms + t]) writes what it
+ * admits into adm (same layout). */
+typedef void (*acc_strategy_fn)(const acc_scen_t *sc, const uint16_t *arr, uint16_t *adm,
+                                acc_cost_t *cost);
+
+typedef struct acc_strategy {
+    const char *name;
+    const char *what;      /* the one-line model, for the report */
+    acc_strategy_fn run;
+    int uses_interval;     /* its figures move with sc->interval_ms */
+} acc_strategy_t;
+
+/* NULL-terminated: the ideal first, then the peers' models (peers.c). */
+extern const acc_strategy_t acc_strategies[];
+
+/* The figures of issue-style accuracy reporting, against the ideal fed the
+ * same arrivals. Fractions (0.01 = 1%). */
+typedef struct acc_figs {
+    double wrong_allow;   /* decisions the strategy allowed and the ideal refused */
+    double wrong_refuse;  /* and the other way */
+    double rate_err;      /* mean |admitted - limit| / limit over 1-s windows
+                             (10 ms steps) whose offered load exceeds the limit */
+    double worst;         /* largest sliding 1-s window / limit */
+    double under90;       /* part of those windows admitting < 90% of the limit */
+    double ops_node_s;    /* remote ops per second per live node */
+    uint64_t windows;     /* over-limit windows the two figures above average */
+    uint64_t decisions;
+} acc_figs_t;
+
+void acc_figures(const acc_scen_t *sc, const uint16_t *arr, const uint16_t *adm,
+                 const uint16_t *ideal, uint64_t ops, acc_figs_t *f);
+/* Mean number of live nodes over the run (the per-node cost's divisor). */
+double acc_mean_live(const acc_scen_t *sc);
+
+/* Our run's figures beside every strategy's, fed the same arrivals: one
+ * table, printed (compare.c). rows/nrows, if not NULL, receive them. */
+typedef struct acc_row {
+    char strategy[40];
+    acc_figs_t f;
+    double of_bound; /* ours: worst sliding 1-s window / the stated bound
+                        (README, "The overshoot bound"); 0 for the others */
+} acc_row_t;
+
+#define ACC_ROWS_MAX 16
+/* Every strategy's sliding 1-s window over time on the run's arrivals, a
+ * CSV and (gnuplot) a chart in the CSV directory (plots.c). */
+int acc_plot_strategies(const acc_opts_t *o, const acc_scen_t *sc, const acc_result_t *res);
+/* "ours: global", "ours: tiered", "ours: hot": the policy the scenario ran. */
+const char *acc_policy_name(const acc_scen_t *sc);
+int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
+                acc_row_t *rows, int *nrows, int print);
+
+/* ------------------------------------------------ the matrix (matrix.c, reportmd.c) */
+
+extern const char *const acc_families[];
+
+typedef struct acc_cell {
+    char family[16];
+    int nodes;             /* the fleet size N (churning has N/4 joiners more) */
+    uint32_t interval_ms;
+    uint64_t duration_ms;
+    acc_row_t rows[ACC_ROWS_MAX]; /* ours first, then the ideal and the peers,
+                                     then (headline cell) our other policies */
+    int nrows;
+} acc_cell_t;
+
+#define ACC_CELLS_MAX 96
+#define ACC_MX_RATE 10000u /* the matrix's limit, per s; its burst is a tenth */
+typedef struct acc_matrix {
+    acc_cell_t cells[ACC_CELLS_MAX];
+    int ncells;
+    int quick;
+    uint64_t seed;
+    double wall_s;
+} acc_matrix_t;
+
+/* Build one matrix cell's scenario (name must outlive sc); 0, or -1. */
+int acc_matrix_scen(const char *family, int nodes, uint32_t interval_ms, int quick,
+                    acc_scen_t *sc, char *name, size_t name_len);
+int acc_run_matrix(const acc_opts_t *o, acc_verdicts_t *v);
+/* REPORT.md from the full matrix (NULL: left out) and the quick one. */
+int acc_write_report(const acc_opts_t *o, const acc_matrix_t *full, const acc_matrix_t *quick);
 
 /* fleet.c: the monotonic clock, for real-time pacing and wall-time figures. */
 uint64_t acc_now_ns(void);

@@ -216,6 +216,11 @@ void acc_node_counters(acc_node_t *n, uint64_t *reports, uint64_t *calls)
     *calls = c.calls;
 }
 
+uint64_t acc_node_heartbeats(acc_node_t *n)
+{
+    return counters(n).nodes_writes;
+}
+
 int acc_node_step(acc_node_t *n, uint64_t virtual_ms)
 {
     return rl__sync_step(n->rl->sync, virtual_ms);

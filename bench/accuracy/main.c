@@ -16,6 +16,13 @@
  *   --load MODEL   poisson (default) or even
  *   --all-rounds   print every round, not a summary
  *   --threads N    real-time load generator threads (default 2)
+ *   --matrix       also run the fleet matrix (virtual only; with --quick
+ *                  its CI subset), its claims gated
+ *   --report FILE  run the matrix and write its report (REPORT.md) to FILE
+ *                  ("-": stdout); no scenario runs unless named
+ *   --family F, --nodes N, --interval MS
+ *                  run only the matrix cells of that family, fleet size or
+ *                  sync interval (each implies --matrix)
  * Environment: REDIS_URL uses that server instead of starting one.
  * Exit status: 0 all gated targets met, 1 a gated target missed (virtual
  * mode only), 2 the simulation itself failed.
@@ -42,7 +49,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: rl_accuracy [--quick] [--realtime | --processes] [--csv DIR | --no-csv]\n"
                "                   [--seed N] [--load poisson|even] [--all-rounds] "
-               "[--threads N] [scenario...]\n"
+               "[--threads N]\n"
+               "                   [--matrix] [--report FILE] [--family F] [--nodes N] "
+               "[--interval MS]\n"
+               "                   [scenario...]\n"
                "scenarios (default: all):");
     for (int i = 0; acc_scen_names[i] != NULL; i++)
         fprintf(f, " %s", acc_scen_names[i]);
@@ -81,6 +91,24 @@ static int parse_option(args_t *a, int argc, char **argv, int *i)
         o->csv_dir = NULL;
     } else if (strcmp(arg, "--all-rounds") == 0) {
         o->all_rounds = 1;
+    } else if (strcmp(arg, "--matrix") == 0) {
+        o->matrix = 1;
+    } else if (val != NULL && strcmp(arg, "--report") == 0) {
+        o->matrix = 1;
+        o->report_path = val;
+        ++*i;
+    } else if (val != NULL && strcmp(arg, "--family") == 0) {
+        o->matrix = 1;
+        o->only_family = val;
+        ++*i;
+    } else if (val != NULL && strcmp(arg, "--nodes") == 0) {
+        o->matrix = 1;
+        o->only_nodes = atoi(val);
+        ++*i;
+    } else if (val != NULL && strcmp(arg, "--interval") == 0) {
+        o->matrix = 1;
+        o->only_interval = (uint32_t)atoi(val);
+        ++*i;
     } else if (val != NULL && strcmp(arg, "--csv") == 0) {
         o->csv_dir = val;
         ++*i;
@@ -90,7 +118,7 @@ static int parse_option(args_t *a, int argc, char **argv, int *i)
     } else if (val != NULL && strcmp(arg, "--threads") == 0) {
         o->driver_threads = atoi(val);
         ++*i;
-        if (o->driver_threads < 1 || o->driver_threads > ACC_MAX_NODES)
+        if (o->driver_threads < 1 || o->driver_threads > ACC_MAX_RT_NODES)
             return -1;
     } else if (val != NULL && strcmp(arg, "--load") == 0) {
         if (strcmp(val, "even") == 0)
@@ -127,7 +155,7 @@ static int parse_args(args_t *a, int argc, char **argv)
             return -1;
         }
     }
-    if (a->nscen == 0)
+    if (a->nscen == 0 && !a->o.matrix)
         for (int i = 0; acc_scen_names[i] != NULL && a->nscen < ACC_SCEN_MAX; i++)
             a->scen[a->nscen++] = acc_scen_names[i];
     return 0;
@@ -170,7 +198,10 @@ static int run_scenario(const acc_opts_t *o, const char *name, acc_verdicts_t *v
         int from = v->n;
         sc.judge(&sc, &res, o->mode == ACC_VIRTUAL, v);
         acc_print_verdicts(v, from, o->mode == ACC_VIRTUAL);
+        if (o->mode == ACC_VIRTUAL)
+            acc_compare(&sc, &res, acc_policy_name(&sc), NULL, NULL, 1);
         acc_write_csv(o, &sc, &res);
+        acc_plot_strategies(o, &sc, &res);
     } else {
         printf("  run failed%s\n", acc_interrupted ? " (interrupted)" : "");
     }
@@ -258,6 +289,12 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int i = 0; i < a.nscen && !acc_interrupted; i++)
         failed |= run_scenario(&a.o, a.scen[i], verdicts) != 0;
+    if (a.o.matrix && a.o.mode != ACC_VIRTUAL) {
+        fprintf(stderr, "rl_accuracy: the matrix runs on the virtual clock only\n");
+        failed = 1;
+    } else if (a.o.matrix && !acc_interrupted) {
+        failed |= acc_run_matrix(&a.o, verdicts) != 0;
+    }
     int missed = final_summary(&a.o, verdicts, t0);
     free(verdicts);
     rl_test_redis_stop(&srv);

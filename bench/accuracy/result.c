@@ -26,8 +26,11 @@ int acc_result_init(acc_result_t *r, const acc_scen_t *sc)
     r->node_off = calloc(cells, sizeof *r->node_off);
     r->sum_q = calloc(r->rounds, sizeof *r->sum_q);
     r->sum_b = calloc(r->rounds, sizeof *r->sum_b);
+    size_t nt = (size_t)sc->nodes * (size_t)sc->duration_ms;
+    r->arr_nt = calloc(nt, sizeof *r->arr_nt);
+    r->adm_nt = calloc(nt, sizeof *r->adm_nt);
     if (r->adm_ms == NULL || r->node_adm == NULL || r->node_off == NULL || r->sum_q == NULL ||
-        r->sum_b == NULL) {
+        r->sum_b == NULL || r->arr_nt == NULL || r->adm_nt == NULL) {
         acc_result_free(r);
         return -1;
     }
@@ -42,6 +45,8 @@ void acc_result_free(acc_result_t *r)
     free(r->sum_q);
     free(r->sum_b);
     free(r->step_ms);
+    free(r->arr_nt);
+    free(r->adm_nt);
     memset(r, 0, sizeof *r);
 }
 

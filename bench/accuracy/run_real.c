@@ -43,7 +43,7 @@ typedef struct rt_driver {
     uint64_t node_mask;   /* the nodes this driver runs */
     uint64_t start_ns;    /* CLOCK_MONOTONIC time of ms 0 */
     rt_counts_t counts;
-    acc_gen_t gens[ACC_MAX_NODES];
+    acc_gen_t gens[ACC_MAX_RT_NODES];
     uint64_t lag_ms;
     int errors;
 } rt_driver_t;
@@ -151,7 +151,9 @@ static void counts_free(rt_counts_t *c, const acc_scen_t *sc, int shared)
 
 int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res)
 {
-    acc_node_t nodes[ACC_MAX_NODES];
+    if (sc->nodes > ACC_MAX_RT_NODES)
+        return -1; /* the drivers' node sets are 64-bit masks */
+    acc_node_t nodes[ACC_MAX_RT_NODES];
     memset(nodes, 0, sizeof nodes);
     acc_fleet_cfg_t fc;
     acc_fleet_cfg_init(&fc, o, sc, "r");
@@ -163,7 +165,7 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
     rt_counts_t counts = {NULL, NULL};
     int threads = o->driver_threads < sc->nodes ? o->driver_threads : sc->nodes;
     rt_driver_t *drv = calloc((size_t)threads, sizeof *drv);
-    pthread_t tid[ACC_MAX_NODES];
+    pthread_t tid[ACC_MAX_RT_NODES];
     int rc = drv != NULL && counts_alloc(&counts, sc, 0) == 0 ? 0 : -1;
     for (int i = 0; rc == 0 && i < sc->nodes; i++)
         rc = acc_node_open(&nodes[i], &fc, i);
@@ -215,14 +217,14 @@ int acc_run_realtime(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *re
 /* Coordination in the shared mapping: a child sets ready once connected
  * (or failed), the parent then publishes the start time. */
 typedef struct rt_sync {
-    _Atomic int ready[ACC_MAX_NODES]; /* 1 connected, -1 failed */
+    _Atomic int ready[ACC_MAX_RT_NODES]; /* 1 connected, -1 failed */
     _Atomic uint64_t start_ns;
 } rt_sync_t;
 
 static void child_main(const acc_opts_t *o, const acc_scen_t *sc, int i, rt_counts_t counts,
                        rt_sync_t *sy)
 {
-    acc_node_t nodes[ACC_MAX_NODES];
+    acc_node_t nodes[ACC_MAX_RT_NODES];
     memset(nodes, 0, sizeof nodes);
     acc_fleet_cfg_t fc;
     acc_fleet_cfg_init(&fc, o, sc, "p");
@@ -289,6 +291,8 @@ static int supervise(const acc_scen_t *sc, const pid_t *pid, uint64_t start)
 
 int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res)
 {
+    if (sc->nodes > ACC_MAX_RT_NODES)
+        return -1;
     rt_counts_t counts = {NULL, NULL};
     rt_sync_t *sy = mmap(NULL, sizeof *sy, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                          -1, 0);
@@ -313,7 +317,7 @@ int acc_run_processes(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *r
     if (sc->cut_node >= 0)
         co.cut_url = cut_url;
     o = &co;
-    pid_t pid[ACC_MAX_NODES] = {0};
+    pid_t pid[ACC_MAX_RT_NODES] = {0};
     fflush(stdout); /* a child must not flush the parent's buffered output again */
     int rc = 0;
     for (int i = 0; i < sc->nodes && rc == 0; i++) {

@@ -53,6 +53,10 @@ static void drive_ms(vrun_t *v, int i, uint64_t t)
     v->res->node_off[cell] += n;
     v->res->node_adm[cell] += admitted;
     v->res->adm_ms[t] += admitted;
+    size_t nt = (size_t)i * (size_t)sc->duration_ms + (size_t)t;
+    /* uint16: the scenarios offer at most tens of requests a node-ms. */
+    v->res->arr_nt[nt] = (uint16_t)(n > UINT16_MAX ? UINT16_MAX : n);
+    v->res->adm_nt[nt] = (uint16_t)(admitted > UINT16_MAX ? UINT16_MAX : admitted);
 }
 
 /* The shares the live nodes held during the round that just ended (share
@@ -178,6 +182,7 @@ int acc_run_virtual(const acc_opts_t *o, const acc_scen_t *sc, acc_result_t *res
             acc_node_counters(&v->nodes[i], &reports, &calls);
             res->reports += reports;
             res->calls += calls;
+            res->heartbeats += acc_node_heartbeats(&v->nodes[i]);
         }
         acc_node_close(&v->nodes[i]);
     }
