@@ -26,9 +26,7 @@ PACKAGES=(
   redis-tools
   valgrind
   python3
-  python3-pip
-  python3-setuptools
-  python3-wheel
+  python3-venv
   golang-go
   golang-golang-x-time-dev
   curl

@@ -80,10 +80,13 @@ const (
 	FlagNoSlot   = uint32(C.RL_FLAG_NOSLOT)   // the key table had no slot for the key
 )
 
-// Config holds an instance's options; the zero value of a field means the
-// library's default. A fleet sets RedisURL, KeySecret (the same bytes on
-// every node), NodeID (unique per process), KeyPrefix and ExpectedNodes
-// (README "Fleet quickstart").
+// Config holds an instance's options: rl_config_t's fields, the zero value
+// of each meaning the library's default. A fleet sets RedisURL, KeySecret
+// (the same bytes on every node), NodeID (unique per process), KeyPrefix
+// and ExpectedNodes (README "Fleet quickstart"); the rest tune the sync,
+// health, exact mode, quotas and hot keys. A duration is rounded down to
+// whole milliseconds; a value the library refuses fails New with ErrRange
+// and a Detail naming the C field.
 type Config struct {
 	RedisURL      string        // "redis://[user:password@]host:port[/db]"; "": local-only
 	KeySecret     []byte        // 16..4096 bytes, the same on every node; required with RedisURL
@@ -93,6 +96,25 @@ type Config struct {
 	SyncInterval  time.Duration // 50..200 ms; 0: 100 ms
 	MaxKeys       int           // key table capacity, 16..2^28; 0: 65536
 	MaxLimits     int           // 1..4096; 0: 256
+	KeyTTL        time.Duration // an idle synced key keeps its slot this long; 0: 60 s
+
+	DemandAlphaPct       int           // weight of the newest round in smoothed demand, 1..100; 0: 75
+	DegradeAfterFailures int           // failed rounds in a row that degrade, 1..100; 0: 1
+	RecoverAfterRounds   int           // good rounds in a row that recover, 1..100; 0: 2
+	ReconnectMax         time.Duration // cap of the reconnect backoff; 0: 950 ms
+	DegradeRamp          time.Duration // ramp to degraded_rate; 0: 1 s
+
+	ExactTimeout  time.Duration // an exact check's wait for Redis, 1 ms..60 s; 0: 100 ms
+	ExactPoolSize int           // connections of the exact thread, 1..64; 0: 4
+
+	QuotaTimeout time.Duration // rl_quota_charge's wait for Redis, 1 ms..60 s; 0: 500 ms
+	// QuotaJournalMax is the charges of on_failure=open quotas kept while
+	// Redis is out, 1..1000000; 0: 10000; negative: none kept (each such
+	// charge is lost and counted).
+	QuotaJournalMax int
+
+	HotkeysK int  // keys each top-K sketch reports (rl_hotkeys), 1..1024; 0: 32
+	LogQuiet bool // with no log hook: true writes nothing to stderr
 }
 
 // Limiter is an instance (rl_t). Safe for concurrent use.
@@ -163,27 +185,8 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	var c C.rl_config_t
 	C.rl_config_init_sized(&c, C.sizeof_rl_config_t)
-	var err error
-	if cfg.ExpectedNodes != 0 {
-		if c.expected_nodes, err = u32("ExpectedNodes", cfg.ExpectedNodes, 1<<32-1); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.SyncInterval != 0 {
-		ms := int(cfg.SyncInterval / time.Millisecond)
-		if c.sync_interval_ms, err = u32("SyncInterval(ms)", ms, 1<<32-1); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.MaxKeys != 0 {
-		if c.max_keys, err = u32("MaxKeys", cfg.MaxKeys, 1<<32-1); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.MaxLimits != 0 {
-		if c.max_limits, err = u32("MaxLimits", cfg.MaxLimits, 1<<32-1); err != nil {
-			return nil, err
-		}
+	if err := setNumbers(&c, &cfg); err != nil {
+		return nil, err
 	}
 	// The library copies every string and the secret at rl_open.
 	c.redis_url = cstr(cfg.RedisURL)
@@ -201,11 +204,72 @@ func New(cfg Config) (*Limiter, error) {
 		c.key_secret = secret
 		c.key_secret_len = C.size_t(len(cfg.KeySecret))
 	}
+	// rl_open names the field at fault and why in this buffer.
+	msg := (*C.char)(C.calloc(1, 512))
+	defer C.free(unsafe.Pointer(msg))
+	c.err, c.errlen = msg, 512
 	l := &Limiter{}
 	if rc := C.rl_open(&l.rl, &c); rc < 0 {
-		return nil, &Error{Code: Code(rc), Op: "rl_open"}
+		return nil, &Error{Code: Code(rc), Op: "rl_open", Detail: C.GoString(msg)}
 	}
 	return l, nil
+}
+
+func millis(d time.Duration) int { return int(d / time.Millisecond) }
+
+// setNumbers copies Config's numeric fields into c, leaving each zero one
+// at rl_config_init's default; a negative or oversized one is ErrRange
+// (C would wrap it).
+func setNumbers(c *C.rl_config_t, cfg *Config) error {
+	fields := []struct {
+		name string
+		v    int
+		dst  *C.uint32_t
+	}{
+		{"ExpectedNodes", cfg.ExpectedNodes, &c.expected_nodes},
+		{"SyncInterval(ms)", millis(cfg.SyncInterval), &c.sync_interval_ms},
+		{"MaxKeys", cfg.MaxKeys, &c.max_keys},
+		{"MaxLimits", cfg.MaxLimits, &c.max_limits},
+		{"DemandAlphaPct", cfg.DemandAlphaPct, &c.demand_alpha_pct},
+		{"DegradeAfterFailures", cfg.DegradeAfterFailures, &c.degrade_after_failures},
+		{"RecoverAfterRounds", cfg.RecoverAfterRounds, &c.recover_after_rounds},
+		{"ReconnectMax(ms)", millis(cfg.ReconnectMax), &c.reconnect_max_ms},
+		{"DegradeRamp(ms)", millis(cfg.DegradeRamp), &c.degrade_ramp_ms},
+		{"ExactTimeout(ms)", millis(cfg.ExactTimeout), &c.exact_timeout_ms},
+		{"ExactPoolSize", cfg.ExactPoolSize, &c.exact_pool_size},
+		{"QuotaTimeout(ms)", millis(cfg.QuotaTimeout), &c.quota_timeout_ms},
+		{"HotkeysK", cfg.HotkeysK, &c.hotkeys_k},
+	}
+	for _, f := range fields {
+		if f.v == 0 {
+			continue
+		}
+		v, err := u32(f.name, f.v, 1<<32-1)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	if cfg.KeyTTL != 0 {
+		if cfg.KeyTTL < 0 {
+			return &Error{Code: ErrRange, Op: "New", Detail: fmt.Sprintf("KeyTTL=%v", cfg.KeyTTL)}
+		}
+		c.key_ttl_ms = C.uint64_t(millis(cfg.KeyTTL))
+	}
+	switch {
+	case cfg.QuotaJournalMax < 0:
+		c.quota_journal_max = 0
+	case cfg.QuotaJournalMax > 0:
+		v, err := u32("QuotaJournalMax", cfg.QuotaJournalMax, 1<<32-1)
+		if err != nil {
+			return err
+		}
+		c.quota_journal_max = v
+	}
+	if cfg.LogQuiet {
+		c.log_quiet = 1
+	}
+	return nil
 }
 
 // Close frees the instance (rl_close: with a RedisURL, the last usage is

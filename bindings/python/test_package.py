@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Tests of the libratelimit package beyond the ctypes layer (unittest,
 standard library only): the WSGI middleware through a real wsgiref server,
-the reopen after fork(), where the shared library is looked for, and an
-offline `pip install --no-build-isolation` of this directory.
+the reopen after fork(), where the shared library is looked for, and the
+README's install commands, offline, in a plain venv (the package builds
+with its own backend, build_backend/, standard library only).
 
     RL_LIBRARY=build/libratelimit.so python3 -m unittest bindings/python/test_package.py
 
-ctest runs it as python_package. The pip case needs pip, setuptools >= 61
-and wheel in this Python or in /usr/bin/python3 (Debian: python3-pip,
-python3-setuptools, python3-wheel; scripts/deps.sh installs them).
+ctest runs it as python_package. The install cases need `python3 -m venv`
+with its bundled pip (Debian: python3-venv).
 """
 
 import http.client
@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import zipfile
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -277,20 +278,61 @@ class Loader(unittest.TestCase):
         self.assertIn("LIBRATELIMIT_LIBRARY", r.stdout)
 
 
-def _python_that_builds():
-    """sys.executable, else Debian's python3, if it has pip, setuptools >=
-    61 and wheel."""
-    # setuptools before pip: Debian's distutils shim asserts otherwise.
-    probe = ("import setuptools, wheel, pip, sys; "
-             "sys.exit(int(setuptools.__version__.split('.')[0]) < 61)")
-    for exe in (sys.executable, "/usr/bin/python3"):
-        if exe and os.path.exists(exe) and subprocess.run(
-                [exe, "-c", probe], capture_output=True).returncode == 0:
-            return exe
-    return None
+def _readme_install_block():
+    """The first ```sh block under "## Install" in this directory's README:
+    the commands a user runs, tested as written."""
+    with open(os.path.join(HERE, "README.md")) as f:
+        text = f.read()
+    sec = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"^```sh\n(.*?)^```$", sec, re.S | re.M)
+    if m is None:
+        raise AssertionError("bindings/python/README.md: no ```sh block under ## Install")
+    return m.group(1)
 
 
 class Install(unittest.TestCase):
+    """The documented install, offline (PIP_NO_INDEX: any download fails),
+    in a plain venv of this Python: no setuptools, no wheel, no
+    --system-site-packages."""
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.work)
+        # The commands name ./bindings/python: a link to this directory, so
+        # the venv and the build's by-products never land in the tree.
+        os.makedirs(os.path.join(self.work, "bindings"))
+        os.symlink(HERE, os.path.join(self.work, "bindings", "python"))
+        self.env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+                        PYTHONNOUSERSITE="1")
+        for k in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_FIND_LINKS"):
+            self.env.pop(k, None)
+
+    def run_sh(self, script):
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=self.work,
+                           env=dict(self.env, PATH=os.path.dirname(sys.executable) + ":" +
+                                    self.env.get("PATH", "")),
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, f"{script}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def assertInstalled(self, venv):
+        """The venv's python imports the installed package, not the tree's."""
+        code = ("import libratelimit, libratelimit.wsgi, importlib.metadata as m, sys\n"
+                "print(libratelimit.__file__)\n"
+                "md = m.distribution('libratelimit').metadata\n"
+                "print(md['Name'], md['Version'], md['License'])\n"
+                "print(libratelimit.__version__)\n"
+                "print(libratelimit.RateLimiter().add_limit('name=a rate=1/s') >= 0)\n")
+        py = os.path.join(self.work, venv, "bin", "python")
+        r = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd="/",
+                           env=dict(self.env, LIBRATELIMIT_LIBRARY=library_path()), timeout=60)
+        lines = r.stdout.split("\n")
+        self.assertTrue(lines[0].startswith(os.path.join(self.work, venv)), r.stdout + r.stderr)
+        version = libratelimit.__version__
+        self.assertEqual(lines[1], f"libratelimit {version} MIT")
+        self.assertEqual(lines[2], version)
+        self.assertEqual(lines[3], "True")
+
     def test_version_matches_the_header(self):
         with open(os.path.join(ROOT, "include", "ratelimit.h")) as f:
             h = f.read()
@@ -298,37 +340,38 @@ class Install(unittest.TestCase):
                      for p in ("MAJOR", "MINOR", "PATCH"))
         with open(os.path.join(HERE, "pyproject.toml")) as f:
             self.assertIn(f'version = "{v}"', f.read())
+        self.assertEqual(libratelimit.__version__, v)
 
-    def test_offline_pip_install(self):
-        exe = _python_that_builds()
-        self.assertIsNotNone(exe, "no python3 with pip, setuptools >= 61 and wheel "
-                                  "(apt-get install python3-pip python3-setuptools python3-wheel)")
-        work = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, work)
-        src = os.path.join(work, "src")
-        # A copy, so the build's by-products never land in the source tree.
-        shutil.copytree(HERE, src, ignore=shutil.ignore_patterns(
-            "__pycache__", "build", "*.egg-info"))
-        target = os.path.join(work, "site")
-        env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-        r = subprocess.run([exe, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
-                            "--no-index", "--target", target, src],
-                           capture_output=True, text=True, env=env, timeout=300)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        code = ("import libratelimit, libratelimit.wsgi, importlib.metadata as m, sys\n"
-                "print(libratelimit.__file__)\n"
-                "md = m.distribution('libratelimit').metadata\n"
-                "print(md['Name'], md['License'])\n"
-                "print(libratelimit.RateLimiter().add_limit('name=a rate=1/s') >= 0)\n")
-        r = subprocess.run([exe, "-c", code], capture_output=True, text=True, cwd=work,
-                           env=dict(os.environ, PYTHONPATH=target,
-                                    LIBRATELIMIT_LIBRARY=library_path()), timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        lines = r.stdout.split("\n")
-        self.assertTrue(lines[0].startswith(target), lines[0])
-        self.assertEqual(lines[1], "libratelimit MIT")
-        self.assertEqual(lines[2], "True")
+    def test_readme_install_in_a_plain_venv(self):
+        block = _readme_install_block()
+        self.assertIn("python3 -m venv v", block)
+        self.assertIn("v/bin/pip install ./bindings/python", block)
+        self.run_sh(block)
+        self.assertInstalled("v")
 
+    def test_without_build_isolation_or_setuptools(self):
+        """The build runs in the venv itself here: with no setuptools (some
+        Pythons' venvs carry one, 3.12's do not) and no wheel, it still
+        builds."""
+        self.run_sh("python3 -m venv v\n"
+                    "v/bin/pip uninstall -y -q setuptools wheel 2>/dev/null || true\n"
+                    "! v/bin/python -c 'import setuptools' 2>/dev/null\n"
+                    "! v/bin/python -c 'import wheel' 2>/dev/null\n"
+                    "v/bin/pip install --no-build-isolation ./bindings/python\n")
+        self.assertInstalled("v")
+
+    def test_the_wheel_alone(self):
+        """The wheel the python_wheel target writes installs with pip alone."""
+        r = self.run_sh("python3 bindings/python/build_backend/libratelimit_build.py dist")
+        wheel = r.stdout.strip()
+        self.assertTrue(wheel.endswith("-py3-none-any.whl"), wheel)
+        with zipfile.ZipFile(os.path.join(self.work, wheel)) as z:
+            names = z.namelist()
+            self.assertIn("libratelimit/binding.py", names)
+            record = z.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
+        self.assertEqual(sorted(line.split(",")[0] for line in record.split()), sorted(names))
+        self.run_sh(f"python3 -m venv w\nw/bin/pip install {wheel}\n")
+        self.assertInstalled("w")
 
 if __name__ == "__main__":
     unittest.main()

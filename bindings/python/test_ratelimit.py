@@ -179,7 +179,7 @@ class Basics(unittest.TestCase):
     def test_limit_management(self):
         api = self.rl.add_limit("name=api rate=1/m burst=1")
         lim = self.rl.get_limit(api)
-        self.assertEqual(lim.name, b"api")
+        self.assertEqual(lim.name, "api")
         self.assertEqual((lim.rate.count, lim.rate.period_ms, lim.burst), (1, 60000, 1))
         self.rl.check(api, "k")
         self.rl.update_limit(api, "name=api rate=1/m burst=5")
@@ -464,6 +464,99 @@ class GlobalTier(unittest.TestCase):
         finally:
             a.close()
             b.close()
+
+
+class FirstClass(unittest.TestCase):
+    """The Python-shaped API: falsy results on deny, a limit as an object,
+    one exception class per code, the version, every config field."""
+
+    def setUp(self):
+        self.rl = RateLimiter()
+
+    def tearDown(self):
+        self.rl.close()
+
+    def test_check_multi_is_falsy_on_deny_like_check(self):
+        a = self.rl.add_limit("name=a rate=1/m burst=1")
+        first = self.rl.check_multi([(a, "k")])
+        self.assertTrue(first)
+        self.assertTrue(self.rl.check(a, "other"))
+        denied = self.rl.check_multi([(a, "k")])
+        self.assertFalse(denied)
+        self.assertFalse(self.rl.check(a, "k"))
+        self.assertIsInstance(denied, rlm.MultiDecision)
+        self.assertEqual((denied.allowed, denied.denied_index), (False, 0))
+        self.assertFalse(denied.decisions[0].allowed)
+        ok, decs, idx = denied  # still unpacks as (allowed, decisions, denied_index)
+        self.assertEqual((ok, len(decs), idx), (False, 1, 0))
+
+    def test_get_limit_is_an_object(self):
+        api = self.rl.add_limit("name=api rate=5/10s burst=7 mode=local shadow=1 max_keys=100")
+        lim = self.rl.get_limit(api)
+        self.assertIsInstance(lim, rlm.LimitInfo)
+        self.assertNotIsInstance(lim, ctypes.Structure)
+        self.assertEqual(lim.name, "api")
+        self.assertEqual(lim.rate, (5, 10000))
+        self.assertEqual((lim.rate.count, lim.rate.period_ms, lim.burst), (5, 10000, 7))
+        self.assertEqual((lim.mode, lim.shadow, lim.max_keys), ("local", True, 100))
+        self.assertEqual(lim.mode_code, rlm.RL_MODE_LOCAL)
+        self.assertIn(lim.on_failure, ("local", "open", "closed", "default"))
+        self.assertEqual(lim, self.rl.get_limit("api"))
+        self.assertIn("api", repr(lim))
+
+    def test_one_exception_class_per_code(self):
+        seen = set()
+        for name in dir(rlm):
+            code = getattr(rlm, name)
+            if not (name.startswith("RL_E") and isinstance(code, int) and code < 0):
+                continue
+            cls = rlm.RateLimitError.code_class.get(code)
+            self.assertIsNotNone(cls, f"{name} has no exception class")
+            self.assertTrue(issubclass(cls, RateLimitError))
+            self.assertEqual(cls.CODE, code)
+            self.assertNotIn(cls, seen, f"{name} shares its class")
+            seen.add(cls)
+            e = RateLimitError(code, "f")
+            self.assertIs(type(e), cls)
+            self.assertEqual((e.code, e.name), (code, name))
+            self.assertTrue(hasattr(rlm, cls.__name__), cls.__name__)
+        self.assertEqual(len(seen), 15)
+        with self.assertRaises(rlm.SpecError) as cm:
+            self.rl.add_limit("name=x rate=fast")
+        self.assertEqual(cm.exception.code, rlm.RL_ESPEC)
+        self.rl.add_limit("name=x rate=1/s")
+        with self.assertRaises(rlm.LimitExistsError):
+            self.rl.add_limit("name=x rate=1/s")
+        with self.assertRaises(rlm.LimitNotFoundError):
+            self.rl.check("nope", "k")
+        with self.assertRaises(rlm.KeyLengthError):
+            self.rl.check("x", b"")
+        self.assertIs(type(RateLimitError(-999, "f")), RateLimitError)
+
+    def test_version(self):
+        import libratelimit
+        self.assertEqual(libratelimit.__version__, rlm.load().rl_version().decode())
+        with open(os.path.join(HERE, "pyproject.toml")) as f:
+            self.assertIn(f'version = "{libratelimit.__version__}"', f.read())
+
+    def test_every_config_field_reaches_rl_open(self):
+        """Each keyword is rl_config_t's field: out of its range, rl_open
+        refuses it naming that field; in range, it opens."""
+        bad = {"exact_timeout_ms": 60001, "exact_pool_size": 65, "quota_journal_max": 1000001,
+               "quota_timeout_ms": 60001, "hotkeys_k": 1025, "clock_coarse_tick_ns": 10**9 + 1,
+               "key_ttl_ms": 10, "demand_alpha_pct": 101, "degrade_after_failures": 101,
+               "recover_after_rounds": 101, "reconnect_max_ms": 60001,
+               "degrade_ramp_ms": 3600001, "max_limits": 5000, "expected_nodes": 100001,
+               "sync_interval_ms": 10, "max_keys": 8}
+        for field, value in bad.items():
+            with self.assertRaises(rlm.OutOfRangeError, msg=field) as cm:
+                RateLimiter(**{field: value}).close()
+            self.assertTrue(cm.exception.detail.startswith(field + ":"), cm.exception.detail)
+        good = {"exact_timeout_ms": 250, "exact_pool_size": 2, "quota_journal_max": 0,
+                "quota_timeout_ms": 1000, "hotkeys_k": 8, "clock_coarse_tick_ns": 4000000}
+        RateLimiter(**good).close()
+        with self.assertRaises(TypeError):
+            RateLimiter(exact_pool_size="2")
 
 
 if __name__ == "__main__":

@@ -47,9 +47,18 @@ import threading
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
-    "RateLimiter", "Decision", "RateLimitError", "load", "version", "parse_limit",
+    "RateLimiter", "Decision", "MultiDecision", "LimitInfo", "RateLimitError", "load",
+    "version", "parse_limit", "__version__",
     "Config", "Limit", "Rate", "Decision_t", "Request", "Stats", "LimitStats", "Allocator",
+    # one exception class per RL_E* code, each a RateLimitError
+    "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
+    "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
+    "CostError", "ForkedError", "NotSupportedError", "LimitNameError", "ModeError", "AuthError",
 ]
+
+# The package's version: the C library's it was released with (README,
+# "Versioning policy"); pyproject.toml says the same, and a test checks it.
+__version__ = "0.2.0"
 
 # The ABI this module was written against: the library's major version must
 # match (releases with the same major are ABI-compatible).
@@ -443,13 +452,26 @@ def version(library: Optional[str] = None) -> str:
 
 
 class RateLimitError(Exception):
-    """A negative RL_E* code from the library.
+    """A negative RL_E* code from the library: the base of one subclass per
+    code (SpecError for RL_ESPEC, ...), so `except SpecError` catches one
+    kind and `except RateLimitError` every kind. RateLimitError(code, ...)
+    itself builds the code's subclass.
 
     code: the number (e.g. -7); name: rl_err_name (e.g. "RL_ESPEC");
     message: rl_strerror; function: the C function that failed; detail: more
     text when there is some (rl_limit_parse's message naming the bad word,
     rl_open's naming the field and why).
     """
+
+    code_class: dict = {}  # RL_E* number -> its subclass
+
+    def __new__(cls, code: int = 0, *args, **kwargs):
+        if cls is RateLimitError:
+            cls = RateLimitError.code_class.get(code, RateLimitError)
+        return super().__new__(cls)
+
+    def __reduce__(self):
+        return (_rebuild_error, (self.code, self.function, self.detail))
 
     def __init__(self, code: int, function: str, detail: Optional[str] = None,
                  lib: Optional[_Lib] = None):
@@ -467,6 +489,35 @@ class RateLimitError(Exception):
         if self.detail:
             text += f": {self.detail}"
         super().__init__(text)
+
+
+def _rebuild_error(code: int, function: str, detail: Optional[str]) -> "RateLimitError":
+    return RateLimitError(code, function, detail)
+
+
+def _error_class(name: str, code: int, doc: str) -> type:
+    cls = type(name, (RateLimitError,), {
+        "__doc__": f"{doc} ({code}) from the library: a RateLimitError.", "CODE": code})
+    RateLimitError.code_class[code] = cls
+    return cls
+
+
+# One class per code of include/ratelimit.h's RL_ERRNO_MAP (CODE: its number).
+InvalidArgumentError = _error_class("InvalidArgumentError", RL_EINVAL, "RL_EINVAL")
+OutOfMemoryError = _error_class("OutOfMemoryError", RL_ENOMEM, "RL_ENOMEM")
+LimitNotFoundError = _error_class("LimitNotFoundError", RL_ENOTFOUND, "RL_ENOTFOUND")
+OutOfRangeError = _error_class("OutOfRangeError", RL_ERANGE, "RL_ERANGE")
+StructSizeError = _error_class("StructSizeError", RL_ESIZE, "RL_ESIZE")
+KeyLengthError = _error_class("KeyLengthError", RL_EKEYLEN, "RL_EKEYLEN")
+SpecError = _error_class("SpecError", RL_ESPEC, "RL_ESPEC")
+LimitExistsError = _error_class("LimitExistsError", RL_EEXIST, "RL_EEXIST")
+TooManyLimitsError = _error_class("TooManyLimitsError", RL_ELIMITS, "RL_ELIMITS")
+CostError = _error_class("CostError", RL_ECOST, "RL_ECOST")
+ForkedError = _error_class("ForkedError", RL_EFORKED, "RL_EFORKED")
+NotSupportedError = _error_class("NotSupportedError", RL_ENOTSUP, "RL_ENOTSUP")
+LimitNameError = _error_class("LimitNameError", RL_ENAME, "RL_ENAME")
+ModeError = _error_class("ModeError", RL_EMODE, "RL_EMODE")
+AuthError = _error_class("AuthError", RL_EAUTH, "RL_EAUTH")
 
 
 def _check_rc(lib: _Lib, rc: int, function: str, detail: Optional[str] = None) -> int:
@@ -582,6 +633,93 @@ class Decision:
                 f"policy={self.policy!r})")
 
 
+class MultiDecision(tuple):
+    """check_multi's answer: (allowed, decisions, denied_index), a tuple so
+    it unpacks as before, and false when denied, as a Decision is:
+    `if rl.check_multi(...):` means "every request was admitted"."""
+
+    __slots__ = ()
+
+    def __new__(cls, allowed: bool, decisions: List[Decision], denied_index: int):
+        return super().__new__(cls, (allowed, decisions, denied_index))
+
+    allowed = property(lambda self: self[0])
+    decisions = property(lambda self: self[1])
+    denied_index = property(lambda self: self[2])
+
+    def __bool__(self) -> bool:
+        return self[0]
+
+    def __repr__(self) -> str:
+        return (f"MultiDecision(allowed={self[0]}, denied_index={self[2]}, "
+                f"decisions={self[1]!r})")
+
+
+_MODES = {RL_MODE_GLOBAL: "global", RL_MODE_LOCAL: "local", RL_MODE_EXACT: "exact",
+          RL_MODE_TIERED: "tiered"}
+_FAILS = {RL_FAIL_DEFAULT: "default", RL_FAIL_LOCAL: "local", RL_FAIL_OPEN: "open",
+          RL_FAIL_CLOSED: "closed"}
+_HOT_POLICIES = {0: "sync", 1: "local"}
+
+
+class RateInfo(tuple):
+    """A rate: count tokens per period_ms."""
+
+    __slots__ = ()
+
+    def __new__(cls, count: int, period_ms: int):
+        return super().__new__(cls, (count, period_ms))
+
+    count = property(lambda self: self[0])
+    period_ms = property(lambda self: self[1])
+
+    def __repr__(self) -> str:
+        return f"RateInfo(count={self[0]}, period_ms={self[1]})"
+
+
+class LimitInfo:
+    """A limit's parameters, as get_limit() reads them (rl_limit_get): name
+    (str), rate and degraded_rate (RateInfo: count, period_ms; a degraded
+    rate of 0/0 is the library's default), burst, mode and on_failure and
+    hot_policy (the spec's words: "exact", "closed", ...; mode_code,
+    on_failure_code, hot_policy_code: the RL_* numbers), shadow (bool),
+    max_keys, hot_ppm, near_ppm, hot_every. A plain copy: changing it
+    changes nothing; update_limit() takes a spec or a Limit."""
+
+    __slots__ = ("name", "rate", "burst", "mode_code", "on_failure_code", "degraded_rate",
+                 "shadow", "max_keys", "hot_ppm", "near_ppm", "hot_policy_code", "hot_every")
+
+    def __init__(self, lim: "Limit"):
+        self.name = lim.name.decode("utf-8", "replace")
+        self.rate = RateInfo(lim.rate.count, lim.rate.period_ms)
+        self.burst = lim.burst
+        self.mode_code = lim.mode
+        self.on_failure_code = lim.on_failure
+        self.degraded_rate = RateInfo(lim.degraded_rate.count, lim.degraded_rate.period_ms)
+        self.shadow = bool(lim.shadow)
+        self.max_keys = lim.max_keys
+        self.hot_ppm = lim.hot_ppm
+        self.near_ppm = lim.near_ppm
+        self.hot_policy_code = lim.hot_policy
+        self.hot_every = lim.hot_every
+
+    mode = property(lambda self: _MODES.get(self.mode_code, str(self.mode_code)))
+    on_failure = property(lambda self: _FAILS.get(self.on_failure_code,
+                                                  str(self.on_failure_code)))
+    hot_policy = property(lambda self: _HOT_POLICIES.get(self.hot_policy_code,
+                                                         str(self.hot_policy_code)))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LimitInfo):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __repr__(self) -> str:
+        return (f"LimitInfo(name={self.name!r}, rate={self.rate.count}/{self.rate.period_ms}ms, "
+                f"burst={self.burst}, mode={self.mode!r}, on_failure={self.on_failure!r}, "
+                f"shadow={self.shadow})")
+
+
 LimitRef = Union[int, str]
 KeyType = Union[bytes, bytearray, memoryview, str]
 
@@ -591,8 +729,14 @@ class RateLimiter:
     limiter; else the global tier syncs through Redis, and key_secret is
     required: bytes or str, 16..4096 bytes, the same on every node of a fleet
     (nodes with different secrets keep separate keys: each would enforce the
-    whole limit). The other arguments are rl_config_t's fields (None: the
-    library's default). log, if given, is called as log(level, message) from
+    whole limit). The other arguments are rl_config_t's fields, by the same
+    names (None: the library's default; include/ratelimit.h gives each
+    range): the fleet's node_id, key_prefix, expected_nodes; max_keys,
+    max_limits, sync_interval_ms, key_ttl_ms, demand_alpha_pct; health
+    (degrade_after_failures, recover_after_rounds, reconnect_max_ms,
+    degrade_ramp_ms); exact mode (exact_timeout_ms, exact_pool_size);
+    quotas (quota_journal_max, quota_timeout_ms); hot keys (hotkeys_k);
+    clock_coarse_tick_ns. log, if given, is called as log(level, message) from
     the library's threads; without it, warnings and errors go to stderr,
     rate-limited, unless log_quiet=True. A bad argument raises
     RateLimitError whose detail names the field and why (rl_open's message)."""
@@ -611,6 +755,12 @@ class RateLimiter:
                  recover_after_rounds: Optional[int] = None,
                  reconnect_max_ms: Optional[int] = None,
                  degrade_ramp_ms: Optional[int] = None,
+                 clock_coarse_tick_ns: Optional[int] = None,
+                 exact_timeout_ms: Optional[int] = None,
+                 exact_pool_size: Optional[int] = None,
+                 quota_journal_max: Optional[int] = None,
+                 quota_timeout_ms: Optional[int] = None,
+                 hotkeys_k: Optional[int] = None,
                  log: Optional[Callable[[int, str], None]] = None,
                  log_quiet: bool = False,
                  library: Optional[str] = None):
@@ -642,10 +792,18 @@ class RateLimiter:
                             ("degrade_after_failures", degrade_after_failures),
                             ("recover_after_rounds", recover_after_rounds),
                             ("reconnect_max_ms", reconnect_max_ms),
-                            ("degrade_ramp_ms", degrade_ramp_ms)):
+                            ("degrade_ramp_ms", degrade_ramp_ms),
+                            ("clock_coarse_tick_ns", clock_coarse_tick_ns),
+                            ("exact_timeout_ms", exact_timeout_ms),
+                            ("exact_pool_size", exact_pool_size),
+                            ("quota_journal_max", quota_journal_max),
+                            ("quota_timeout_ms", quota_timeout_ms),
+                            ("hotkeys_k", hotkeys_k)):
             if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TypeError(f"{name} must be an int, not {type(value).__name__}")
                 # ctypes would wrap a negative or oversized value silently.
-                bits = 64 if name == "key_ttl_ms" else 32
+                bits = 64 if name in ("key_ttl_ms", "clock_coarse_tick_ns") else 32
                 if not 0 <= value < 1 << bits:
                     raise RateLimitError(RL_ERANGE, "rl_open", f"{name}={value}", lib)
                 setattr(cfg, name, value)
@@ -795,13 +953,13 @@ class RateLimiter:
         cid = _check_rc(self._lib, rc, "rl_limit_find", name)
         return self._c2u.get(cid, cid)
 
-    def get_limit(self, limit: LimitRef) -> Limit:
-        """A copy of the limit's current parameters."""
+    def get_limit(self, limit: LimitRef) -> LimitInfo:
+        """A copy of the limit's current parameters (rl_limit_get)."""
         out = Limit()
         self._lib.rl_limit_init_sized(ctypes.byref(out), ctypes.sizeof(out))
         rc = self._lib.rl_limit_get(self._h("rl_limit_get"), self._id(limit), ctypes.byref(out))
         _check_rc(self._lib, rc, "rl_limit_get")
-        return out
+        return LimitInfo(out)
 
     def _uid(self, limit: LimitRef) -> int:
         """The caller's id for an id or a name."""
@@ -854,11 +1012,11 @@ class RateLimiter:
                            _cost(lib, cost, "rl_refund"))
         _check_rc(lib, rc, "rl_refund")
 
-    def check_multi(self, requests: Sequence[Tuple]) -> Tuple[bool, List[Decision], int]:
+    def check_multi(self, requests: Sequence[Tuple]) -> MultiDecision:
         """All-or-nothing check of (limit, key) or (limit, key, cost) tuples.
-        Returns (allowed, decisions, denied_index); denied_index is
-        len(requests) when nothing denied. An invalid request raises, and
-        nothing is charged."""
+        Returns a MultiDecision: (allowed, decisions, denied_index), false
+        when denied; denied_index is len(requests) when nothing denied. An
+        invalid request raises, and nothing is charged."""
         lib = self._lib
         n = len(requests)
         reqs = (Request * max(n, 1))()
@@ -880,7 +1038,7 @@ class RateLimiter:
         out = []
         for i in range(n):
             out.append(Decision(lib, Decision_t.from_buffer_copy(decs[i])))
-        return rc == RL_ALLOW, out, denied.value
+        return MultiDecision(rc == RL_ALLOW, out, denied.value)
 
     # ----------------------------------------------------------------- stats
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 
-package ratelimit
+package xtimebench
 
 import (
 	"flag"
@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/time/rate"
+
+	ratelimit "libratelimit/go"
 )
 
 // Benchmarks beside golang.org/x/time/rate, the usual in-process Go limiter:
@@ -33,8 +35,8 @@ var keyNames = func() []string {
 	return k
 }()
 
-func benchLimiter(b *testing.B) (*Limiter, Limit) {
-	l, err := New(Config{MaxKeys: 4 * benchKeys})
+func benchLimiter(b *testing.B) (*ratelimit.Limiter, ratelimit.Limit) {
+	l, err := ratelimit.New(ratelimit.Config{MaxKeys: 4 * benchKeys})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func TestCompareWithXTimeRate(t *testing.T) {
 		defer func() { _ = f.Value.Set(old) }()
 	}
 	fmt.Printf("libratelimit (cgo) vs golang.org/x/time/rate, %s %s/%s, GOMAXPROCS=%d, library %s\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), Version())
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), ratelimit.Version())
 	fmt.Printf("%d rounds of each pair, medians\n", rounds)
 	fmt.Printf("%-18s %14s %14s %8s\n", "case", "libratelimit", "x/time/rate", "ratio")
 	for _, c := range benchCases {
