@@ -18,7 +18,7 @@
  *
  * Every contender runs twice a round: on base (4 KB) pages and on huge
  * (2 MB) pages. The library's key table gets huge pages from its default
- * allocator (src/alloc.h); its base-page twin is an instance opened with
+ * allocator (src/base/alloc.h); its base-page twin is an instance opened with
  * bench_small_pages_allocator (pages.h). The baselines' memory is made
  * either way by bench_pages_alloc. Each figure's ratio is to the
  * independent-CAS loop on the same page size, in the same round.

@@ -49,7 +49,7 @@
 #endif
 #include "ratelimit.h"
 #include "instance.h" /* internals: which clock source a limit got, the floor, hot marks */
-#include "shareword.h"
+#include "local/shareword.h"
 #include "mutex_map.h"
 #include "pages.h"
 #include "redis_server.h"
@@ -634,7 +634,7 @@ static uint64_t loop_model_lease(void *vc, unsigned tid, unsigned nthreads, uint
         /* relaxed: as in loop_model_striped. */
         acc += atomic_load_explicit((_Atomic uint64_t *)(void *)&m->slot.pad[1],
                                     memory_order_relaxed) ^ id.lo;
-        /* relaxed: a model's lease word, as the library's (lease.h). */
+        /* relaxed: a model's lease word, as the library's (local/lease.h). */
         uint64_t tok = atomic_load_explicit(lw, memory_order_relaxed);
         int got = 0;
         while (tok != 0 && !(got = atomic_compare_exchange_weak_explicit(
@@ -1129,7 +1129,7 @@ static void bench_keyset(int first_dist, int last_dist, int mode)
 }
 
 /* Mark every live key of an instance hot, as rl_hotkeys does for a key
- * whose demand passed its limit's hot= (hot.c): the bench's key would need
+ * whose demand passed its limit's hot= (hot/hot.c): the bench's key would need
  * 50M checks/s for hot=0.5 of 100M/s, so the mark is set directly. */
 static void mark_all_hot(rl_t *rl)
 {
@@ -1143,7 +1143,7 @@ static void mark_all_hot(rl_t *rl)
 
 /* One key, many threads: the hot key's mostly-allow limit on 1
  * and 2 threads, not marked (one bucket word) and marked hot (leases,
- * src/lease.h), beside what this machine gives one shared word (same-line
+ * src/local/lease.h), beside what this machine gives one shared word (same-line
  * CAS) and no shared line (parallel loop), all in one group. */
 static void bench_onekey(void)
 {

@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include "ratelimit.h"
 #include "redis_server.h"
-#include "scripts.h"
+#include "lua/scripts.h"
 
 #define CALLS 3000
 #define RUNS 3

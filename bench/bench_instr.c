@@ -14,10 +14,10 @@
  * (an allowed check that fills an rl_decision_t), batch32 (rl_check_batch of
  * 32 requests of the one key, counted per request), hot (allow, the key
  * marked hot through hot= and rl_hotkeys first: its checks take their
- * tokens from a lease, src/lease.h), precise (deny of a burst-1 limit,
+ * tokens from a lease, src/local/lease.h), precise (deny of a burst-1 limit,
  * which reads CLOCK_MONOTONIC), precise1s (deny of a 1/s burst-1 limit,
  * precise too, whose denies coarse-first settles on the coarse clock,
- * src/clock.h) and fresh1s (N keys of that limit checked once each, all
+ * src/local/clock.h) and fresh1s (N keys of that limit checked once each, all
  * admitted: its allow path, with a new slot each).
  *
  * Cache misses per check, modes k1 and m1: N allowed checks of keys drawn
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     rl_limit_t lim;
     char err[256];
     /* All three burst-1 limits get the precise clock (rate x tick > burst
-     * - 1 = 0); deny and precise1s deny coarse-first (src/clock.h: a
+     * - 1 = 0); deny and precise1s deny coarse-first (src/local/clock.h: a
      * charge of at least two margins, 16 ms here), precise (1 ms) does not. */
     const char *spec = deny            ? "name=d rate=1/m burst=1 mode=local"
                        : precise         ? "name=p rate=1000/s burst=1 mode=local"

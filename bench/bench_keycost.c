@@ -26,8 +26,8 @@
 #include <time.h>
 #include "instance.h"
 #include "redis_server.h"
-#include "scripts.h"
-#include "sync.h"
+#include "lua/scripts.h"
+#include "sync/sync.h"
 
 #define MAX_NODES 200
 #define WARMUP_ROUNDS 10

@@ -4,7 +4,7 @@
  * and it comes back empty on the same port 2 s later. When does each
  * instance reconnect? Prints the spread in 100 ms windows and the busiest
  * window's share (the backoff is meant to keep it near 1/9 of them; see
- * src/backoff.h for the statistics). A report, not a gate: one real run.
+ * src/base/backoff.h for the statistics). A report, not a gate: one real run.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * Huge pages or not, side by side in one run: memory for the benches'
  * baselines in either page size, a user allocator that gives the library's
  * key table base pages (the library's default gives it huge pages:
- * src/alloc.h, rl__calloc_big), and what the kernel really backed a range
+ * src/base/alloc.h, rl__calloc_big), and what the kernel really backed a range
  * with (/proc/self/smaps).
  */
 #ifndef RL_BENCH_PAGES_H

@@ -60,9 +60,9 @@
 /* Internal: share words and sync counters (see the comment above). */
 #include "instance.h"
 #include "redis/url.h"
-#include "shareword.h"
-#include "sync.h"
-#include "table.h"
+#include "local/shareword.h"
+#include "sync/sync.h"
+#include "local/table.h"
 
 #include "redis_harness.h"
 

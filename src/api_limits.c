@@ -2,8 +2,8 @@
 /* The limit-management entry points: validation, then the registry. */
 #include <string.h>
 #include "core.h"
-#include "structsize.h"
-#include "limitdef.h"
+#include "base/structsize.h"
+#include "local/limitdef.h"
 
 static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
 {
@@ -72,7 +72,7 @@ int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
 }
 
 /* Under the writers' lock, the new epoch published: bring every bucket word
- * of the limit to it (limits.h, Epochs). */
+ * of the limit to it (local/limits.h, Epochs). */
 static void convert_keys(void *ctx, int id, rl_limit_slot_t *ls, const rl_limit_params_t *from,
                          const rl_limit_params_t *to)
 {

@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id
     t->detail = detail;
     t->near = 0;
     t->coarse = 0;
-    /* relaxed: one self-contained word (health.h); it orders nothing else. */
+    /* relaxed: one self-contained word (local/health.h); it orders nothing else. */
     t->health = rl__has_global(rl) ? atomic_load_explicit(&rl->health.word, memory_order_relaxed) : 0;
     rl__params_read_n(t->ls, &t->p, RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED, detail);
     if (cost > t->p.normal.burst)
@@ -63,7 +63,7 @@ static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id
 
 /*
  * The time a check is decided at: its limit's clock, except for a charge of
- * a precise-sourced limit that takes at least two margins (clock.h, which
+ * a precise-sourced limit that takes at least two margins (local/clock.h, which
  * says why two): that starts at the coarse time, and coarse_first reads the
  * precise one only if the coarse one cannot decide. Peeks and refunds,
  * whose figures or writes need the time, and exact mode, which is decided
@@ -84,7 +84,7 @@ static inline void target_clock(rl_t *rl, target_t *t, uint32_t cost)
 }
 
 /*
- * Coarse-first (clock.h): 1 if charging `cost` to the word `tat` (as found)
+ * Coarse-first (local/clock.h): 1 if charging `cost` to the word `tat` (as found)
  * is denied even at the coarse time plus the margin, so at the precise time
  * too, with o written as that deny; 0 when the precise time must decide
  * (and for the rare word of another epoch or a dying slot). The figures are
@@ -185,7 +185,7 @@ static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, c
  * synced limit this node's share of it (pre-sync default until the first). */
 /* Its hot mark (RL_FLAG_HOT into *flags) comes with the share word, on the
  * slot's line the check reads anyway: a hot key's check takes its tokens
- * from a lease (lease.h). */
+ * from a lease (local/lease.h). */
 static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s, uint32_t *flags)
 {
     /* relaxed: the share word is self-contained (one word, never torn). */
@@ -204,7 +204,7 @@ static const rl_gcra_t *slot_gcra(target_t *t, rl_slot_t *s, uint32_t *flags)
 }
 
 /* A `local` limit while Redis is out: its key's last good share ramps to
- * the limit's degraded rate as the outage ages (policy.h). */
+ * the limit's degraded rate as the outage ages (policy/policy.h). */
 static const rl_gcra_t *degraded_gcra(rl_t *rl, target_t *t, const rl_gcra_t *last)
 {
     uint64_t since = RL_HEALTH_SINCE(t->health);

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The checks decided in Redis (exact.h): an exact limit's every check, a
+ * The checks decided in Redis (exact/exact.h): an exact limit's every check, a
  * tiered key's confirmation near its limit, and rl_check_async's trips for
  * both, whose answers land on the exact thread. Each turns Redis's answer,
- * or the limit's on_failure (policy.h) when there was none, into the
+ * or the limit's on_failure (policy/policy.h) when there was none, into the
  * check's outcome. check.c calls here on the exact and tiered branches.
  */
 #include "checkint.h"
-#include "exact.h"
+#include "exact/exact.h"
 
 /* A closed exact limit's Retry-After when Redis did not answer: the next
  * check may find it again. */
@@ -33,7 +33,7 @@ static void exact_local(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
     }
 }
 
-/* Redis's answer into o, or with none the limit's on_failure (policy.h)
+/* Redis's answer into o, or with none the limit's on_failure (policy/policy.h)
  * when it is open or closed: 1. 0: no answer and on_failure=local, which
  * the caller decides (o's figures untouched). */
 static int redis_answer(const target_t *t, const rl_exact_answer_t *a, outcome_t *o)

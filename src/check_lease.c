@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A hot key's check (lease.h): its tokens taken from its bucket in batches
+ * A hot key's check (local/lease.h): its tokens taken from its bucket in batches
  * and handed out from the running CPU's lease line. check.c's charge calls
  * here for a key whose share word carries the hot mark.
  */
 #include "checkint.h"
-#include "lease.h"
+#include "local/lease.h"
 
-/* Whether a check may take its token from a lease (lease.h): rl_check,
+/* Whether a check may take its token from a lease (local/lease.h): rl_check,
  * rl_check_batch and rl_check_async of cost 1 on a hot key of a local or
  * synced limit (not exact, not tiered: their checks are counted in Redis),
  * in an instance that has leases. rl_check_multi never does: its undo gives
@@ -24,7 +24,7 @@ static inline int lease_eligible(const rl_t *rl, const target_t *t, const outcom
  * caller then charges as any key, which looks it up again). */
 static int lease_owner(const target_t *t, rl_slot_t *s, size_t i, uint64_t *me)
 {
-    /* acquire: the seqlock read of rl__table_find (table.h). */
+    /* acquire: the seqlock read of rl__table_find (local/table.h). */
     uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
     uint64_t tat;
     if (RL_CTRL_STATE(c) != RL_SLOT_LIVE || RL_CTRL_KEYBITS(c) != t->probe.keybits ||
@@ -107,7 +107,7 @@ static void lease_admitted(target_t *t, outcome_t *o, uint64_t tat, uint64_t lef
 }
 
 /*
- * A hot key's check from its CPU's lease (lease.h). 1: admitted here (a
+ * A hot key's check from its CPU's lease (local/lease.h). 1: admitted here (a
  * token of the lease, or of a batch just charged to the bucket, counted
  * with the batch); 0: the bucket could not pay a batch, or the slot
  * changed: charge as any key.
@@ -140,7 +140,7 @@ static inline int lease_charge(rl_t *rl, target_t *t, rl_slotref_t *ref, outcome
     uint64_t kept = lease_install(rl, lw, me, i, b - 1, b);
     if (kept < b - 1)
         refund_word(t, &s->tat, &s->aux, o->g, (uint32_t)(b - 1 - kept));
-    /* relaxed: as rl__table_count's (table.h); the tokens kept are counted
+    /* relaxed: as rl__table_count's (local/table.h); the tokens kept are counted
      * admitted now, once, by the same counter the harvest swaps. */
     if (atomic_fetch_add_explicit(&s->admitted, 1 + kept, memory_order_relaxed) == 0 &&
         (rl->table.dirty != NULL || rl->table.hotcap != NULL))

@@ -14,9 +14,9 @@
 
 #include <string.h>
 #include "core.h"
-#include "shareword.h"
-#include "policy.h"
-#include "structsize.h"
+#include "local/shareword.h"
+#include "policy/policy.h"
+#include "base/structsize.h"
 
 /* A helper some of the check files do not call: plain `static` (marked
  * unused) where whether to inline it is the compiler's call, as for any
@@ -46,14 +46,14 @@ typedef struct target {
     int detail;      /* the caller reads the decision: compute its figures */
     uint64_t health; /* the instance's health word, for synced limits */
     /* Beside each other, so the check's start clears both with one store. */
-    int near;        /* tiered: the key's share word carries NEAR (shareword.h) */
+    int near;        /* tiered: the key's share word carries NEAR (local/shareword.h) */
     int coarse;      /* `now` is coarse-first's reading (check.c), precise pending */
     uint64_t margin; /* coarse-first's margin, while `coarse` */
 } target_t;
 
 /*
  * A word of the limit's own rate whose epoch bit is not the snapshot's
- * (limits.h, Epochs): either the word is one epoch behind (not converted
+ * (local/limits.h, Epochs): either the word is one epoch behind (not converted
  * yet) and the previous normal applies, or the snapshot is behind (the word
  * was written after a newer publish, which happens-before our acquire load
  * of it). Reads the snapshot again to tell: 1 if it changed (the caller
@@ -203,7 +203,7 @@ static inline __attribute__((always_inline)) int charge_word(target_t *t, _Atomi
 }
 
 /* Give tokens back to a bucket word; records the highest TAT it lowered so
- * a reuse of the slot starts above it (see table.h). `high` is NULL for the
+ * a reuse of the slot starts above it (see local/table.h). `high` is NULL for the
  * overflow bucket, which is in the limit's own rate like a local key's. */
 static RL_MAYBE_UNUSED void refund_word(target_t *t, _Atomic uint64_t *w,
                                         _Atomic uint64_t *high, const rl_gcra_t *g,
@@ -242,7 +242,7 @@ static RL_MAYBE_UNUSED void refund_word(target_t *t, _Atomic uint64_t *w,
  * which slots may have gone idle (and been reclaimed). */
 #define NOSLOT_RETRY_MS 1000
 
-/* Write an open or closed on_failure answer (policy.h) into o. */
+/* Write an open or closed on_failure answer (policy/policy.h) into o. */
 static RL_MAYBE_UNUSED void failure_answer(const rl_failure_answer_t *a, outcome_t *o)
 {
     o->allowed = a->action == RL_FAILURE_ALLOW;
@@ -282,7 +282,7 @@ static inline void shadow_allow(const target_t *t, outcome_t *o)
 /*
  * A tiered limit's check goes to Redis only when the local tier admitted it
  * (flagrant abuse is denied here, Redis untouched), at a share the sync
- * thread marked NEAR (shareword.h: the fleet-wide remaining of the key, as
+ * thread marked NEAR (local/shareword.h: the fleet-wide remaining of the key, as
  * the last sync round saw it, was under the limit's confirm threshold), and
  * not by on_failure or as a shadow would-deny.
  */
@@ -320,12 +320,12 @@ static inline void fail_decision(rl_decision_t *out)
 }
 
 /* check_lease.c: charge_word for a key marked hot, from a lease when the
- * check may take one, and before a deny from another CPU's (lease.h). */
+ * check may take one, and before a deny from another CPU's (local/lease.h). */
 int rl__check_charge_hot(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t cost, outcome_t *o,
                          const void *key, size_t len);
 
 /* check_exact.c: rl_check of an exact limit, one blocking round trip
- * (exact.h). 0, or RL_ENOTSUP in a shared instance's process that did not
+ * (exact/exact.h). 0, or RL_ENOTSUP in a shared instance's process that did not
  * rl_shared_attach. */
 int rl__check_exact(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o);
 

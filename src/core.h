@@ -9,28 +9,28 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include "ratelimit.h"
-#include "clock.h"
-#include "keyhash.h"
-#include "limits.h"
-#include "table.h"
-#include "health.h"
-#include "log.h"
-#include "lease.h"
+#include "local/clock.h"
+#include "local/keyhash.h"
+#include "local/limits.h"
+#include "local/table.h"
+#include "local/health.h"
+#include "base/log.h"
+#include "local/lease.h"
 
 /*
- * A shared instance's private page (shsync.c maps it MAP_PRIVATE before
+ * A shared instance's private page (shm/host.c maps it MAP_PRIVATE before
  * any fork): each process has its own copy, and a child's starts as the
  * one fork() gave it, which the pid tells apart. What the calling process
  * has of the shared mode's per-process state, for the exact path and the
- * quota ledger (quota.c) to reach without the shared host's internals.
+ * quota ledger (quota/quota.c) to reach without the shared host's internals.
  */
 typedef struct rl_shlocal {
     pid_t pid;               /* the process whose attachment `att` is */
-    struct rl_attach *att;   /* its rl_shared_attach (shsync.c) */
+    struct rl_attach *att;   /* its rl_shared_attach (shm/host.c) */
     struct rl_exact *exact;  /* the exact thread att started */
-    /* The quota ledger (quota.h) this process sees: one it made (its
+    /* The quota ledger (quota/quota.h) this process sees: one it made (its
      * definitions, while unattached), or the copy fork() gave it, which a
-     * change or rl_shared_attach replaces with its own (quota.c). */
+     * change or rl_shared_attach replaces with its own (quota/quota.c). */
     struct rl_quotas *quotas;
     /* rl_config_t's, set by the opener (so every process inherits them):
      * what a process's ledger is made with. */
@@ -48,12 +48,12 @@ struct rl {
     _Atomic unsigned char *fork_page;
     pid_t owner_pid; /* fallback when the kernel lacks MADV_WIPEONFORK */
     struct rl_sync *sync; /* the global tier; NULL when local-only or shared */
-    /* A shared instance's global tier (shsync.h), in the mapping; NULL
+    /* A shared instance's global tier (shm/host.h), in the mapping; NULL
      * otherwise. Per-process state is reached through its private page. */
     struct rl_shsync *shsync;
     rl_shlocal_t *shlocal; /* with shsync: this process's private page */
-    struct rl_hot *hot;   /* hot keys (hot.h); NULL in a shared instance */
-    struct rl_exact *exact; /* the exact path (exact.h); NULL when local-only */
+    struct rl_hot *hot;   /* hot keys (hot/hot.h); NULL in a shared instance */
+    struct rl_exact *exact; /* the exact path (exact/exact.h); NULL when local-only */
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
     rl_health_t health;   /* written by the sync thread, read by checks */
     /* The settings more than one module reads; each module's own are in
@@ -68,7 +68,7 @@ struct rl {
     uint32_t sync_interval_ms;
     uint64_t degrade_ramp_fp;
     rl_logger_t logger;
-    rl_leases_t leases; /* hot keys' token leases (lease.h); off when shared */
+    rl_leases_t leases; /* hot keys' token leases (local/lease.h); off when shared */
 };
 
 /* Whether the instance has a global tier (its own sync, or its host's). */

@@ -6,19 +6,19 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "instance.h"
-#include "hot.h"
-#include "alloc.h"
-#include "errbuf.h"
-#include "structsize.h"
-#include "shared.h"
-#include "shsync.h"
-#include "keyprefix.h"
-#include "limitdef.h"
-#include "share.h"
+#include "hot/hot.h"
+#include "base/alloc.h"
+#include "base/errors.h"
+#include "base/structsize.h"
+#include "shm/shared.h"
+#include "shm/host.h"
+#include "base/keyprefix.h"
+#include "local/limitdef.h"
+#include "sync/share.h"
 #include "redis/url.h"
-#include "sync.h"
-#include "exact.h"
-#include "quota.h"
+#include "sync/sync.h"
+#include "exact/exact.h"
+#include "quota/quota.h"
 
 #define PAGE 4096
 
@@ -436,7 +436,7 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
         rc = init_local_tier(rl, &c);
     if (rc == 0)
         rc = rl__hot_init(rl, c.redis_url != NULL, rl__alloc_is_shared(&rl->alloc), c.hotkeys_k);
-    if (rc == 0 && rl->hot != NULL) /* only hot.c marks keys hot */
+    if (rc == 0 && rl->hot != NULL) /* only hot/hot.c marks keys hot */
         rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);

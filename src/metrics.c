@@ -31,13 +31,13 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
-#include "alloc.h"
-#include "health.h"
+#include "base/alloc.h"
+#include "local/health.h"
 #include "core.h"
-#include "hot.h"
+#include "hot/hot.h"
 #include "metrics.h"
 #include "stats.h"
-#include "textsink.h"
+#include "text/textsink.h"
 #include "redis/errclass.h"
 
 size_t rl__prom_escape(const char *src, size_t n, char *dst, size_t cap)

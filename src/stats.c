@@ -4,10 +4,10 @@
 #include <string.h>
 #include "core.h"
 #include "stats.h"
-#include "quota.h"
-#include "structsize.h"
-#include "sync.h"
-#include "shsync.h"
+#include "quota/quota.h"
+#include "base/structsize.h"
+#include "sync/sync.h"
+#include "shm/host.h"
 #include "redis/errclass.h"
 
 /* The public per-class fields are the error-class table in its order, one
@@ -22,7 +22,7 @@ RL_REDIS_ERR_MAP(RL_X_)
 #undef RL_X_
 
 /* A limit's totals: each rl_limit_stats_t field and the striped counter
- * (limits.h) it sums. rl_stats_t has a field of each name too: the sum over
+ * (local/limits.h) it sums. rl_stats_t has a field of each name too: the sum over
  * the limits. */
 #define RL_STATS_LIMIT_MAP(X)                                                      \
     X(admitted, RL_STAT_ADMITTED)                                                  \
@@ -38,7 +38,7 @@ RL_REDIS_ERR_MAP(RL_X_)
     X(degraded_local, RL_STAT_DEG_LOCAL)
 
 /* rl_stats_t's sync figures: each field and the sync thread's counter
- * (sync.h, RL_SYNC_COUNTERS_*) it shows; the per-class errors are
+ * (sync/sync.h, RL_SYNC_COUNTERS_*) it shows; the per-class errors are
  * RL_REDIS_ERR_MAP's rows. */
 #define RL_STATS_SYNC_MAP(X)                                                       \
     X(sync_rounds, rounds)                                                         \
@@ -157,7 +157,7 @@ static void limit_stats_once(rl_t *rl, const int *ids, uint32_t n, rl_limit_stat
 }
 
 /* The slot walk and the totals, with no harvest moving counts from one to
- * the other in between (limits.h: rl__limits_fold_begin): a seqlock read with
+ * the other in between (local/limits.h: rl__limits_fold_begin): a seqlock read with
  * begun/ended counts, since harvests may overlap each other. */
 void rl__limit_stats_many(rl_t *rl, const int *ids, uint32_t n, rl_limit_stats_t *out)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Reconnect backoff: bounds, and the spread of a reconnect storm. */
 #include "testutil.h"
-#include "backoff.h"
+#include "base/backoff.h"
 
 START_TEST(delays_within_bounds)
 {

@@ -13,7 +13,7 @@
 #include <uv.h>
 #include "testutil.h"
 #include "redis_fixture.h"
-#include "alloc.h"
+#include "base/alloc.h"
 #include "redis/caller.h"
 
 /* The reply is the request's own tag (ARGV[1]); KEYS[1] picks the route. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Instance time (clock.c) through the clock hook: origin, forward steps,
+ * Instance time (local/clock.c) through the clock hook: origin, forward steps,
  * backward jumps absorbed (time neither runs back nor freezes), saturation,
  * the coarse/precise choice, and backward jumps raced by readers.
  */
@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include "testutil.h"
-#include "clock.h"
+#include "local/clock.h"
 
 static _Atomic uint64_t raw_ns;
 

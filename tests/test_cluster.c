@@ -19,8 +19,8 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
-#include "syncint.h"
+#include "sync/sync.h"
+#include "sync/internal.h"
 #include "redis/route.h"
 
 static rl_test_cluster_t cl;

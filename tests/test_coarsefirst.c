@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Coarse-first (clock.h): a precise-sourced limit's check reads the coarse
+ * Coarse-first (local/clock.h): a precise-sourced limit's check reads the coarse
  * source first and settles a deny there only when it is certain. Checked
  * through a clock hook that models a coarse source lagging the precise one
  * (turned on with the internal seam rl__clock_coarse_first), against a GCRA

@@ -15,8 +15,8 @@
 #include "redis_fixture.h"
 #include "instance.h"
 #include "redis/keys.h"
-#include "exact.h"
-#include "scripts.h"
+#include "exact/exact.h"
+#include "lua/scripts.h"
 #include "redis/uvloop.h"
 
 static const char secret[] = "exact-test-secret-0123456789abcdef";

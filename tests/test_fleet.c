@@ -25,9 +25,9 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "structsize.h"
-#include "sync.h"
-#include "syncnodes.h"
+#include "base/structsize.h"
+#include "sync/sync.h"
+#include "sync/nodes.h"
 #include "redis/keys.h"
 #include <hiredis/hiredis.h>
 
@@ -239,7 +239,7 @@ typedef struct captured {
     int fd[2];
 } captured_t;
 
-/* Point the instance's stderr at a pipe (log.h: the fd is the test hook). */
+/* Point the instance's stderr at a pipe (base/log.h: the fd is the test hook). */
 static void capture(rl_t *rl, captured_t *cap)
 {
     ck_assert_int_eq(pipe(cap->fd), 0);

@@ -305,7 +305,7 @@ END_TEST
 #define TAU_FP_MAX ((UINT64_C(4) * 36525 * 864 * 1000000000) << 4) /* 4 years, 1/16 ns */
 
 /* The accepted range, restated from ratelimit.h (T rounded up to 1/16 ns,
- * as bucket.h documents). 1: valid, with *burst_eff and *tau_fp set. */
+ * as local/bucket.h documents). 1: valid, with *burst_eff and *tau_fp set. */
 static int oracle_valid(uint64_t count, uint64_t period_ms, uint64_t burst, uint64_t *burst_eff,
                         unsigned __int128 *tau_fp)
 {
@@ -1118,7 +1118,7 @@ END_TEST
 /*
  * A refund with cost x T >= 2^64 (T in 1/16 ns: any cost past ~320k tokens
  * on a 1/h limit) must fill the bucket: a plain product would wrap and give
- * back (cost x T) mod 2^64 instead, which is why rl__gcra_refund (bucket.h)
+ * back (cost x T) mod 2^64 instead, which is why rl__gcra_refund (local/bucket.h)
  * saturates it.
  */
 START_TEST(regress_huge_refund_fills_bucket)
@@ -1216,7 +1216,7 @@ END_TEST
  * A hook that swings by more than 2^62 ns around the origin (or swings
  * repeatedly until the absorbed offset passes 2^62) must not overflow the
  * hook path's `last - rel` and `rel + off`: in int64_t that is undefined
- * behaviour (UBSan: "signed integer overflow", clock.c), which is why
+ * behaviour (UBSan: "signed integer overflow", local/clock.c), which is why
  * rl__clock_guard clamps readings and sums in __int128. Only a UBSan build
  * (scripts/test.sh --asan, scripts/fuzz.sh) reports the overflow; here it
  * also checks the instance does not hand out a fresh burst.
@@ -1291,7 +1291,7 @@ static int faketime_child(const char *file)
         return 2;
     rl_limit_t l;
     /* p: the precise clock; c: the coarse one; f: the precise clock, its
-     * denies coarse-first (clock.h: burst 1, T >= two margins). */
+     * denies coarse-first (local/clock.h: burst 1, T >= two margins). */
     int ids[3];
     const char *specs[3] = {"name=p rate=100/s burst=1", "name=c rate=1000/s burst=100",
                             "name=f rate=20/s burst=1"};

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "structsize.h"
+#include "base/structsize.h"
 
 /* Big enough for any rendering (the worst case is 517 bytes). */
 #define OUT_CAP 1024

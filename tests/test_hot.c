@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Hot keys end to end (src/hot.c): rl_hotkeys on a zipf workload with
+/* Hot keys end to end (src/hot/hot.c): rl_hotkeys on a zipf workload with
  * planted heavy keys, their key bytes, the hot= marks with hysteresis
  * (RL_FLAG_HOT, log lines), the hot= grammar and rl_hotkeys' bad inputs. */
 #include <pthread.h>
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "hotkeys.h"
-#include "structsize.h"
-#include "syncnodes.h"
+#include "hot/sketch.h"
+#include "base/structsize.h"
+#include "sync/nodes.h"
 #include "instance.h"
-#include "hot.h"
+#include "hot/hot.h"
 
 /* Log lines the instance wrote (caller's thread for local limits). */
 typedef struct logcap {

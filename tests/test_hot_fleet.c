@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Hot keys with a global tier (src/hot.c fed by the sync rounds): three
+/* Hot keys with a global tier (src/hot/hot.c fed by the sync rounds): three
  * nodes in one process, manual rounds on a virtual clock against a real
  * redis-server. A key no node alone would call hot (a third of the demand
  * each) is marked hot on every node from the fleet's usage in the replies,
@@ -12,7 +12,7 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static rl_t *open_manual(const char *node, rl_test_clock_t *clk)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* hot_policy=local against a model (src/syncround.c's report policy): two
+/* hot_policy=local against a model (src/sync/round.c's report policy): two
  * nodes in one process, checked from two threads at once, manual rounds on
  * a frozen virtual clock (it moves only between steps, by the test), a real
  * redis-server. Node A's key is
@@ -18,10 +18,10 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "keyhash.h"
+#include "local/keyhash.h"
 #include "redis/keys.h"
-#include "shareword.h"
-#include "sync.h"
+#include "local/shareword.h"
+#include "sync/sync.h"
 
 static const char secret[] = "hot-policy-secret-0123456789";
 static const char hot_key[] = "the-hot-key";

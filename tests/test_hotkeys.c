@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The hot-key sketch (src/hotkeys.c): Space-Saving's bounds against exact
+/* The hot-key sketch (src/hot/sketch.c): Space-Saving's bounds against exact
  * counts, and a zipf workload with planted heavy keys. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "alloc.h"
-#include "hotkeys.h"
+#include "base/alloc.h"
+#include "hot/sketch.h"
 
 static rl_allocator_t alloc;
 

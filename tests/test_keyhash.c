@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Key identity under attack: keys are attacker-controlled, so the keyed
- * hash (NH, keyhash.h) and the table placement it feeds must not let an
+ * hash (NH, local/keyhash.h) and the table placement it feeds must not let an
  * attacker who does not know the secret make two keys share a bucket, nor
  * pile keys into one probe window.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hot keys' token leases (src/lease.h) against a model, the clock frozen
+ * Hot keys' token leases (src/local/lease.h) against a model, the clock frozen
  * through the clock hook and moved only by the test:
  * - 2..8 threads on one hot key: admitted <= burst + rate x elapsed (no
  *   growth: a lease holds tokens already charged to the bucket) and
@@ -24,13 +24,13 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
-#include "shareword.h"
-#include "lease.h"
+#include "sync/sync.h"
+#include "local/shareword.h"
+#include "local/lease.h"
 
 static rl_test_clock_t frozen = {.precise_ns = UINT64_C(5000000000)};
 
-/* The hot key's limit: a rate that leases (lease.h: 100,000/s or more). */
+/* The hot key's limit: a rate that leases (local/lease.h: 100,000/s or more). */
 #define SPEC "name=h rate=1000000/s burst=4000 mode=local"
 #define BURST 4000
 #define RATE_MS 1000 /* tokens per millisecond */
@@ -63,10 +63,10 @@ static rl_slot_t *key_slot(rl_t *rl, int id, const char *key)
     return ref.slot;
 }
 
-/* Mark the key hot as rl_hotkeys does for a key over its hot= (hot.c). */
+/* Mark the key hot as rl_hotkeys does for a key over its hot= (hot/hot.c). */
 static void mark_hot(rl_t *rl, int id, const char *key)
 {
-    /* relaxed: as hot.c's marks; checks read the bit relaxed. */
+    /* relaxed: as hot/hot.c's marks; checks read the bit relaxed. */
     atomic_fetch_or_explicit(&key_slot(rl, id, key)->share, RL_SHAREWORD_HOT,
                              memory_order_relaxed);
 }
@@ -340,7 +340,7 @@ START_TEST(hot_keys_sharing_a_group)
 }
 END_TEST
 
-/* An rl_open_shared instance has no leases (hot.c marks no key there, and
+/* An rl_open_shared instance has no leases (hot/hot.c marks no key there, and
  * lease lines would have to live in the mapping): a key marked hot anyway
  * is charged on its bucket word, one token a check. */
 START_TEST(shared_instance_does_not_lease)

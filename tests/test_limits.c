@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "alloc.h"
-#include "clock.h"
-#include "limits.h"
+#include "base/alloc.h"
+#include "local/clock.h"
+#include "local/limits.h"
 
 #define CAP 8
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The node registry (src/syncnodes.h, src/lua/nodes.lua) against a real
+/* The node registry (src/sync/nodes.h, src/lua/nodes.lua) against a real
  * redis-server: each sync round writes one heartbeat per node, a clean
  * rl_close removes it, stale entries are pruned a bounded batch at a time,
  * and a failing registry never fails a round nor touches health. */
@@ -12,9 +12,9 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "scripts.h"
-#include "sync.h"
-#include "syncnodes.h"
+#include "lua/scripts.h"
+#include "sync/sync.h"
+#include "sync/nodes.h"
 
 /* Run a command that must not fail; the caller frees the reply. */
 static redisReply *cmd(redisContext *r, const char *fmt, ...)

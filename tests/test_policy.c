@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The policy module (policy.h) without Redis: health transitions round by
+ * The policy module (policy/policy.h) without Redis: health transitions round by
  * round, the on_failure decision, the degraded ramp; and the Redis layer's
  * pure parts (reply classification, SHA replies, key names).
  */
 #include <stdio.h>
 #include <string.h>
 #include "testutil.h"
-#include "policy.h"
+#include "policy/policy.h"
 #include "redis/keys.h"
 #include "redis/reply.h"
-#include "reportargs.h"
-#include "scripts.h"
+#include "sync/reportargs.h"
+#include "lua/scripts.h"
 
 static int after(int state, int failed, rl_health_counts_t *c, const rl_health_cfg_t *cfg,
                  int *moves_out)
@@ -80,7 +80,7 @@ START_TEST(health_thresholds)
 }
 END_TEST
 
-/* Random outcome sequences against a model written from health.h's words. */
+/* Random outcome sequences against a model written from local/health.h's words. */
 START_TEST(health_matches_model)
 {
     uint64_t seed = 0x9e3779b97f4a7c15u, rng;

@@ -14,7 +14,7 @@
 #include "redis_fixture.h"
 #include "blackhole.h"
 #include "instance.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static void redis_do(const char *cmd)
 {

@@ -3,7 +3,7 @@
  * Quotas against a real redis-server: idempotent charges raced from
  * threads on two instances, exhaustion at exactly the amount, calendar
  * periods through the time hook (and quota.lua's period arithmetic against
- * quotaperiod.c's), durability across a SIGKILL with appendfsync always,
+ * quota/period.c's), durability across a SIGKILL with appendfsync always,
  * the fail-open journal replayed exactly once, and every bad input.
  */
 #include <hiredis/hiredis.h>
@@ -18,8 +18,8 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "quota.h"
-#include "quotaperiod.h"
+#include "quota/quota.h"
+#include "quota/period.h"
 #include "redis/keys.h"
 #include "redis/uvloop.h"
 
@@ -350,7 +350,7 @@ END_TEST
 
 START_TEST(lua_periods_match_c)
 {
-    /* quota.lua's calendar against quotaperiod.c at random moments up to
+    /* quota.lua's calendar against quota/period.c at random moments up to
      * 2200, for every kind of period. */
     if (rl_test_redis_skipped())
         return;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The quota journal (quotajournal.c): a bounded FIFO ring of the charges
+/* The quota journal (quota/journal.c): a bounded FIFO ring of the charges
  * waiting for Redis. */
 #include "testutil.h"
-#include "quotajournal.h"
-#include "alloc.h"
+#include "quota/journal.h"
+#include "base/alloc.h"
 
 START_TEST(journal_is_a_bounded_fifo)
 {

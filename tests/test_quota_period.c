@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The quota periods' UTC arithmetic (quotaperiod.c): checked at the
+ * The quota periods' UTC arithmetic (quota/period.c): checked at the
  * calendar's awkward boundaries and against libc's gmtime_r over random
  * moments.
  */
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 #include "testutil.h"
-#include "quotadef.h"
-#include "quotaperiod.h"
+#include "quota/spec.h"
+#include "quota/period.h"
 
 #define DAY UINT64_C(86400000)
 #define HOUR UINT64_C(3600000)

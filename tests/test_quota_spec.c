@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Quotas without Redis (quotaspec.c): the spec grammar and its every error,
+ * Quotas without Redis (quota/spec.c): the spec grammar and its every error,
  * the struct's validation, and an instance with no Redis refusing quotas.
  */
 #include <stdio.h>
 #include <string.h>
 #include "testutil.h"
-#include "quotadef.h"
-#include "quotaperiod.h"
+#include "quota/spec.h"
+#include "quota/period.h"
 
 #define DAY UINT64_C(86400000)
 #define HOUR UINT64_C(3600000)

@@ -16,7 +16,7 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static rl_test_sentinels_t ss;
 static char url[256];

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The share rule (src/share.c): hand-computed cases, invariants over random
+/* The share rule (src/sync/share.c): hand-computed cases, invariants over random
  * inputs checked against a sort-based reference, and step responses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "share.h"
+#include "sync/share.h"
 #include "testutil.h"
 
 #define ONE RL_SHARE_ONE

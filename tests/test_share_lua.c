@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* src/lua/share.lua against src/share.c: the same inputs through EVALSHA on
+/* src/lua/share.lua against src/sync/share.c: the same inputs through EVALSHA on
  * a real redis-server and through the C function must give the same numbers,
  * bit for bit. Needs redis-server on PATH (RL_SKIP_REDIS=1 skips instead). */
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 #include "redis_fixture.h"
-#include "share.h"
+#include "sync/share.h"
 #include "testutil.h"
 
 #ifdef RL_SOURCE_DIR

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "instance.h"
-#include "limits.h"
+#include "local/limits.h"
 
 #define NPROC 4
 

@@ -18,7 +18,7 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "shsync.h"
+#include "shm/host.h"
 
 #define NPROC 4
 #define NKEYS 8

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "structsize.h"
-#include "limitdef.h"
+#include "base/structsize.h"
+#include "local/limitdef.h"
 
 static rl_limit_t parse_ok(const char *spec)
 {

@@ -11,14 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "reportargs.h"
+#include "sync/reportargs.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "scripts.h"
-#include "share.h"
-#include "shareword.h"
-#include "sync.h"
-#include "syncint.h"
+#include "lua/scripts.h"
+#include "sync/share.h"
+#include "local/shareword.h"
+#include "sync/sync.h"
+#include "sync/internal.h"
 #include "redis/conn.h"
 
 /* Instances, clients and driver threads are held (testutil.h): the case's

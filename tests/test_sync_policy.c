@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The sync round's report policy (rl__sync_report_policy, syncround.c),
+/* The sync round's report policy (rl__sync_report_policy, sync/round.c),
  * without Redis: which keys report in a round, what period they announce,
  * how long they linger, round by round against the model. */
 #include <stdint.h>
 #include "testutil.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 /* A hot key of a hot_policy=local limit (hot_every 4), round by
  * round against the model: near and steady, it reports every 4th round

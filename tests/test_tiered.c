@@ -19,8 +19,8 @@
 #include "redis_fixture.h"
 #include "instance.h"
 #include "redis/keys.h"
-#include "exact.h"
-#include "sync.h"
+#include "exact/exact.h"
+#include "sync/sync.h"
 
 static const char secret[] = "tiered-test-secret-0123456789abcd";
 

@@ -9,7 +9,7 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static rl_stats_t stats(rl_t *rl)
 {

@@ -16,7 +16,7 @@
 #include "testutil.h"
 #include "redis_fixture.h"
 #include "instance.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static void req(rl_request_t *r, int id, const char *key, uint32_t cost)
 {

@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 #include "acc.h"
-#include "exact.h"
+#include "exact/exact.h"
 #include "instance.h"
 #include "redis/url.h"
-#include "shareword.h"
-#include "sync.h"
+#include "local/shareword.h"
+#include "sync/sync.h"
 #include "testutil.h"
 
 /* Shared by every node: the nodes must name keys alike. */

@@ -21,7 +21,7 @@ void acc_gcra_init(acc_gcra_t *g, double rate, double burst)
     g->tat = 0.0;
 }
 
-/* GCRA as the library's bucket (bucket.h): a charge moves TAT to
+/* GCRA as the library's bucket (local/bucket.h): a charge moves TAT to
  * max(TAT, now) + T and is admitted while TAT - now <= tau. */
 int acc_gcra_take(acc_gcra_t *g, double now_ms)
 {

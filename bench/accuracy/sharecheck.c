@@ -10,7 +10,7 @@
  * start: no pre-sync term), R = rate x interval, B = burst.
  *
  * Why an explorer in C: TLA+ and CBMC are not packaged here, and a C
- * explorer calls the real rule, src/share.c (rl__share_compute,
+ * explorer calls the real rule, src/sync/share.c (rl__share_compute,
  * rl__share_ewma), which a test keeps bit-for-bit equal to the scripts'
  * share.lua: the model cannot drift from the code on the rule itself.
  *
@@ -35,7 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "share.h"
+#include "sync/share.h"
 
 #define MAXN 3
 #define LEVELS 3

@@ -15,7 +15,7 @@ import (
 	"unsafe"
 )
 
-// The same header lines as rl_headers (src/headers.c), rendered in Go so a
+// The same header lines as rl_headers (src/text/headers.c), rendered in Go so a
 // request costs no second cgo call; TestHeadersMatchC compares the two.
 // RateLimit-Policy and RateLimit follow draft-ietf-httpapi-ratelimit-headers;
 // X-RateLimit-Reset is delta seconds; Retry-After only on a refusal.

@@ -23,7 +23,7 @@
 --
 -- Integer arithmetic only: every value stays below 2^53 because the C side
 -- admits an exact limit only when burst x period_us + rate < 2^53
--- (limitdef.c), so a double holds each one exactly. Redis TIME is the only
+-- (local/limitdef.c), so a double holds each one exactly. Redis TIME is the only
 -- clock, kept monotonic per key with max(last, now). Over any interval the
 -- bucket mints exactly floor(rate x elapsed / period) tokens (the remainder
 -- carries), so the fleet admits at most burst + rate x elapsed.

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
 -- The fleet's node registry: one node's heartbeat, once per sync round,
--- pipelined with the round's reports (src/syncnodes.h has the data model).
+-- pipelined with the round's reports (src/sync/nodes.h has the data model).
 -- It uses nothing of share.lua, so the build does not prepend it.
 --
 -- KEYS[1]  {prefix:v1}:nodes       hash: incarnation -> "seen=<ms> <record>",

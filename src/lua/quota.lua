@@ -30,7 +30,7 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
--- src/quotaperiod.c, line for line: H. Hinnant's civil calendar on day
+-- src/quota/period.c, line for line: H. Hinnant's civil calendar on day
 -- numbers from 1970 on.
 local function days_from_civil(y, m, d)
   if m <= 2 then

@@ -5,7 +5,7 @@
 -- KEYS[i]  the per-key hash of key i, all under one hash tag
 --          {prefix:v1:limit:vshard}, so this is one call on one slot.
 -- ARGV     A_<word> (fixed), then key i's at A_N + K_N*(i-1) + K_<word>:
---          indices generated from src/reportargs.h, which documents them.
+--          indices generated from src/sync/reportargs.h, which documents them.
 -- Returns  per key: {rate share (Q24), burst tokens, the fleet's admitted
 --          rate (the live nodes' smoothed rates summed, Q24 of the limit's
 --          rate: above 2^24 is overshoot), live nodes, fleet remaining};

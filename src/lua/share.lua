@@ -1,10 +1,10 @@
 -- SPDX-License-Identifier: MIT
--- The share rule: a line-for-line mirror of src/share.c (the rule itself is
--- documented in src/share.h). The build prepends this file to the scripts
+-- The share rule: a line-for-line mirror of src/sync/share.c (the rule itself is
+-- documented in src/sync/share.h). The build prepends this file to the scripts
 -- that need it, so it defines local functions only: no globals, no redis.*.
 -- Redis runs Lua 5.1, whose numbers are doubles: every value below is an
 -- integer under 2^53, and integer division is floor(a / b), exact in that
--- range (see share_idiv). A change to the rule is made here and in share.c
+-- range (see share_idiv). A change to the rule is made here and in sync/share.c
 -- together; tests/test_share_lua.c compares them bit for bit.
 
 local SHARE_ONE = 16777216          -- 2^24, RL_SHARE_ONE
@@ -64,7 +64,7 @@ local function share_ewma(prev, sample, alpha_q16)
 end
 
 -- Largest L with sum(min(d[i], L)) <= avail, given sum(d) > avail. tmp is
--- scratch. table.sort is not share.c's heapsort, but sorted values are the
+-- scratch. table.sort is not sync/share.c's heapsort, but sorted values are the
 -- same whatever the algorithm.
 local function share_water_level(d, n, avail, tmp)
   for i = 1, n do tmp[i] = d[i] end
@@ -121,7 +121,7 @@ local function share_burst_equal(n, burst, out)
 end
 
 -- The k-th largest of a[1..n] (1 <= k <= n), sorting a in place. table.sort
--- is not share.c's heapsort, but ties are broken by index afterwards, so
+-- is not sync/share.c's heapsort, but ties are broken by index afterwards, so
 -- only the value matters.
 local function share_kth_largest(a, n, k)
   table.sort(a)

@@ -13,8 +13,8 @@
 #include "redis/reply.h"
 #include "redis/route.h"
 #include "redis/uvloop.h"
-#include "alloc.h"
-#include "thread.h"
+#include "base/alloc.h"
+#include "base/thread.h"
 
 /* A slot's life: FREE -> WAITING (queued or sent) -> DELIVERING (its answer
  * being written) -> DONE; or WAITING -> ABANDONED (a blocking caller's own

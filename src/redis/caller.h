@@ -2,7 +2,7 @@
 /*
  * The per-request client: run one script for one hash tag, with a
  * deadline, either blocking the calling thread or with a callback. Used by
- * the exact path (src/exact.c) and meant for the quota ledger; any client
+ * the exact path (src/exact/exact.c) and meant for the quota ledger; any client
  * that needs an answer per request, not per round, goes through here.
  *
  * Shape: one library thread (the "caller thread") with its own libuv loop
@@ -70,7 +70,7 @@ typedef struct rl_redis_caller_cfg {
     const rl_redisurl_t *url;     /* copied */
     uint32_t pool;                /* routes (connections), >= 1 */
     uint32_t slots;               /* requests in flight or queued, >= 1 */
-    uint32_t backoff_cap_ms;      /* reconnect backoff cap (backoff.h) */
+    uint32_t backoff_cap_ms;      /* reconnect backoff cap (base/backoff.h) */
     const char *const *scripts;   /* sources; must outlive the caller */
     unsigned nscripts;            /* <= RL_CALLER_SCRIPTS_MAX */
     rl_redis_caller_log_fn *log;  /* NULL: no log lines */

@@ -8,7 +8,7 @@
 #include "redis/conn.h"
 #include "redis/reply.h"
 #include "redis/uv.h"
-#include "backoff.h"
+#include "base/backoff.h"
 
 static void on_retry(uv_timer_t *timer)
 {

@@ -2,7 +2,7 @@
 /*
  * One Redis connection on a libuv loop (the loop's thread only): connect
  * with a deadline, pipeline the setup (AUTH, SELECT, CLIENT SETNAME) before
- * anything the owner sends, and reconnect after a loss with the backoff of backoff.h.
+ * anything the owner sends, and reconnect after a loss with the backoff of base/backoff.h.
  * It decides nothing: what a failure means (an error counted, a health
  * state, a log line) is the owner's, told through rl_redis_conn_ops_t.
  */

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "keyhash.h"
+#include "local/keyhash.h"
 
 #define RL_VSHARDS 16 /* virtual shards per limit: one hash tag each */
 
@@ -18,7 +18,7 @@
  * version v1. Bumped whenever that changes while v1 stays (2: the vshard
  * mixed from both halves of the identity). Nodes of two layouts name most
  * keys differently, so they share nothing in Redis: the node registry must
- * see them as a split fleet (syncnodes.h, rl__nodes_fp), not let each group
+ * see them as a split fleet (sync/nodes.h, rl__nodes_fp), not let each group
  * enforce the whole limit through a rolling upgrade.
  */
 #define RL_REDIS_KEY_LAYOUT 2

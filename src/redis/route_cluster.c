@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "alloc.h"
+#include "base/alloc.h"
 #include "redis/route.h"
 
 #define SLOTS 16384

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "alloc.h"
+#include "base/alloc.h"
 #include "redis/route.h"
 
 typedef struct sn_route {

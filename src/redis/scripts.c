@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The script registry (see scripts.h). */
+/* The script registry (see lua/scripts.h). */
 #include "redis/scripts.h"
 #include "redis/reply.h"
 

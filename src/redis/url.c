@@ -3,7 +3,7 @@
 #include <string.h>
 #include "ratelimit.h"
 #include "redis/url.h"
-#include "errbuf.h"
+#include "base/errors.h"
 
 /* Copy [s, s+n) into a bounded buffer; 0 when it does not fit. */
 static int copy_part(char *dst, size_t cap, const char *s, size_t n)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "redis/uv.h"
-#include "alloc.h"
+#include "base/alloc.h"
 
 typedef struct uvev {
     redisAsyncContext *ac; /* NULL once hiredis has let go of the context */

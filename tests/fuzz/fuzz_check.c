@@ -188,7 +188,7 @@ static void check_decision(const arg_t *a, int rc, const rl_decision_t *d)
         abort();
     /* A whole refill, +1 for rounding, +2 ms: a clock hook may step back by
      * up to two RL_CLOCK_LAST_GRAIN_NS (1 ms) without the instance
-     * absorbing it (clock.h), and a bucket charged at the later time then
+     * absorbing it (local/clock.h), and a bucket charged at the later time then
      * looks that much further from full. */
     uint64_t cap = l->refill_ms + 3;
     if ((d->flags & RL_FLAG_NOSLOT) && l->on_failure == RL_FAIL_CLOSED)
@@ -319,7 +319,7 @@ static void op_multi(rd_t *r)
  * How far the clock has swung in total since the instance opened. The
  * instance keeps backward jumps as a growing offset, so swings add up; the
  * library meets accumulated swings of 2^63 ns and more (once a signed
- * overflow in clock.c, docs/hardening.md). RL_FUZZ_BOUNDED_CLOCK replaces the
+ * overflow in local/clock.c, docs/hardening.md). RL_FUZZ_BOUNDED_CLOCK replaces the
  * instance past 2^60 ns of swinging instead, to explore other state.
  */
 static uint64_t swung;

@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <hiredis/hiredis.h>
-#include "share.h"
-#include "shareword.h"
-#include "syncint.h"
+#include "sync/share.h"
+#include "local/shareword.h"
+#include "sync/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

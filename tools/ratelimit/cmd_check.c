@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "limitfile.h"
 #include "output.h"
-#include "quotadef.h"
+#include "quota/spec.h"
 
 static void json_rate(json_t *j, const char *key, rl_rate_t r)
 {

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* ratelimit hot: the fleet's hot keys, the union of what each live node
- * publishes in the node registry (its record's hot word, syncnodes.h). */
+ * publishes in the node registry (its record's hot word, sync/nodes.h). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
 #include "cli.h"
 #include "fleetopts.h"
-#include "limitdef.h"
+#include "local/limitdef.h"
 #include "output.h"
 #include "redisconn.h"
-#include "syncnodes.h"
-#include "hot.h"
+#include "sync/nodes.h"
+#include "hot/hot.h"
 
 #define CMD "hot"
 

@@ -9,11 +9,11 @@
 #include "fleetkey.h"
 #include "fleetopts.h"
 #include "keystate.h"
-#include "limitdef.h"
+#include "local/limitdef.h"
 #include "limitfile.h"
 #include "output.h"
 #include "redisconn.h"
-#include "share.h"
+#include "sync/share.h"
 
 #define CMD "inspect"
 

@@ -7,7 +7,7 @@
 #include "fleetopts.h"
 #include "output.h"
 #include "redisconn.h"
-#include "syncnodes.h"
+#include "sync/nodes.h"
 
 #define CMD "nodes"
 

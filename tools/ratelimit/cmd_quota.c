@@ -13,10 +13,10 @@
 #include "cli.h"
 #include "fleetkey.h"
 #include "fleetopts.h"
-#include "keyhash.h"
+#include "local/keyhash.h"
 #include "output.h"
-#include "quotadef.h"
-#include "quotaperiod.h"
+#include "quota/spec.h"
+#include "quota/period.h"
 #include "redis/keys.h"
 #include "redisconn.h"
 

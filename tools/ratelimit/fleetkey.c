@@ -5,8 +5,8 @@
 #include <string.h>
 #include "args.h"
 #include "fleetkey.h"
-#include "keyhash.h"
-#include "sync.h"
+#include "local/keyhash.h"
+#include "sync/sync.h"
 
 static int hex_val(char c)
 {

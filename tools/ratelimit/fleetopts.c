@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "fleetopts.h"
 #include "fleetkey.h"
-#include "keyprefix.h"
-#include "limitdef.h"
+#include "base/keyprefix.h"
+#include "local/limitdef.h"
 
 int cli_fleet_opts(const cli_t *cli, const char *cmd, int argc, char **argv, unsigned what,
                    const cli_opt_t *extra, const char **pos, int npos, const char *pos_msg,

@@ -66,7 +66,7 @@ uint64_t ks_now(const ks_key_t *k, uint64_t redis_now_ms);
 int ks_node_state(const ks_node_t *n, uint64_t now);
 
 /*
- * The rate share (Q24) and burst tokens the share rule (src/share.h, the
+ * The rate share (Q24) and burst tokens the share rule (src/sync/share.h, the
  * library's own rl__share_compute) gives each live node now, from the stored
  * demands, with the parameters the sync round sends: what the next report of
  * any of them would return, bar its own EWMA step and the young-key stand-ins
