@@ -22,6 +22,7 @@ PACKAGES=(
   libuv1-dev
   libxxhash-dev
   check
+  liblua5.4-dev
   redis-server
   redis-tools
   valgrind

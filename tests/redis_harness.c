@@ -22,6 +22,16 @@
 #define STOP_DEADLINE_MS 5000
 #define START_ATTEMPTS 3
 
+int rl_test_valkey(void)
+{
+    const char *e = getenv("RL_TEST_SERVER");
+    return e != NULL && strcmp(e, "valkey") == 0;
+}
+
+const char *rl_test_server_prog(void) { return rl_test_valkey() ? "valkey-server" : "redis-server"; }
+
+const char *rl_test_cli_prog(void) { return rl_test_valkey() ? "valkey-cli" : "redis-cli"; }
+
 int rl_test_on_path(const char *prog)
 {
     const char *path = getenv("PATH");
@@ -155,12 +165,12 @@ static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
         char conf[128];
         if (write_sentinel_conf(srv, conf, sizeof conf) != 0)
             _exit(125);
-        execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+        execlp(rl_test_server_prog(), rl_test_server_prog(), conf, "--sentinel", (char *)NULL);
         _exit(127);
     }
     /* DEBUG is enabled for the fault suite (DEBUG SLEEP); the server only
      * listens on loopback and lives as long as the test. */
-    const char *argv[40] = {"redis-server", "--port", port_s, "--bind", "127.0.0.1",
+    const char *argv[40] = {rl_test_server_prog(), "--port", port_s, "--bind", "127.0.0.1",
                             "--save", "", "--appendonly", "no", "--daemonize", "no",
                             "--enable-debug-command", "yes"};
     int n = 13;
@@ -193,7 +203,7 @@ static void exec_server(const rl_test_redis_t *srv, int log_fd, pid_t parent)
     for (int i = 0; srv->extra != NULL && srv->extra[i] != NULL && n < 39; i++)
         argv[n++] = srv->extra[i];
     argv[n] = NULL;
-    execvp("redis-server", (char *const *)argv);
+    execvp(rl_test_server_prog(), (char *const *)argv);
     _exit(127);
 }
 
@@ -322,14 +332,15 @@ static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
     srv->extra = extra;
     if (errlen > 0)
         err[0] = '\0';
-    if (!rl_test_on_path("redis-server")) {
+    const char *prog = rl_test_server_prog();
+    if (!rl_test_on_path(prog)) {
         const char *skip = getenv("RL_SKIP_REDIS");
         if (skip != NULL && strcmp(skip, "1") == 0) {
-            snprintf(err, errlen, "redis-server not on PATH: skipped (RL_SKIP_REDIS=1)");
+            snprintf(err, errlen, "%s not on PATH: skipped (RL_SKIP_REDIS=1)", prog);
             return 1;
         }
-        snprintf(err, errlen, "redis-server not on PATH: install redis-server, "
-                              "or set RL_SKIP_REDIS=1 to skip the Redis suites");
+        snprintf(err, errlen, "%s not on PATH: install it, "
+                              "or set RL_SKIP_REDIS=1 to skip the Redis suites", prog);
         return -1;
     }
     if (make_dir(srv, err, errlen) != 0)
@@ -358,8 +369,8 @@ static int start_with(rl_test_redis_t *srv, int mode, int peer_port,
     char tail[512];
     log_tail(srv->log, tail, sizeof tail);
     if (srv->pid != 0 || err[0] == '\0')
-        snprintf(err, errlen, "redis-server on port %d did not answer PING; log: %s",
-                 srv->port, tail);
+        snprintf(err, errlen, "%s on port %d did not answer PING; log: %s",
+                 rl_test_server_prog(), srv->port, tail);
     rl_test_redis_stop(srv);
     return -1;
 }

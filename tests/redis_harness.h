@@ -11,7 +11,9 @@
  * (PR_SET_PDEATHSIG), so a killed runner leaves no server behind.
  *
  * Environment: RL_SKIP_REDIS=1 turns "redis-server is not installed" into a
- * skip (rl_test_redis_start returns 1) instead of an error.
+ * skip (rl_test_redis_start returns 1) instead of an error. RL_TEST_SERVER=
+ * valkey runs valkey-server (and valkey-cli for the cluster tooling) in
+ * place of redis-server and redis-cli: the same suites on the other engine.
  */
 #ifndef RL_REDIS_HARNESS_H
 #define RL_REDIS_HARNESS_H
@@ -101,6 +103,13 @@ int rl_test_redis_crash_restart(rl_test_redis_t *srv, char *err, size_t errlen);
 
 /* Stop the server by PID (TERM, then KILL) and reap it. Safe to repeat. */
 void rl_test_redis_stop(rl_test_redis_t *srv);
+
+/* 1 under RL_TEST_SERVER=valkey. */
+int rl_test_valkey(void);
+/* The server and the CLI the suites run: redis-server and redis-cli, or
+ * valkey-server and valkey-cli. */
+const char *rl_test_server_prog(void);
+const char *rl_test_cli_prog(void);
 
 /* True when the named program is an executable somewhere on PATH. */
 int rl_test_on_path(const char *prog);

@@ -124,7 +124,7 @@ int rl_test_cluster_start(rl_test_cluster_t *c, char *err, size_t errlen)
         }
     }
     char addr[6][32];
-    const char *argv[16] = {"redis-cli", "--cluster", "create"};
+    const char *argv[16] = {rl_test_cli_prog(), "--cluster", "create"};
     int n = 3;
     for (int i = 0; i < 6; i++) {
         snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", c->node[i].port);
@@ -137,7 +137,8 @@ int rl_test_cluster_start(rl_test_cluster_t *c, char *err, size_t errlen)
     char out[4096];
     int rc = rl_test_run_prog(argv, TOPOLOGY_DEADLINE_MS, out, sizeof out);
     if (rc != 0) {
-        snprintf(err, errlen, "redis-cli --cluster create: status %d: %.600s", rc, out);
+        snprintf(err, errlen, "%s --cluster create: status %d: %.600s", rl_test_cli_prog(), rc,
+                 out);
         rl_test_cluster_stop(c);
         return -1;
     }

@@ -3,16 +3,23 @@
 -- request id remembered so a retried charge is never counted twice. It
 -- uses nothing of share.lua, so the build does not prepend it.
 --
--- KEYS[1]  {prefix:q1:quota:<key>}:p:   the counters' name before the period
---                                       start (ms): one counter per period
--- KEYS[2]  {prefix:q1:quota:<key>}:r:<id>  the request id's answer (charge)
+-- KEYS[1]  {prefix:q1:quota:<key>}:p:<start>  the counter of the period
+--          holding the node's clock (start in Unix ms): one per period
+-- KEYS[2]  {prefix:q1:quota:<key>}:r:<id>  the request id's answer (charge;
+--          a read passes KEYS[1] again and never touches it)
+-- KEYS[3], KEYS[4]  the counters of the periods before and after KEYS[1]'s
+-- Every key a call may touch is declared: Redis TIME decides the period,
+-- so the node names the three around its own clock and the script takes
+-- the one holding Redis's now.
 -- ARGV     1 op: c (charge) or g (read)   2 cost   3 amount
 --          4 period (RL_PERIOD_*: 0 hour 1 day 2 week 3 month 4 fixed)
 --          5 fixed period ms   6 dedup ms
 --          7 time override ms (tests; 0: Redis TIME, the only clock)
 -- Returns  {allowed, used, reset ms, duplicate}: allowed 1/0, the period's
 --          usage after the charge, its end (Unix ms), 1 when the id's first
---          answer is being repeated.
+--          answer is being repeated; or {-1, now ms} having touched
+--          nothing when none of the three counters is Redis's period (the
+--          node's clock is a period or more off: it asks again from now).
 -- A counter lives until its period's end plus the dedup window, so a retry
 -- near a boundary still finds the answer it was given. Numbers are doubles
 -- (Lua 5.1): amounts stay below 2^53 (RL_QUOTA_AMOUNT_MAX). Each goes to
@@ -83,7 +90,17 @@ local function period(t)
 end
 
 local start, reset = period(now)
-local counter = KEYS[1] .. string.format('%d', start)
+local suffix = ':p:' .. string.format('%d', start)
+local counter
+for _, k in ipairs({KEYS[1], KEYS[3], KEYS[4]}) do
+  if string.sub(k, -#suffix) == suffix then
+    counter = k
+    break
+  end
+end
+if counter == nil then
+  return {-1, now}
+end
 local used = tonumber(redis.call('GET', counter) or '0')
 if op == 'g' then
   return {1, used, reset, 0}

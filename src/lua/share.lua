@@ -4,8 +4,10 @@
 -- that need it, so it defines local functions only: no globals, no redis.*.
 -- Redis runs Lua 5.1, whose numbers are doubles: every value below is an
 -- integer under 2^53, and integer division is floor(a / b), exact in that
--- range (see share_idiv). A change to the rule is made here and in sync/share.c
--- together; tests/test_share_lua.c compares them bit for bit.
+-- range (see share_idiv). On Lua 5.4 every value stays an integer subtype
+-- (no / result is kept unfloored). A change to the rule is made here and in
+-- sync/share.c together; tests/test_share_lua.c compares them bit for bit on
+-- Redis's Lua, tests/test_share_lua54.c on Lua 5.4.
 
 local SHARE_ONE = 16777216          -- 2^24, RL_SHARE_ONE
 local SHARE_Q16_ONE = 65536
@@ -55,7 +57,7 @@ local function share_ewma(prev, sample, alpha_q16)
   sample = share_cap_demand(sample)
   local a = share_clamp(alpha_q16, SHARE_Q16_ONE)
   local num = a * sample + (SHARE_Q16_ONE - a) * prev
-  local v = share_idiv(num + SHARE_Q16_ONE / 2, SHARE_Q16_ONE)
+  local v = share_idiv(num + share_idiv(SHARE_Q16_ONE, 2), SHARE_Q16_ONE)
   -- Plain rounding stalls within 1/(2 alpha) units of the sample: step.
   if v == prev and sample ~= prev and a > 0 then
     if sample > prev then v = prev + 1 else v = prev - 1 end

@@ -71,6 +71,8 @@ struct rl_quotas {
     uint32_t lose_acks; /* test hook, under mu */
     _Atomic uint64_t counters[Q_N];
     _Atomic uint64_t time_ms; /* test hook: 0 = Redis TIME */
+    _Atomic int64_t skew_ms;  /* Redis TIME minus this node's clock, as a
+                                 period mismatch last showed it */
 };
 
 static void count(rl_quotas_t *qs, int c, uint64_t n)
@@ -81,12 +83,16 @@ static void count(rl_quotas_t *qs, int c, uint64_t n)
 
 /* ------------------------------------------------------------ the names */
 
+/* The counters: the period holding the node's guess of Redis's clock, the
+ * one before and the one after (quota.lua takes the one holding its TIME). */
+enum { QN_COUNTERS = 3 };
+
 typedef struct qnames {
     char tag[TAG_MAX];     /* {...} */
     size_t tag_len;
-    char counter[TAG_MAX]; /* {...}:p: */
-    size_t counter_len;
-    char rid[TAG_MAX];     /* {...}:r:<hex> */
+    char counter[QN_COUNTERS][TAG_MAX]; /* {...}:p:<start> */
+    size_t counter_len[QN_COUNTERS];
+    char rid[TAG_MAX];     /* {...}:r:<hex>; empty for a read */
     size_t rid_len;
 } qnames_t;
 
@@ -95,19 +101,32 @@ static void make_names(const rl_t *rl, const rl_quota_t *q, rl_keyid_t key, cons
 {
     n->tag_len = (size_t)rl__redis_quota_tag(&rl->kh, rl->key_prefix, q->name, key, n->tag,
                                              sizeof n->tag);
-    n->counter_len = (size_t)snprintf(n->counter, sizeof n->counter, "%s:p:", n->tag);
+    n->rid_len = 0;
+    n->rid[0] = '\0';
     if (rid != NULL)
         n->rid_len = (size_t)snprintf(n->rid, sizeof n->rid, "%s:r:%016" PRIx64 "%016" PRIx64,
                                       n->tag, rid[0], rid[1]);
-    else
-        n->rid_len = (size_t)snprintf(n->rid, sizeof n->rid, "%s", n->counter);
 }
 
-/* quota.lua's arguments (its header comment has the order): KEYS[1..2],
+/* The counters around at_ms (Unix ms, the guess of Redis's now). */
+static void name_counters(qnames_t *n, const rl_quota_t *q, uint64_t at_ms)
+{
+    uint64_t start, end, before = 0, unused;
+    rl__quota_period(q->period, q->period_ms, at_ms, &start, &end);
+    if (start > 0)
+        rl__quota_period(q->period, q->period_ms, start - 1, &before, &unused);
+    uint64_t starts[QN_COUNTERS] = {start, before, end};
+    for (int i = 0; i < QN_COUNTERS; i++)
+        n->counter_len[i] = (size_t)snprintf(n->counter[i], sizeof n->counter[i],
+                                             "%s:p:%" PRIu64, n->tag, starts[i]);
+}
+
+/* quota.lua's arguments (its header comment has the order): KEYS[1..4],
  * then ARGV[1..7]. */
+enum { QA_KEYS = 4, QA_ARGS = 7 };
 typedef struct qargs {
-    const char *v[9];
-    size_t l[9];
+    const char *v[QA_KEYS + QA_ARGS];
+    size_t l[QA_KEYS + QA_ARGS];
     char num[6][24];
 } qargs_t;
 
@@ -116,15 +135,18 @@ static void make_args(const qnames_t *n, const rl_quota_t *q, int charge, uint64
 {
     uint64_t nums[6] = {cost, q->amount, (uint64_t)q->period, q->period_ms, q->dedup_ms,
                         time_ms};
-    a->v[0] = n->counter;
-    a->l[0] = n->counter_len;
-    a->v[1] = n->rid;
-    a->l[1] = n->rid_len;
-    a->v[2] = charge ? "c" : "g";
-    a->l[2] = 1;
+    int keys[QA_KEYS] = {0, -1, 1, 2}; /* counter index; -1: the request id */
+    for (int i = 0; i < QA_KEYS; i++) {
+        int c = keys[i] < 0 && n->rid_len == 0 ? 0 : keys[i];
+        a->v[i] = c < 0 ? n->rid : n->counter[c];
+        a->l[i] = c < 0 ? n->rid_len : n->counter_len[c];
+    }
+    a->v[QA_KEYS] = charge ? "c" : "g";
+    a->l[QA_KEYS] = 1;
     for (int i = 0; i < 6; i++) {
-        a->l[3 + i] = (size_t)snprintf(a->num[i], sizeof a->num[i], "%" PRIu64, nums[i]);
-        a->v[3 + i] = a->num[i];
+        a->l[QA_KEYS + 1 + i] = (size_t)snprintf(a->num[i], sizeof a->num[i], "%" PRIu64,
+                                                 nums[i]);
+        a->v[QA_KEYS + 1 + i] = a->num[i];
     }
 }
 
@@ -133,14 +155,22 @@ static void make_args(const qnames_t *n, const rl_quota_t *q, int charge, uint64
 typedef struct qreply {
     int ok;
     int64_t allowed, used, reset, dup;
+    int64_t redis_now; /* not ok, a period mismatch: Redis's now; else -1 */
 } qreply_t;
 
 /* The caller's parse hook: {allowed, used, reset, duplicate}, or not ok
- * (an error reply: OOM, BUSY, ...). */
+ * (an error reply: OOM, BUSY, ...; or {-1, now}: no counter named was the
+ * period Redis's TIME is in). */
 static void parse_reply(void *ud, int status, const redisReply *r)
 {
     qreply_t *p = ud;
     p->ok = 0;
+    p->redis_now = -1;
+    if (status == RL_CALL_REPLY && r != NULL && r->type == REDIS_REPLY_ARRAY &&
+        r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[0]->integer == -1 && r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->integer >= 0)
+        p->redis_now = r->element[1]->integer;
     if (status != RL_CALL_REPLY || r == NULL || r->type != REDIS_REPLY_ARRAY ||
         r->elements != 4)
         return;
@@ -164,19 +194,49 @@ static uint64_t hook_time(rl_quotas_t *qs)
     return atomic_load_explicit(&qs->time_ms, memory_order_relaxed);
 }
 
-/* One blocking script call; 1 with *p filled when Redis answered. */
-static int run(rl_quotas_t *qs, const rl_quota_t *q, const qnames_t *n, int charge,
-               uint64_t cost, qreply_t *p)
+static uint64_t wall_ms(rl_quotas_t *qs);
+
+/* Where this node expects Redis's clock to be: its own plus the skew a
+ * period mismatch last showed (the test hook's time is Redis's, exactly). */
+static uint64_t guess_ms(rl_quotas_t *qs)
 {
-    qargs_t a;
-    make_args(n, q, charge, cost, hook_time(qs), &a);
-    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, 2, 7, a.v, a.l,
-                            uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
+    if (hook_time(qs) != 0)
+        return hook_time(qs);
+    /* relaxed: a hint; a stale one costs a round trip, never a count. */
+    int64_t g = (int64_t)wall_ms(qs) + atomic_load_explicit(&qs->skew_ms, memory_order_relaxed);
+    return g > 0 ? (uint64_t)g : 0;
+}
+
+static void learn_skew(rl_quotas_t *qs, int64_t redis_now)
+{
+    /* relaxed: a hint, as guess_ms reads it. */
+    atomic_store_explicit(&qs->skew_ms, redis_now - (int64_t)wall_ms(qs),
+                          memory_order_relaxed);
+}
+
+/* One blocking script call (asked again once, from Redis's now, when the
+ * node's clock named the wrong periods); 1 with *p filled when Redis
+ * answered. */
+static int run(rl_quotas_t *qs, const rl_quota_t *q, qnames_t *n, int charge, uint64_t cost,
+               qreply_t *p)
+{
+    uint64_t at = guess_ms(qs), deadline = uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u;
     /* acquire: pairs with start_replay's release (the caller fully built). */
     rl_redis_caller_t *c = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
-    p->ok = 0;
-    int rc = rl__redis_caller_wait(c, &call, parse_reply, p);
-    return rc == RL_CALL_REPLY && p->ok;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        qargs_t a;
+        name_counters(n, q, at);
+        make_args(n, q, charge, cost, hook_time(qs), &a);
+        rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, QA_KEYS, QA_ARGS, a.v, a.l, deadline};
+        p->ok = 0;
+        p->redis_now = -1;
+        int rc = rl__redis_caller_wait(c, &call, parse_reply, p);
+        if (rc != RL_CALL_REPLY || p->ok || p->redis_now < 0)
+            return rc == RL_CALL_REPLY && p->ok;
+        learn_skew(qs, p->redis_now);
+        at = (uint64_t)p->redis_now;
+    }
+    return 0;
 }
 
 /* ----------------------------------------------------------- the replay */
@@ -293,6 +353,7 @@ int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
     for (int i = 0; i < Q_N; i++)
         atomic_init(&qs->counters[i], 0);
     atomic_init(&qs->time_ms, 0);
+    atomic_init(&qs->skew_ms, 0);
     atomic_init(&qs->caller_pub, NULL);
     *out = qs;
     return 0;
@@ -680,6 +741,8 @@ static void async_done(void *ctx, int status, const redisReply *reply)
     parse_reply(&p, status, reply);
     rl_quota_result_t r;
     rl_quota_result_init(&r);
+    if (p.redis_now >= 0)
+        learn_skew(c->qs, p.redis_now); /* the next charge names the right periods */
     if (!p.ok) {
         int rc = degraded(c->qs, &c->q, 1, &c->e, &r);
         c->cb(c->ud, rc, &r);
@@ -719,9 +782,10 @@ int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len, 
     rl__redis_quota_rid(&rl->kh, request_id, id_len, c.e.rid);
     qnames_t n;
     make_names(rl, &c.q, c.e.key, c.e.rid, &n);
+    name_counters(&n, &c.q, guess_ms(qs));
     qargs_t a;
     make_args(&n, &c.q, 1, cost, hook_time(qs), &a);
-    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, 2, 7, a.v, a.l,
+    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, QA_KEYS, QA_ARGS, a.v, a.l,
                             uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
     /* acquire: pairs with start_replay's release (the caller fully built). */
     rl_redis_caller_t *caller = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);

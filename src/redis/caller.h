@@ -52,7 +52,7 @@ enum {
 
 #define RL_CALLER_STALL_MS 1000 /* silence with requests in flight: reconnect */
 #define RL_CALL_ARGS_MAX 16     /* keys + arguments of one request */
-#define RL_CALL_BYTES_MAX 512   /* their bytes */
+#define RL_CALL_BYTES_MAX 1024  /* their bytes (a quota charge names 4 keys) */
 #define RL_CALL_CTX_MAX 256     /* the client's context bytes (see send) */
 #define RL_CALLER_SCRIPTS_MAX 4
 

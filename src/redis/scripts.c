@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The script registry (see lua/scripts.h). */
 #include "redis/scripts.h"
+#include <string.h>
 #include "redis/reply.h"
 
 void rl__redis_scripts_init(rl_redis_scripts_t *r, const char *const *sources, unsigned n,
@@ -14,8 +15,18 @@ void rl__redis_scripts_init(rl_redis_scripts_t *r, const char *const *sources, u
         r->s[i].sha[0] = '\0';
         r->s[i].state = RL_SCRIPT_UNLOADED;
         r->s[i].since_ms = 0;
+        r->s[i].eval = 0;
+        r->s[i].forgotten = 0;
         r->s[i].reg = r;
     }
+}
+
+/* SCRIPT itself refused (renamed away, or not offered): EVAL still runs. */
+static int script_refused(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "ERR unknown command", 19) == 0 ||
+            strncmp(r->str, "ERR unknown subcommand", 22) == 0);
 }
 
 static void on_loaded(redisAsyncContext *ac, void *reply, void *priv)
@@ -26,7 +37,10 @@ static void on_loaded(redisAsyncContext *ac, void *reply, void *priv)
     /* A load answered after the connection was lost (reset) and a new one
      * sent (loading again) is this one's answer: replies come in order on
      * one connection, and a lost one answers every pending load with NULL. */
-    sc->state = rl__redis_sha_reply(reply, sc->sha) ? RL_SCRIPT_READY : RL_SCRIPT_UNLOADED;
+    if (script_refused(reply))
+        sc->eval = 1;
+    sc->state = sc->eval || rl__redis_sha_reply(reply, sc->sha) ? RL_SCRIPT_READY
+                                                                : RL_SCRIPT_UNLOADED;
     r->loaded(r->owner, (unsigned)(sc - r->s), reply);
 }
 
@@ -47,6 +61,9 @@ int rl__redis_scripts_load(rl_redis_scripts_t *r, redisAsyncContext *ac, unsigne
 
 void rl__redis_scripts_reset(rl_redis_scripts_t *r)
 {
-    for (unsigned i = 0; i < r->n; i++)
+    for (unsigned i = 0; i < r->n; i++) {
         r->s[i].state = RL_SCRIPT_UNLOADED;
+        r->s[i].eval = 0;
+        r->s[i].forgotten = 0;
+    }
 }

@@ -153,9 +153,9 @@ void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits)
              (uint64_t)RL_NODES_STALE_ROUNDS * s->rl->sync_interval_ms);
     snprintf(prune, sizeof prune, "%u", (unsigned)RL_NODES_PRUNE_MAX);
     snprintf(fp_max, sizeof fp_max, "%u", (unsigned)RL_NODES_FP_MAX);
-    const char *argv[] = {"EVALSHA", rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_NODES),
-                          "3", hash, live, fps, s->store->incarnation, record, stale,
-                          s->leaving ? "1" : "0", prune, rec.fp, fp_max};
+    const char *argv[] = {rl__redis_scripts_verb(&s->scripts, RL_SYNC_SCRIPT_NODES),
+                          rl__redis_scripts_body(&s->scripts, RL_SYNC_SCRIPT_NODES), "3", hash, live, fps, s->store->incarnation,
+                          record, stale, s->leaving ? "1" : "0", prune, rec.fp, fp_max};
     size_t argl[sizeof argv / sizeof argv[0]];
     for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
         argl[i] = strlen(argv[i]);

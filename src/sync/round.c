@@ -601,17 +601,18 @@ static int send_call(rl_sync_t *s, rl_synclimit_t *l, uint32_t lidx, const uint3
     const rl_allocator_t *a = &s->rl->alloc;
     call_t *call = rl__calloc(a, sizeof *call, 8);
     argbuf_t b;
+    const char *body = rl__redis_scripts_body(&s->scripts, RL_SYNC_SCRIPT_REPORT);
     int ok = argbuf_init(&b, a,
                          CALL_HEAD_ARGS + n + RL_REPORT_ARGS_N + RL_REPORT_KEY_ARGS_N * (size_t)n,
                          (size_t)n * (KEY_NAME_BYTES + RL_REPORT_KEY_ARGS_N * U64_TEXT_BYTES) +
-                             FIXED_ARGS_BYTES);
+                             FIXED_ARGS_BYTES + strlen(body));
     if (call == NULL || ok != 0) {
         rl__free(a, call, sizeof *call, 8);
         argbuf_free(&b, a);
         return -1;
     }
-    arg_str(&b, "EVALSHA");
-    arg_str(&b, rl__redis_scripts_sha(&s->scripts, RL_SYNC_SCRIPT_REPORT));
+    arg_str(&b, rl__redis_scripts_verb(&s->scripts, RL_SYNC_SCRIPT_REPORT));
+    arg_str(&b, body);
     arg_u64(&b, n);
     for (uint32_t j = 0; j < n; j++)
         arg_done(&b, key_name(s, l, idx[j], b.w, arg_room(&b)));

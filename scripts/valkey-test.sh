@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The suites that talk to a server, run against Valkey 8 instead of Redis 7
+# (the harness starts valkey-server and valkey-cli under
+# RL_TEST_SERVER=valkey: tests/redis_harness.h). Debian 12 ships Valkey in
+# bookworm-backports only: the suite is added beside the ones apt already
+# lists, from the same archive, and valkey-server and valkey-tools are
+# installed from it when missing (root needed then). Builds build/ through
+# scripts/test.sh, which also installs the other packages.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+die() {
+  echo "valkey-test.sh: error: $*" >&2
+  exit 1
+}
+
+installed() {
+  [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true) == "install ok installed" ]]
+}
+
+if ! installed valkey-server || ! installed valkey-tools; then
+  [[ $(id -u) -eq 0 ]] || die "must run as root to install valkey-server"
+  list=/etc/apt/sources.list.d/bookworm-backports.sources
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    # The archive apt already uses for bookworm itself.
+    uri=$(grep -rhs -m1 '^URIs:.*debian$\|^URIs:.*debian/$' /etc/apt/sources.list.d/*.sources \
+            | awk '{print $2}' | head -n1)
+    [[ -n "$uri" ]] || uri=http://deb.debian.org/debian
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
+      "$uri" /usr/share/keyrings/debian-archive-keyring.gpg >"$list"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # Keep the package's postinst from starting the system service.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  trap '[[ $own_policy -eq 1 ]] && rm -f "$policy"' EXIT
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    own_policy=1
+  fi
+  apt-get update || die "apt-get update failed"
+  apt-get install -y --no-install-recommends -t bookworm-backports valkey-server valkey-tools \
+    || die "apt-get install valkey-server valkey-tools failed"
+fi
+valkey-server --version
+
+# Every suite that starts a server, the fault suite (test_policy), Cluster
+# and Sentinel included.
+suites='^test_(sync|exact|tiered|quota|policy|registry|usage|fleet|caller|cluster|sentinel|unixsock|script_keys|restricted|share_lua|redisurl_live|safedefaults|shared_global|hot_fleet|hot_policy|hotlease)$'
+RL_TEST_SERVER=valkey bash scripts/test.sh -- -R "$suites" --output-on-failure --no-tests=error
