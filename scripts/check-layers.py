@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """The walls of src/, checked against the one place they are written down.
 
-    python3 scripts/check-layers.py [--src DIR] [--build BUILD_DIR]
+    python3 scripts/check-layers.py [--src DIR] [--build BUILD_DIR] [--bites]
 
 src/README.md has one section per folder of src/ (and one for the root).
 Each section says which folders (or single headers) its files may include,
@@ -23,8 +23,8 @@ This script fails (exit 1, every finding printed) when:
    README allows (the root and shm/: the two constructors, rl_open and
    rl_open_shared, call each other's folder).
 
-Public symbols (rl_ without a second underscore) are exempt from 4 only
-when called from the root, which is where they are defined.
+With --bites, it plants three such violations in copies of the tree and
+fails unless each one is found.
 """
 import argparse
 import os
@@ -241,7 +241,7 @@ def bites(src):
     import tempfile
     plants = [
         ('local/table.c', '#include "sync/sync.h"\n', 'includes "sync/sync.h"'),
-        ('local/limits.c', '#include "local/table.h"\n', 'without its folder'),
+        ('local/limits.c', '#include "table.h"\n', 'without its folder'),
         ('text/planted.c', '/* a file the map does not list */\n', 'not in its section'),
     ]
     missed = 0
