@@ -258,7 +258,7 @@ typedef struct rl_config {
      * make it healthy again (1..100, default 2), the reconnect backoff cap
      * (10..60000 ms, default 950; attempt n waits a random time up to
      * 50 ms x 2^n; at the cap one random phase, then the cap: see
-     * src/backoff.h for why), and how long a `local`
+     * src/base/backoff.h for why), and how long a `local`
      * limit takes to move from its last good share to degraded_rate
      * (0..3600000 ms, default 1000). */
     uint32_t degrade_after_failures;
