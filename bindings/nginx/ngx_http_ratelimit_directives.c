@@ -393,7 +393,8 @@ ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            &file.name);
         return NGX_CONF_ERROR;
     }
-    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || ngx_file_size(&fi) > 4096) {
+    /* 4096 bytes of secret and the line ending the rule below drops. */
+    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || ngx_file_size(&fi) > 4098) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" is not a file of at most 4096 bytes",
                            &cmd->name, &file.name);
         ngx_close_file(file.fd);
@@ -411,11 +412,18 @@ ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: cannot read \"%V\"", &cmd->name, &file.name);
         return NGX_CONF_ERROR;
     }
-    /* A trailing newline is the editor's, not the secret's. */
-    while (len > 0 && (mcf->secret.data[len - 1] == '\n' || mcf->secret.data[len - 1] == '\r')) {
-        len--;
+    /* One final "\n" or "\r\n" is the editor's, not the secret's: the rule
+     * of every component that reads a secret file (docs/fleet.md, "The
+     * secret file"). */
+    if (len > 0 && mcf->secret.data[len - 1] == '\n') {
+        len -= (len > 1 && mcf->secret.data[len - 2] == '\r') ? 2 : 1;
     }
     mcf->secret.len = len;
+    if (len > 4096) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" is not a file of at most 4096 bytes",
+                           &cmd->name, &file.name);
+        return NGX_CONF_ERROR;
+    }
     if (len < 16) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "%V: \"%V\" holds %uz bytes: the key secret needs at least 16",

@@ -187,6 +187,41 @@ class Redis:
         self.proc.wait(timeout=30)
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def command(self, *args):
+        """One command's reply: bytes, an int, None or a list of them."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            req = b"*%d\r\n" % len(args)
+            for a in args:
+                a = a.encode() if isinstance(a, str) else a
+                req += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(req)
+            return _resp(s.makefile("rb"))
+
+
+def _resp(f):
+    line = f.readline().rstrip(b"\r\n")
+    kind, rest = line[:1], line[1:]
+    if kind == b"+":
+        return rest
+    if kind == b"-":
+        raise AssertionError("redis: " + rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        return None if int(rest) < 0 else f.read(int(rest) + 2)[:-2]
+    return None if int(rest) < 0 else [_resp(f) for _ in range(int(rest))]
+
+
+def registry_fingerprints(redis, prefix="rl"):
+    """node id -> the key_secret fingerprint its registry record publishes."""
+    flat = redis.command("HGETALL", "{%s:v1}:nodes" % prefix)
+    out = {}
+    for field, value in zip(flat[0::2], flat[1::2]):
+        m = re.search(rb"(?:^| )fp=([0-9a-f]+)", value)
+        if m:
+            out[field.rsplit(b":", 1)[0].decode()] = m.group(1).decode()
+    return out
+
 
 def metric_sum(text, name, label_filter=""):
     total = 0.0
@@ -550,6 +585,36 @@ class FleetCase(unittest.TestCase):
         self.addCleanup(n.stop)
         n.start()
         return n
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestSecretFile(FleetCase):
+    """The secret file's rule, every component's (docs/fleet.md, "The secret
+    file"): one final "\\n" or "\\r\\n" is not the secret's, a second newline
+    is. Each server publishes its secret's fingerprint in the node registry."""
+
+    def test_one_final_line_ending_is_not_the_secret(self):
+        s = "nginx-secret-0123456789"
+        files = {"plain": s, "nl": s + "\n", "crlf": s + "\r\n", "nlnl": s + "\n\n",
+                 "nl_crlf": s + "\n\r\n"}
+        for name, text in files.items():
+            d = tempfile.mkdtemp(prefix="rl-secret-")
+            self.addCleanup(shutil.rmtree, d, True)
+            path = os.path.join(d, "secret")
+            with open(path, "w", newline="") as f:
+                f.write(text)
+            self.started("\n".join([f"ratelimit_redis redis://127.0.0.1:{self.redis.port};",
+                                    f"ratelimit_secret_file {path};",
+                                    f"ratelimit_node_id {name};",
+                                    "ratelimit_limit name=s rate=10/s;"]),
+                         "location / { ratelimit s all; }", workers=1)
+        fps = wait_until(lambda: (lambda f: f if len(f) == len(files) else None)(
+            registry_fingerprints(self.redis)), "every server's fingerprint")
+        self.assertEqual(fps["nl"], fps["plain"])
+        self.assertEqual(fps["crlf"], fps["plain"])
+        self.assertNotEqual(fps["nlnl"], fps["plain"])
+        self.assertEqual(fps["nlnl"], fps["nl_crlf"])
 
 
 @unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),

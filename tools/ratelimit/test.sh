@@ -107,7 +107,7 @@ py() {
 import json, sys
 with open(sys.argv[1]) as f:
     d = json.load(f)
-ok = eval("(" + sys.argv[2] + "\n)", {"d": d})
+ok = eval("(" + sys.argv[2] + "\n)", {"d": d, "json": json})
 sys.exit(0 if ok else 1)
 EOF
     pass "$name: $what"
@@ -301,6 +301,20 @@ py inspect_live_json "both nodes, totals add up, shares within the limit" \
    d["usage"]["admitted_q24"] == sum(n["admitted_rate_q24"] for n in d["nodes"]
                                      if n["state"] == "live") and
    d["usage"]["limit_per_s"] == 200 and d["ttl_ms"] > 0'
+# One rule for a secret file, every component's (docs/fleet.md, "The
+# secret file"): one final "\n" or "\r\n" is not part of the secret. A file
+# written with echo names the keys the nodes wrote (their secret has none);
+# a second newline is the secret's.
+printf 'cli-test-fleet-secret-0123\n' >"$work/secret-nl"
+printf 'cli-test-fleet-secret-0123\r\n' >"$work/secret-crlf"
+printf 'cli-test-fleet-secret-0123\n\n' >"$work/secret-nlnl"
+for f in secret-nl secret-crlf; do
+  run "inspect_$f" 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/$f" api customer-42
+  py "inspect_$f" "one final line ending is not the secret's" \
+    'd["redis_key"] == json.load(open("'"$work"'/synced_key.json"))["redis_key"]'
+done
+run inspect_secret-nlnl 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret-nlnl" api customer-42
+has inspect_secret-nlnl err "no such key in Redis"
 run inspect_name_only 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
 has inspect_name_only out "rate unknown"
 run inspect_name_only_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
