@@ -31,6 +31,7 @@ typedef struct inspect {
     ks_key_t ks;
     uint32_t *q, *tokens;
     int live;            /* live nodes, or -1 when shares are not computed */
+    const char *hint;    /* said when the key is not found */
 } inspect_t;
 
 static const char *const state_names[] = {"live", "stale", "left"};
@@ -120,8 +121,8 @@ static int load_key(cli_t *cli, cli_redis_t *r, inspect_t *in)
         freeReplyObject(h);
         return cli_fail(cli, CMD, CLI_FAIL, "no_such_key",
                         "no such key in Redis: %s (has it been synced? is the secret/prefix "
-                        "right?)",
-                        in->redis_key);
+                        "right?)%s",
+                        in->redis_key, in->hint);
     }
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         const redisReply *f = h->element[i], *v = h->element[i + 1];
@@ -390,6 +391,7 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
         goto out;
     fleet_key_name(secret, secret_len, fl.prefix, in->limit, in->key, in->key_len, in->redis_key,
                    sizeof in->redis_key);
+    in->hint = cli_fleet_key_hint(&fl, in->key, in->key_len);
     memset(secret, 0, secret_len);
     free(secret);
     cli_redis_t r;

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The ratelimit tool end to end (ctest runs it as "cli"):
 #
-#   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
+#   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY [RL_GATEWAY_BINARY]
 #
 # Starts a private redis-server on a free loopback port (stopped by PID on
 # exit, whatever happens), runs a two-node fleet (rl_cli_fleet) that syncs one
@@ -11,13 +11,16 @@
 # and with a node of another secret beside it (a split fleet);
 # `check` on good and bad files (exact lines and codes); `bench --seconds 1`
 # (sane numbers, never timing); errors: unreachable Redis, a password Redis
-# asks for, a wrong one, a missing key, usage mistakes.
+# asks for, a wrong one, a missing key, usage mistakes. With the gateway
+# example's binary (and curl): `inspect --api-key` / `--ip` find the keys a
+# gateway wrote.
 # Exit 0 all passed, 1 a check failed, 77 skipped (redis-server missing and
 # RL_SKIP_REDIS=1, the Redis suites' convention).
 set -uo pipefail
 
 cli=${1:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
 fleet=${2:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
+gateway=${3:-}
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [[ ${RL_SKIP_REDIS:-0} == 1 ]]; then
@@ -34,7 +37,9 @@ work=$(mktemp -d)
 redis_pid=
 fleet_pid=
 rogue_pid=
+gateway_pid=
 cleanup() {
+  [[ -n $gateway_pid ]] && kill "$gateway_pid" 2>/dev/null && wait "$gateway_pid" 2>/dev/null
   [[ -n $fleet_pid ]] && kill "$fleet_pid" 2>/dev/null && wait "$fleet_pid" 2>/dev/null
   [[ -n $rogue_pid ]] && kill "$rogue_pid" 2>/dev/null && wait "$rogue_pid" 2>/dev/null
   if [[ -n $redis_pid ]]; then
@@ -499,6 +504,61 @@ py quota_used_json "the counter read" 'd["used"] == 42 and d["remaining"] == 958
 run quota_bad_spec 2 -- quota --redis "$url" --secret-file "$work/secret" 'name=plan period=month' k
 has quota_bad_spec err "missing amount"
 run quota_no_key 2 -- quota --redis "$url" --secret-file "$work/secret" "$qspec"
+
+# ------------------------------------------------- the gateway's key names
+# The gateway example names a client's keys key:<X-API-Key> and ip:<address>
+# (examples/gateway/README.md, "Keys in Redis"); --api-key and --ip take
+# those forms. Its secret file is written with echo (one rule for every
+# component: docs/fleet.md, "The secret file").
+if [[ -n $gateway ]] && command -v curl >/dev/null 2>&1; then
+  printf '%s\n' '* client name=per_client rate=100/s burst=50' '* ip name=per_ip rate=100/s burst=50' \
+    >"$work/gateway.conf"
+  "$gateway" --listen 127.0.0.1:0 --limits "$work/gateway.conf" --redis "$url" --key-prefix gw \
+    --key-secret-file "$work/secret-nl" --node-id gw1 >"$work/gateway.log" 2>&1 &
+  gateway_pid=$!
+  gw_port() { sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/gateway.log"; }
+  gw_up() { [[ -n $(gw_port) ]] || ! kill -0 "$gateway_pid" 2>/dev/null; }
+  wait_for gw_up
+  gport=$(gw_port)
+  if [[ -z $gport ]]; then
+    fail "the gateway did not start"
+    sed 's/^/    | /' "$work/gateway.log"
+  else
+    for _ in 1 2 3 4 5; do
+      curl -s -o /dev/null -H 'X-API-Key: alice' "http://127.0.0.1:$gport/search"
+    done
+    # Until the gateway has reported all five (a sync round or two).
+    gw_synced() {
+      "$cli" --json inspect --redis "$url" --prefix gw --secret-file "$work/secret" --api-key \
+        per_client alice 2>/dev/null |
+        python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["admitted_total"] != 5)' &&
+        "$cli" inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+          per_ip 127.0.0.1 >/dev/null 2>&1
+    }
+    wait_for gw_synced
+    run inspect_api_key 0 -- --json inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      --api-key per_client alice
+    py inspect_api_key "--api-key alice is the gateway's key:alice, its 5 requests" \
+      'd["key"] == "key:alice" and d["admitted_total"] == 5 and
+       [n["node_id"] for n in d["nodes"]] == ["gw1"]'
+    run inspect_ip 0 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+      per_ip 127.0.0.1
+    has inspect_ip out "ip:127.0.0.1 in limit per_ip"
+    run inspect_gateway_literal 0 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      per_client key:alice
+    run inspect_gateway_bare 1 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      per_client alice
+    has inspect_gateway_bare err "the gateway example names a client's keys key:<API key> and ip:<address>: --api-key KEY or --ip ADDRESS"
+    run inspect_ip_bad 2 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+      per_ip alice
+    has inspect_ip_bad err "not an IPv4 or IPv6 address"
+    run inspect_ip_and_key 2 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      --ip --api-key per_ip 127.0.0.1
+  fi
+  kill "$gateway_pid" 2>/dev/null
+  wait "$gateway_pid" 2>/dev/null
+  gateway_pid=
+fi
 
 # ------------------------------------------------------ help and version
 run version 0 -- --version
