@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Manual pages, one per subcommand (ratelimit help CMD, ratelimit CMD --help). */
-/* Where `cmake --install` puts the docs pages (CMake sets it). */
-#ifndef RL_CLI_DOCDIR
-#define RL_CLI_DOCDIR "/usr/local/share/doc/ratelimit"
+/* Where `cmake --install` puts the docs pages, relative to the directory it
+ * puts this program in (CMake sets it): the install prefix may be another
+ * than the configured one (cmake --install --prefix, DESTDIR, a package). */
+#ifndef RL_CLI_DOCDIR_REL
+#define RL_CLI_DOCDIR_REL "../share/doc/ratelimit"
 #endif
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 
 static const char tool_page[] =
@@ -45,10 +50,7 @@ static const char tool_page[] =
     "    2  usage: bad arguments, or a file named in them cannot be read\n"
     "    3  Redis unreachable, refused the credentials or answered an error;\n"
     "       or the tool itself failed (out of memory)\n"
-    "\n"
-    "    Full reference: " RL_CLI_DOCDIR "/cli.md, installed with the\n"
-    "    library (docs/cli.md in the source tree); the limits-file format:\n"
-    "    " RL_CLI_DOCDIR "/limits-file.md.\n";
+    "\n";
 
 static const char check_page[] =
     "NAME\n"
@@ -326,10 +328,52 @@ static const struct {
     {"quota", quota_page},
 };
 
+/* The installed docs beside this program (RL_CLI_DOCDIR_REL from its
+ * directory), resolved, if they are there: 0, or -1. */
+static int docs_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX], dir[PATH_MAX + sizeof RL_CLI_DOCDIR_REL + 1], real[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    snprintf(dir, sizeof dir, "%s/%s", exe, RL_CLI_DOCDIR_REL);
+    if (realpath(dir, real) == NULL || strlen(real) + sizeof "/cli.md" > cap)
+        return -1;
+    snprintf(out, cap, "%s/cli.md", real);
+    if (access(out, R_OK) != 0)
+        return -1;
+    snprintf(out, cap, "%s", real);
+    return 0;
+}
+
+/* Where the full reference is, in terms a reader can act on wherever the
+ * tool was installed (or run from a build tree). */
+static void print_docs(FILE *f)
+{
+    char dir[PATH_MAX];
+    if (docs_dir(dir, sizeof dir) == 0)
+        fprintf(f,
+                "    Full reference: %s/cli.md; the limits-file format:\n"
+                "    %s/limits-file.md.\n",
+                dir, dir);
+    else
+        fputs("    Full reference: cli.md, which `cmake --install` puts in\n"
+              "    " RL_CLI_DOCDIR_REL "/ from the directory this program is\n"
+              "    installed in (docs/cli.md in the source tree); the limits-file\n"
+              "    format: limits-file.md beside it. Not found beside this copy.\n",
+              f);
+}
+
 int cli_help(FILE *f, const char *cmd)
 {
     if (cmd == NULL) {
         fputs(tool_page, f);
+        print_docs(f);
         return 0;
     }
     for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)

@@ -561,12 +561,30 @@ if [[ -n $gateway ]] && command -v curl >/dev/null 2>&1; then
 fi
 
 # ------------------------------------------------------ help and version
+# The tool's version is the project's it was built with, the library's is
+# rl_version (the same here: the tool links it statically).
+project_version=${RL_PROJECT_VERSION:-$lib_version}
 run version 0 -- --version
-has version out "libratelimit"
+has version out "ratelimit $project_version (libratelimit $lib_version)"
 run version_json 0 -- --version --json
-py version_json "versions" 'd["ok"] and d["library_version"].count(".") == 2'
+py version_json "versions" \
+  'd["ok"] and d["library_version"] == "'"$lib_version"'" and d["tool_version"] == "'"$project_version"'"'
 run help 0 -- --help
 has help out "EXIT STATUS"
+# The docs the help names are found from the tool's own directory, wherever
+# it is installed (RL_CLI_DOCDIR_REL from it, as cmake --install lays out).
+docs_rel=${RL_CLI_DOCDIR_REL:-../share/doc/ratelimit}
+mkdir -p "$work/inst/bin" "$work/inst/bin/$docs_rel" "$work/bare/bin"
+cp "$cli" "$work/inst/bin/ratelimit"
+cp "$cli" "$work/bare/bin/ratelimit"
+touch "$work/inst/bin/$docs_rel/cli.md" "$work/inst/bin/$docs_rel/limits-file.md"
+docs_abs=$(cd "$work/inst/bin/$docs_rel" && pwd -P)
+"$work/inst/bin/ratelimit" --help >"$work/help_installed.out" 2>&1
+has help_installed out "Full reference: $docs_abs/cli.md"
+has help_installed out "$docs_abs/limits-file.md"
+"$work/bare/bin/ratelimit" --help >"$work/help_bare.out" 2>&1
+has help_bare out "cli.md, which \`cmake --install\` puts in"
+has help_bare out "$docs_rel/ from the directory this program is"
 for sub in check inspect nodes bench quota; do
   run "help_$sub" 0 -- "$sub" --help
   has "help_$sub" out "SYNOPSIS"
