@@ -354,6 +354,36 @@ py nodes_live_json "one fleet, one fingerprint: no split" \
   'd["split"] is False and len(d["fingerprints"]) == 1 and d["fingerprints"][0]["live_nodes"] == 2 and
    all(n["fingerprint"] == d["fingerprints"][0]["fingerprint"] for n in d["nodes"])'
 
+# hot: each column is what its heading says. Two live records written as a
+# node writes them (the hot word: limit/keyhex/len/demand_mps/rate_mps/hot):
+# node a offers 463.9/s of a 100/s limit's key, more than the fleet admits,
+# so its hot mark's rate is its own demand; node b offers 50/s and saw the
+# fleet admit 100/s. DEMAND/S sums the nodes' demands, HOT RATE/S is the
+# highest mark rate, and no column calls a node's demand the fleet's.
+hot_rec='seen=1000 v=1 lib=0.2.0 host=h pid=9 start=900 int=100 health=healthy limits=1 keys=1 rkeys=0 rlimits=0 rounds=3 failed=0'
+redis-cli -p "$port" hset '{hotcols:v1}:nodes' 'a:00000000000000aa' \
+  "$hot_rec hot=api/$(printf 'k-1' | od -An -tx1 | tr -d ' \n')/3/463900/463900/1" >/dev/null
+redis-cli -p "$port" hset '{hotcols:v1}:nodes' 'b:00000000000000bb' \
+  "$hot_rec hot=api/$(printf 'k-1' | od -An -tx1 | tr -d ' \n')/3/50000/100000/0" >/dev/null
+redis-cli -p "$port" zadd '{hotcols:v1}:nodes:live' 99999999999999 'a:00000000000000aa' \
+  99999999999999 'b:00000000000000bb' >/dev/null
+run hot_text 0 -- hot --redis "$url" --prefix hotcols
+has hot_text out "DEMAND/S  HOT RATE/S"
+if grep -q "FLEET" "$work/hot_text.out"; then fail "hot_text: a FLEET heading"; else pass "hot_text: no FLEET heading"; fi
+row=$(grep -E '^api +k-1 ' "$work/hot_text.out" | tr -s ' ')
+if [[ $row == "api k-1 hot 1/2 513.9 463.9" ]]; then
+  pass "hot_text: the row: demand summed 513.9, hot rate 463.9"
+else
+  fail "hot_text: row '$row'"
+  sed 's/^/    | /' "$work/hot_text.out"
+fi
+has hot_text out "DEMAND/S: the publishing nodes' own demand"
+has hot_text out "HOT RATE/S: what the hot mark compares with hot="
+run hot_json 0 -- --json hot --redis "$url" --prefix hotcols
+py hot_json "demand summed, the highest hot rate, no fleet_per_s" \
+  '[(k["demand_per_s"], k["hot_rate_per_s"], "fleet_per_s" in k) for k in d["keys"]] ==
+   [(513.9, 463.9, False)]'
+
 # A node of the same prefix with another secret: a split fleet. The nodes
 # show it (and log it, on their stderr); so does `nodes`.
 printf 'a-rogue-secret-0123456789' >"$work/rogue-secret"
