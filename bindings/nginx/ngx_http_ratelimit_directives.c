@@ -440,20 +440,19 @@ ngx_http_ratelimit_node_char(u_char c)
            || c == '_' || c == '.' || c == ':' || c == '-';
 }
 
-char *
-ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+/* A name directive's argument: 1..max bytes of the library's alphabet. */
+static char *
+ngx_http_ratelimit_name_arg(ngx_conf_t *cf, ngx_command_t *cmd, ngx_str_t *slot, size_t max)
 {
-    ngx_http_ratelimit_main_conf_t *mcf = conf;
     ngx_str_t *value = cf->args->elts;
     ngx_uint_t i;
 
-    if (mcf->node_id.data != NULL) {
+    if (slot->data != NULL) {
         return "is duplicate";
     }
-    /* Room for the "-w<worker>-<pid>" suffix inside the library's 64 bytes. */
-    if (value[1].len == 0 || value[1].len > 32) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" must be 1 to 32 bytes", &cmd->name,
-                           &value[1]);
+    if (value[1].len == 0 || value[1].len > max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" must be 1 to %uz bytes", &cmd->name,
+                           &value[1], max);
         return NGX_CONF_ERROR;
     }
     for (i = 0; i < value[1].len; i++) {
@@ -464,8 +463,25 @@ ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
     }
-    mcf->node_id = value[1];
+    *slot = value[1];
     return NGX_CONF_OK;
+}
+
+char *
+ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+
+    /* The host is one node (no worker suffix): the library's whole length. */
+    return ngx_http_ratelimit_name_arg(cf, cmd, &mcf->node_id, NGX_HTTP_RATELIMIT_NODE_ID_MAX);
+}
+
+char *
+ngx_http_ratelimit_key_prefix(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+
+    return ngx_http_ratelimit_name_arg(cf, cmd, &mcf->key_prefix, NGX_HTTP_RATELIMIT_PREFIX_MAX);
 }
 
 char *
