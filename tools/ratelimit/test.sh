@@ -535,6 +535,55 @@ run quota_bad_spec 2 -- quota --redis "$url" --secret-file "$work/secret" 'name=
 has quota_bad_spec err "missing amount"
 run quota_no_key 2 -- quota --redis "$url" --secret-file "$work/secret" "$qspec"
 
+# ------------------------------------------- every key family inspect reads
+# inspect reads each family the library writes: global (above), exact and
+# tiered (the token bucket exact.lua keeps in the key's hash: xn xl xr xf
+# xc, with a tiered key's node entries beside it), and a quota (its spec
+# reads the period's counter, as quota does).
+family_fleet() { # family_fleet NAME SPEC NODES: a fleet run until ready, then closed
+  mkfifo "$work/$1.in"
+  "$fleet" --redis "$url" --prefix fam --secret-file "$work/secret" --spec "$2" --key alice \
+    --nodes "$3" --name "$1" --warm-ms 500 <"$work/$1.in" >"$work/$1.out" 2>&1 &
+  fleet_pid=$!
+  exec 5>"$work/$1.in"
+  wait_for fleet_ready_or_gone
+  echo stop >&5
+  exec 5>&-
+  wait "$fleet_pid" && pass "$1 fleet ran and closed" || { fail "$1 fleet"; cat "$work/$1.out"; }
+  fleet_pid=
+}
+xspec='name=login rate=5/m burst=5 mode=exact'
+family_fleet exact "$xspec" 1
+x_admitted=$(awk '$1 == "admitted" { print $3 }' "$work/exact.out")
+run inspect_exact 0 -- inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$xspec" alice
+has inspect_exact out "mode       exact: Redis decides every check from one token bucket"
+has inspect_exact out "admitted   $x_admitted since created (charged to the bucket)"
+if grep -q "cannot read" "$work/inspect_exact.out"; then fail "inspect_exact: unread fields"; else pass "inspect_exact: every field read"; fi
+run inspect_exact_json 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$xspec" alice
+py inspect_exact_json "exact: the bucket, its charges the node's admissions, nothing unread" \
+  'd["family"] == "exact" and d["malformed_fields"] == 0 and d["nodes"] == [] and
+   d["admitted_total"] == '"${x_admitted:--1}"' == d["bucket"]["charged"] and
+   5 <= d["admitted_total"] <= 6 and 0 <= d["bucket"]["tokens_now"] <= 5 and
+   d["bucket"]["tokens_at_last_charge"] <= d["bucket"]["tokens_now"] and
+   d["bucket"]["first_check_ms"] <= d["bucket"]["last_charge_ms"] and d["ttl_ms"] > 0'
+run inspect_exact_name 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" login alice
+py inspect_exact_name "exact by name: the stored tokens, no refill without the rate" \
+  'd["family"] == "exact" and d["bucket"]["tokens_now"] is None and d["malformed_fields"] == 0'
+tspec='name=tier rate=5/m burst=5 mode=tiered near=0.5'
+family_fleet tiered "$tspec" 2
+run inspect_tiered_json 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$tspec" alice
+py inspect_tiered_json "tiered: both nodes and the fleet bucket, nothing unread" \
+  'd["family"] == "tiered" and d["malformed_fields"] == 0 and
+   sorted(n["node_id"] for n in d["nodes"]) == ["tiered-0", "tiered-1"] and
+   d["bucket"] is not None and 0 <= d["bucket"]["tokens_now"] <= 5 and d["admitted_total"] > 0'
+run inspect_tiered 0 -- inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$tspec" alice
+has inspect_tiered out "mode       tiered: nodes decide locally"
+has inspect_tiered out "tiered-1"
+run inspect_quota 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+has inspect_quota out "used       42 of 1000"
+run inspect_quota_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+py inspect_quota_json "a quota: the period's counter" 'd["quota"] == "plan" and d["used"] == 42'
+
 # ------------------------------------------------- the gateway's key names
 # The gateway example names a client's keys key:<X-API-Key> and ip:<address>
 # (examples/gateway/README.md, "Keys in Redis"); --api-key and --ip take
