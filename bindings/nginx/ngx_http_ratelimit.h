@@ -28,11 +28,17 @@ typedef struct {
     ngx_uint_t line;
 } ngx_http_ratelimit_qdef_t;
 
+/* The longest rl_config_t.node_id and key_prefix (include/ratelimit.h:
+ * [A-Za-z0-9_.:-]{1,64} and {1,32}); rl_open refuses longer ones. */
+#define NGX_HTTP_RATELIMIT_NODE_ID_MAX 64
+#define NGX_HTTP_RATELIMIT_PREFIX_MAX 32
+
 typedef struct {
     ngx_str_t redis_url;  /* empty: local-only */
     ngx_str_t secret;     /* the bytes of ratelimit_secret_file */
     ngx_str_t secret_file;
     ngx_str_t node_id;    /* empty: the host name */
+    ngx_str_t key_prefix; /* ratelimit_key_prefix; empty: the library's ("rl") */
     ngx_uint_t expected_nodes;
     ngx_uint_t max_keys;
     ngx_array_t defs;     /* ngx_http_ratelimit_def_t */
@@ -111,6 +117,7 @@ char *ngx_http_ratelimit_quota(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_ratelimit_rule(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_key_prefix(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 char *ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 /* A byte of the library's node id alphabet, [A-Za-z0-9_.:-]. */
 ngx_int_t ngx_http_ratelimit_node_char(u_char c);

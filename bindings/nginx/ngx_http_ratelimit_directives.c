@@ -393,7 +393,8 @@ ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            &file.name);
         return NGX_CONF_ERROR;
     }
-    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || ngx_file_size(&fi) > 4096) {
+    /* 4096 bytes of secret and the line ending the rule below drops. */
+    if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || ngx_file_size(&fi) > 4098) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" is not a file of at most 4096 bytes",
                            &cmd->name, &file.name);
         ngx_close_file(file.fd);
@@ -411,11 +412,18 @@ ngx_http_ratelimit_secret_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: cannot read \"%V\"", &cmd->name, &file.name);
         return NGX_CONF_ERROR;
     }
-    /* A trailing newline is the editor's, not the secret's. */
-    while (len > 0 && (mcf->secret.data[len - 1] == '\n' || mcf->secret.data[len - 1] == '\r')) {
-        len--;
+    /* One final "\n" or "\r\n" is the editor's, not the secret's: the rule
+     * of every component that reads a secret file (docs/fleet.md, "The
+     * secret file"). */
+    if (len > 0 && mcf->secret.data[len - 1] == '\n') {
+        len -= (len > 1 && mcf->secret.data[len - 2] == '\r') ? 2 : 1;
     }
     mcf->secret.len = len;
+    if (len > 4096) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" is not a file of at most 4096 bytes",
+                           &cmd->name, &file.name);
+        return NGX_CONF_ERROR;
+    }
     if (len < 16) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "%V: \"%V\" holds %uz bytes: the key secret needs at least 16",
@@ -432,20 +440,19 @@ ngx_http_ratelimit_node_char(u_char c)
            || c == '_' || c == '.' || c == ':' || c == '-';
 }
 
-char *
-ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+/* A name directive's argument: 1..max bytes of the library's alphabet. */
+static char *
+ngx_http_ratelimit_name_arg(ngx_conf_t *cf, ngx_command_t *cmd, ngx_str_t *slot, size_t max)
 {
-    ngx_http_ratelimit_main_conf_t *mcf = conf;
     ngx_str_t *value = cf->args->elts;
     ngx_uint_t i;
 
-    if (mcf->node_id.data != NULL) {
+    if (slot->data != NULL) {
         return "is duplicate";
     }
-    /* Room for the "-w<worker>-<pid>" suffix inside the library's 64 bytes. */
-    if (value[1].len == 0 || value[1].len > 32) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" must be 1 to 32 bytes", &cmd->name,
-                           &value[1]);
+    if (value[1].len == 0 || value[1].len > max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: \"%V\" must be 1 to %uz bytes", &cmd->name,
+                           &value[1], max);
         return NGX_CONF_ERROR;
     }
     for (i = 0; i < value[1].len; i++) {
@@ -456,8 +463,25 @@ ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
     }
-    mcf->node_id = value[1];
+    *slot = value[1];
     return NGX_CONF_OK;
+}
+
+char *
+ngx_http_ratelimit_node_id(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+
+    /* The host is one node (no worker suffix): the library's whole length. */
+    return ngx_http_ratelimit_name_arg(cf, cmd, &mcf->node_id, NGX_HTTP_RATELIMIT_NODE_ID_MAX);
+}
+
+char *
+ngx_http_ratelimit_key_prefix(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_ratelimit_main_conf_t *mcf = conf;
+
+    return ngx_http_ratelimit_name_arg(cf, cmd, &mcf->key_prefix, NGX_HTTP_RATELIMIT_PREFIX_MAX);
 }
 
 char *

@@ -131,8 +131,8 @@ ngx_http_ratelimit_shared_sync(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_
 }
 
 /* The node id into node (cap bytes): ratelimit_node_id or the host name
- * (at most 32 bytes), bytes outside the library's alphabet replaced; its
- * end. */
+ * (at most the library's 64 bytes, as rl_open cuts a host name), bytes
+ * outside the library's alphabet replaced; its end. */
 static u_char *
 ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
     char *node, size_t cap)
@@ -142,7 +142,7 @@ ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t 
     u_char *p;
 
     host = mcf->node_id.len ? mcf->node_id : cycle->hostname;
-    p = ngx_snprintf((u_char *) node, cap - 1, "%*s", ngx_min(host.len, (size_t) 32), host.data);
+    p = ngx_snprintf((u_char *) node, cap - 1, "%*s", ngx_min(host.len, (size_t) NGX_HTTP_RATELIMIT_NODE_ID_MAX), host.data);
     for (i = 0; i < (ngx_uint_t) (p - (u_char *) node); i++) {
         if (!ngx_http_ratelimit_node_char((u_char) node[i])) {
             node[i] = '_';
@@ -156,7 +156,7 @@ ngx_http_ratelimit_node_name(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t 
 static uint64_t
 ngx_http_ratelimit_fleet_hash(ngx_http_ratelimit_main_conf_t *mcf, const char *node)
 {
-    const ngx_str_t parts[] = { mcf->redis_url, mcf->secret,
+    const ngx_str_t parts[] = { mcf->redis_url, mcf->secret, mcf->key_prefix,
                                 { ngx_strlen(node), (u_char *) node } };
     uint64_t h = 14695981039346656037ULL;
     ngx_uint_t i, j;
@@ -190,7 +190,7 @@ static ngx_int_t
 ngx_http_ratelimit_shared_open(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_t *mcf,
                                char *node, uint64_t fleet)
 {
-    char url[RL_NGX_URL_MAX];
+    char url[RL_NGX_URL_MAX], prefix[NGX_HTTP_RATELIMIT_PREFIX_MAX + 1];
     ngx_uint_t cap;
     rl_config_t cfg;
     rl_t *rl;
@@ -215,6 +215,10 @@ ngx_http_ratelimit_shared_open(ngx_cycle_t *cycle, ngx_http_ratelimit_main_conf_
         cfg.key_secret = mcf->secret.data;
         cfg.key_secret_len = mcf->secret.len;
         cfg.node_id = node;
+        if (mcf->key_prefix.len > 0) {
+            ngx_cpystrn((u_char *) prefix, mcf->key_prefix.data, mcf->key_prefix.len + 1);
+            cfg.key_prefix = prefix;
+        }
         cfg.expected_nodes = (uint32_t) (mcf->expected_nodes ? mcf->expected_nodes : 1);
         cfg.exact_timeout_ms = (uint32_t) mcf->exact_timeout;
         cfg.quota_timeout_ms = (uint32_t) mcf->exact_timeout;
@@ -244,7 +248,7 @@ ngx_int_t
 ngx_http_ratelimit_init_module(ngx_cycle_t *cycle)
 {
     ngx_http_ratelimit_main_conf_t *mcf;
-    char node[RL_NAME_MAX];
+    char node[NGX_HTTP_RATELIMIT_NODE_ID_MAX + 1];
     uint64_t fleet;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_ratelimit_module);

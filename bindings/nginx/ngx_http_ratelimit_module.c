@@ -47,6 +47,8 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
       ngx_http_ratelimit_secret_file, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
     { ngx_string("ratelimit_node_id"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
       ngx_http_ratelimit_node_id, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
+    { ngx_string("ratelimit_key_prefix"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_http_ratelimit_key_prefix, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL },
     { ngx_string("ratelimit_expected_nodes"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_num_slot, NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_ratelimit_main_conf_t, expected_nodes), NULL },

@@ -187,6 +187,41 @@ class Redis:
         self.proc.wait(timeout=30)
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def command(self, *args):
+        """One command's reply: bytes, an int, None or a list of them."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            req = b"*%d\r\n" % len(args)
+            for a in args:
+                a = a.encode() if isinstance(a, str) else a
+                req += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(req)
+            return _resp(s.makefile("rb"))
+
+
+def _resp(f):
+    line = f.readline().rstrip(b"\r\n")
+    kind, rest = line[:1], line[1:]
+    if kind == b"+":
+        return rest
+    if kind == b"-":
+        raise AssertionError("redis: " + rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        return None if int(rest) < 0 else f.read(int(rest) + 2)[:-2]
+    return None if int(rest) < 0 else [_resp(f) for _ in range(int(rest))]
+
+
+def registry_fingerprints(redis, prefix="rl"):
+    """node id -> the key_secret fingerprint its registry record publishes."""
+    flat = redis.command("HGETALL", "{%s:v1}:nodes" % prefix)
+    out = {}
+    for field, value in zip(flat[0::2], flat[1::2]):
+        m = re.search(rb"(?:^| )fp=([0-9a-f]+)", value)
+        if m:
+            out[field.rsplit(b":", 1)[0].decode()] = m.group(1).decode()
+    return out
+
 
 def metric_sum(text, name, label_filter=""):
     total = 0.0
@@ -206,6 +241,13 @@ def metric_value(text, name):
 def exact_pending(n):
     """The answering worker's requests waiting for Redis now."""
     return metric_value(get(n.port, "/metrics")[2].decode(), "ratelimit_nginx_exact_pending")
+
+
+def _status_or_none(port, path):
+    try:
+        return get(port, path)[0]
+    except OSError:
+        return None
 
 
 def write_secret(test, text):
@@ -285,6 +327,65 @@ class TestModule(unittest.TestCase):
         self.assertEqual(get(n.port, "/", {"X-Api-Key": "k2"})[0], 200)
         for _ in range(20):
             self.assertEqual(get(n.port, "/")[0], 200)
+
+    def test_return_bypasses_ratelimit_and_the_documented_fix_enforces(self):
+        # README, "return bypasses every rule": `return` answers in the
+        # rewrite phase, before the access phase where the module charges,
+        # so a location that returns is never limited. The fixes the README
+        # gives enforce: a content handler (here the static file), or the
+        # rule in a location that proxies to the handler that returns.
+        backend = free_port()
+        n = self.nginx(
+            "ratelimit_limit name=r rate=1/h burst=3 mode=local;\n"
+            f"server {{ listen 127.0.0.1:{backend}; return 200 \"backend\\n\"; }}",
+            server_conf="location = /returns { ratelimit r bypass; return 200 \"ok\\n\"; }\n"
+                        "location = /index.html { ratelimit r static; }\n"
+                        "location = /proxied { ratelimit r proxied; "
+                        f"proxy_pass http://127.0.0.1:{backend}/; }}")
+        n.start()
+        self.assertEqual([get(n.port, "/returns")[0] for _ in range(6)], [200] * 6)
+        self.assertEqual([get(n.port, "/index.html")[0] for _ in range(6)], [200] * 3 + [429] * 3)
+        st = [get(n.port, "/proxied") for _ in range(6)]
+        self.assertEqual([x[0] for x in st], [200] * 3 + [429] * 3)
+        self.assertEqual(st[0][2], b"backend\n")
+
+    def test_the_readme_minimal_config_runs(self):
+        # The module README's first configuration, with its paths made this
+        # test's: load_module by absolute path, events, pid, a private prefix.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")) as f:
+            readme = f.read()
+        conf = re.search(r"```nginx\n(.*?)```", readme, re.S).group(1)
+        self.assertIn("load_module /", conf)
+        self.assertIn("pid ", conf)
+        self.assertIn("events", conf)
+        prefix = tempfile.mkdtemp(prefix="rl-nginx-readme-")
+        self.addCleanup(shutil.rmtree, prefix, True)
+        os.chmod(prefix, 0o755)  # workers may run as another user
+        port = free_port()
+        conf = (conf.replace("/usr/lib/nginx/modules/ngx_http_ratelimit_module.so", MODULE)
+                .replace("/tmp/rl-nginx", prefix).replace("8080", str(port)))
+        path = os.path.join(prefix, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        os.makedirs(os.path.join(prefix, "html"), exist_ok=True)
+        with open(os.path.join(prefix, "html", "index.html"), "w") as f:
+            f.write("ok\n")
+        r = subprocess.run([NGINX, "-p", prefix, "-c", path, "-e", os.path.join(prefix, "error.log")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pidfile = os.path.join(prefix, "nginx.pid")
+
+        def stop():
+            with open(pidfile) as pf:
+                pid = int(pf.read())
+            os.kill(pid, signal.SIGQUIT)
+            wait_until(lambda: not _alive(pid), "nginx to exit")
+        self.addCleanup(stop)
+        wait_until(lambda: os.path.exists(pidfile), "the pid file")
+        statuses = [wait_until(lambda: _status_or_none(port, "/"), "nginx to answer")]
+        statuses += [get(port, "/")[0] for _ in range(11)]
+        self.assertIn(429, statuses)
+        self.assertEqual(statuses[0], 200)
 
     def test_two_workers_burst_of_5_admits_5(self):
         n = self.nginx("ratelimit_limit name=api rate=1/h burst=5 mode=local;",
@@ -411,6 +512,12 @@ BAD_CONFIGS = [
     ("ratelimit_limit name=api rate=5/s;\nratelimit_limit name=api rate=6/s;", "",
      "ratelimit_limit", "api"),
     ("ratelimit_node_id bad/id;", "", "ratelimit_node_id", "bad/id"),
+    # The library's lengths: a node id of 64 bytes, a key prefix of 32.
+    ("ratelimit_node_id " + "n" * 65 + ";", "", "ratelimit_node_id", "1 to 64 bytes"),
+    ("ratelimit_key_prefix " + "p" * 33 + ";", "", "ratelimit_key_prefix", "1 to 32 bytes"),
+    ("ratelimit_key_prefix app/1;", "", "ratelimit_key_prefix", "app/1"),
+    ("ratelimit_key_prefix a;\nratelimit_key_prefix b;", "", "ratelimit_key_prefix",
+     "duplicate"),
     # The library's URL parser names the part at fault (no connection made).
     ("ratelimit_redis http://127.0.0.1:6379;", "", "ratelimit_redis", 'scheme "http"'),
     ("ratelimit_redis redis://127.0.0.1:99999;", "", "ratelimit_redis", "port"),
@@ -550,6 +657,62 @@ class FleetCase(unittest.TestCase):
         self.addCleanup(n.stop)
         n.start()
         return n
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestSecretFile(FleetCase):
+    """The secret file's rule, every component's (docs/fleet.md, "The secret
+    file"): one final "\\n" or "\\r\\n" is not the secret's, a second newline
+    is. Each server publishes its secret's fingerprint in the node registry."""
+
+    def test_one_final_line_ending_is_not_the_secret(self):
+        s = "nginx-secret-0123456789"
+        files = {"plain": s, "nl": s + "\n", "crlf": s + "\r\n", "nlnl": s + "\n\n",
+                 "nl_crlf": s + "\n\r\n"}
+        for name, text in files.items():
+            d = tempfile.mkdtemp(prefix="rl-secret-")
+            self.addCleanup(shutil.rmtree, d, True)
+            path = os.path.join(d, "secret")
+            with open(path, "w", newline="") as f:
+                f.write(text)
+            self.started("\n".join([f"ratelimit_redis redis://127.0.0.1:{self.redis.port};",
+                                    f"ratelimit_secret_file {path};",
+                                    f"ratelimit_node_id {name};",
+                                    "ratelimit_limit name=s rate=10/s;"]),
+                         "location / { ratelimit s all; }", workers=1)
+        fps = wait_until(lambda: (lambda f: f if len(f) == len(files) else None)(
+            registry_fingerprints(self.redis)), "every server's fingerprint")
+        self.assertEqual(fps["nl"], fps["plain"])
+        self.assertEqual(fps["crlf"], fps["plain"])
+        self.assertNotEqual(fps["nlnl"], fps["plain"])
+        self.assertEqual(fps["nlnl"], fps["nl_crlf"])
+
+
+@unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),
+                     "RL_NGINX_MODULE, redis-server or wrk missing")
+class TestKeyPrefix(FleetCase):
+    """ratelimit_key_prefix keeps two apps on one Redis apart; a node id may
+    be as long as the library's."""
+
+    def test_two_prefixes_on_one_redis_and_a_64_byte_node_id(self):
+        long_id = "n" * 64
+        for prefix, node in (("app1", long_id), ("app2", "b")):
+            n = self.started(self.fleet_conf(node, f"ratelimit_key_prefix {prefix};",
+                                             "ratelimit_limit name=api rate=1/h burst=4;"),
+                             "location / { ratelimit api $http_x_api_key; }", workers=1)
+            self.assertEqual([get(n.port, "/", {"X-Api-Key": "k"})[0] for _ in range(6)],
+                             [200] * 4 + [429] * 2, prefix)
+
+        def keys():
+            ks = [k.decode() for k in self.redis.command("KEYS", "*")]
+            mine = {p for p in ("app1", "app2") if any(k.startswith("{%s:v1:api:" % p)
+                                                       for k in ks)}
+            return ks if mine == {"app1", "app2"} else None
+        ks = wait_until(keys, "both apps' keys in Redis")
+        self.assertFalse([k for k in ks if k.startswith("{rl:")], ks)
+        self.assertEqual(list(registry_fingerprints(self.redis, "app1")), [long_id])
+        self.assertEqual(list(registry_fingerprints(self.redis, "app2")), ["b"])
 
 
 @unittest.skipUnless(MODULE and os.path.exists(MODULE) and redis_ok(),

@@ -239,6 +239,34 @@ class Basics(unittest.TestCase):
                                   rlm.RL_LOG_DEBUG))
 
 
+class SecretFile(unittest.TestCase):
+    """read_key_secret follows the one rule for a secret file (docs/fleet.md,
+    "The secret file"): one final "\\n" or "\\r\\n" is not the secret's."""
+
+    def read(self, data):
+        d = tempfile.mkdtemp(prefix="rl-secret-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "secret")
+        with open(path, "wb") as f:
+            f.write(data)
+        return rlm.read_key_secret(path)
+
+    def test_one_final_line_ending_is_dropped(self):
+        s = b"python-secret-0123456789"
+        self.assertEqual(self.read(s), s)
+        self.assertEqual(self.read(s + b"\n"), s)
+        self.assertEqual(self.read(s + b"\r\n"), s)
+        self.assertEqual(self.read(s + b"\n\n"), s + b"\n")
+        self.assertEqual(self.read(s + b"\r"), s + b"\r")
+        self.assertEqual(self.read(b"\n" + s), b"\n" + s)
+
+    def test_the_secret_opens_a_limiter(self):
+        secret = self.read(b"python-secret-0123456789\n")
+        rl = RateLimiter("redis://127.0.0.1:1", key_secret=secret, node_id="secret-test",
+                         log_quiet=True)
+        rl.close()
+
+
 class Errors(unittest.TestCase):
     def setUp(self):
         self.rl = RateLimiter()

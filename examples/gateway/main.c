@@ -62,8 +62,8 @@ static void usage(FILE *f)
           "  --limits FILE             the limits file (README: \"The limits file\")\n"
           "  --redis URL               global tier: redis://[user:pass@]host:port[/db];\n"
           "                            without it the gateway limits on its own\n"
-          "  --key-secret-file FILE    the fleet's shared key secret (>= 16 bytes;\n"
-          "                            required with --redis)\n"
+          "  --key-secret-file FILE    the fleet's shared key secret: the file less one\n"
+          "                            final newline (16..4096 bytes; required with --redis)\n"
           "  --key-secret STRING       the same, inline (visible in ps: prefer the file)\n"
           "  --node-id ID              this node's name (default: the host name)\n"
           "  --key-prefix P            Redis key prefix, the same on every node (default rl)\n"
@@ -128,7 +128,9 @@ static int parse_listen(const char *s, struct sockaddr_storage *addr)
     return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)addr) == 0 ? 0 : -1;
 }
 
-/* The secret file's bytes, less a trailing newline; NULL on error. */
+/* The secret file's bytes less one final "\n" or "\r\n", the rule of every
+ * component that reads a secret file (docs/fleet.md, "The secret file");
+ * NULL on error. */
 static char *read_secret(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -136,11 +138,12 @@ static char *read_secret(const char *path, size_t *len)
         fprintf(stderr, "rl_gateway: --key-secret-file %s: %s\n", path, strerror(errno));
         return NULL;
     }
-    char *buf = malloc(4097);
-    size_t n = buf != NULL ? fread(buf, 1, 4097, f) : 0;
+    /* 4096 bytes, the line ending, and one more to see a longer file. */
+    char *buf = malloc(4099);
+    size_t n = buf != NULL ? fread(buf, 1, 4099, f) : 0;
     fclose(f);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        n--;
+    if (n > 0 && buf[n - 1] == '\n')
+        n -= n > 1 && buf[n - 2] == '\r' ? 2 : 1;
     if (buf == NULL || n < 16 || n > 4096) {
         fprintf(stderr, "rl_gateway: --key-secret-file %s: the secret must be 16..4096 bytes\n",
                 path);

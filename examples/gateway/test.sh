@@ -492,6 +492,34 @@ EOF
       wait "${gw_pid[node$n]}" || rc=$?
       check "node$n: clean exit after SIGTERM (shares handed back)" eq "$rc" 0
     done
+    echo "== the secret file: one final line ending is not the secret's (docs/fleet.md)"
+    # Each gateway publishes its secret's fingerprint in the node registry:
+    # a file written with echo (or with CRLF) holds the inline secret, and a
+    # second newline is part of the secret.
+    s=gateway-secret-0123456789
+    printf '%s\n' "$s" >"$tmp/sec-nl"
+    printf '%s\r\n' "$s" >"$tmp/sec-crlf"
+    printf '%s\n\n' "$s" >"$tmp/sec-nlnl"
+    sec_gw() { # sec_gw NAME SECRET-OPTION VALUE
+      start_gateway "$1" --limits "$tmp/fleet.conf" --redis "redis://127.0.0.1:$redis_port" \
+        --key-prefix sec --node-id "$1" "$2" "$3"
+    }
+    sec_gw inline --key-secret "$s"
+    sec_gw nl --key-secret-file "$tmp/sec-nl"
+    sec_gw crlf --key-secret-file "$tmp/sec-crlf"
+    sec_gw nlnl --key-secret-file "$tmp/sec-nlnl"
+    sec_gw inline_nl --key-secret "$s"$'\n'
+    fp_of() { redis-cli -p "$redis_port" hgetall '{sec:v1}:nodes' |
+      awk -v n="$1" 'f { if (match($0, / fp=[0-9a-f]+/)) print substr($0, RSTART + 4, RLENGTH - 4); f = 0 }
+                     index($0, n ":") == 1 { f = 1 }'; }
+    all_published() { local n; for n in inline nl crlf nlnl inline_nl; do [[ -n $(fp_of "$n") ]] || return 1; done; }
+    check "five gateways published a fingerprint" wait_for all_published
+    check "a secret file with a final \\n is the inline secret" eq "$(fp_of nl)" "$(fp_of inline)"
+    check "... with a final \\r\\n too" eq "$(fp_of crlf)" "$(fp_of inline)"
+    check "a second newline is the secret's" eq "$(fp_of nlnl)" "$(fp_of inline_nl)"
+    check "... so that secret is another one" test "$(fp_of nlnl)" != "$(fp_of inline)"
+    for n in inline nl crlf nlnl inline_nl; do kill -TERM "${gw_pid[$n]}"; done
+    for n in inline nl crlf nlnl inline_nl; do wait "${gw_pid[$n]}" 2>/dev/null; done
   fi
 fi
 

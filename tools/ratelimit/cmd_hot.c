@@ -17,7 +17,8 @@
 
 /* One key of the union: the nodes that publish it, summed or maxed. */
 typedef struct hot_row {
-    rl_hot_item_t k;     /* demand_mps summed over nodes; fleet_mps the max */
+    rl_hot_item_t k;     /* demand_mps summed over nodes; fleet_mps (the hot mark's
+                            rate, below) the max */
     uint64_t nodes;       /* live nodes that publish it */
     uint64_t hot_nodes;   /* of those, the ones that mark it hot */
 } hot_row_t;
@@ -92,7 +93,7 @@ static void print_json(const hot_row_t *rows, size_t n, const char *prefix, cons
         json_u64(&j, "hot_nodes", r->hot_nodes);
         json_u64(&j, "nodes", r->nodes);
         json_double(&j, "demand_per_s", (double)r->k.demand_mps / 1000.0);
-        json_double(&j, "fleet_per_s", (double)r->k.fleet_mps / 1000.0);
+        json_double(&j, "hot_rate_per_s", (double)r->k.fleet_mps / 1000.0);
         json_end(&j);
     }
     json_end(&j);
@@ -107,7 +108,10 @@ static void print_text(const hot_row_t *rows, size_t n, const char *prefix, cons
     if (n == 0)
         return;
     printf("\n");
-    static const char *const head[] = {"LIMIT", "KEY", "HOT", "NODES", "DEMAND/S", "FLEET/S"};
+    /* The hot word's second rate is what a node's hot mark compared with
+     * hot=: the fleet's admitted rate or the node's own demand, whichever
+     * was higher. Named for that, never as a fleet rate. */
+    static const char *const head[] = {"LIMIT", "KEY", "HOT", "NODES", "DEMAND/S", "HOT RATE/S"};
     table_t t;
     table_init(&t, 6, head, "lllrrr");
     for (size_t i = 0; i < n; i++) {
@@ -126,6 +130,10 @@ static void print_text(const hot_row_t *rows, size_t n, const char *prefix, cons
     }
     table_print(&t, stdout);
     table_free(&t);
+    printf("\nDEMAND/S: the publishing nodes' own demand (admitted + denied per second), "
+           "summed.\nHOT RATE/S: what the hot mark compares with hot=, the highest a node "
+           "published: the fleet's admitted rate from its last sync reply, or that node's own "
+           "demand when higher (so it may pass the limit).\n");
 }
 
 int cli_hot(cli_t *cli, int argc, char **argv)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* ratelimit inspect: what Redis holds for one key of one limit. */
+/* ratelimit inspect: what Redis holds for one key of one limit, whichever
+ * family the library wrote it as (global, exact, tiered; a quota's spec goes
+ * to `quota`). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -31,7 +33,14 @@ typedef struct inspect {
     ks_key_t ks;
     uint32_t *q, *tokens;
     int live;            /* live nodes, or -1 when shares are not computed */
+    const char *hint;    /* said when the key is not found */
+    int family;          /* KS_GLOBAL, KS_EXACT, KS_TIERED */
+    uint64_t now_us;     /* Redis TIME, for the bucket */
+    int64_t tokens_now;  /* the bucket refilled to now_us (have_spec) */
+    uint64_t full_us;    /* until it is full again */
 } inspect_t;
+
+static const char *const family_names[] = {"global", "exact", "tiered"};
 
 static const char *const state_names[] = {"live", "stale", "left"};
 
@@ -120,8 +129,8 @@ static int load_key(cli_t *cli, cli_redis_t *r, inspect_t *in)
         freeReplyObject(h);
         return cli_fail(cli, CMD, CLI_FAIL, "no_such_key",
                         "no such key in Redis: %s (has it been synced? is the secret/prefix "
-                        "right?)",
-                        in->redis_key);
+                        "right?)%s",
+                        in->redis_key, in->hint);
     }
     for (size_t i = 0; i + 1 < h->elements; i += 2) {
         const redisReply *f = h->element[i], *v = h->element[i + 1];
@@ -136,6 +145,12 @@ static int load_key(cli_t *cli, cli_redis_t *r, inspect_t *in)
     }
     freeReplyObject(h);
     ks_finish(&in->ks);
+    in->family = ks_family(&in->ks);
+    in->now_us = (uint64_t)t * 1000;
+    if (in->family != KS_GLOBAL && in->have_spec)
+        in->tokens_now = ks_bucket_now(&in->ks, in->lim.rate.count,
+                                       (uint64_t)in->lim.rate.period_ms * 1000, in->burst,
+                                       in->now_us, &in->full_us);
     redisReply *ttl = cli_redis_cmd(r, REDIS_REPLY_INTEGER, "PTTL %s", in->redis_key);
     if (ttl == NULL)
         return cli_fail(cli, CMD, r->status, r->kind, "%s", r->err);
@@ -254,6 +269,39 @@ static void json_node(json_t *j, const inspect_t *in, size_t i)
     json_end(j);
 }
 
+static void json_opt_u64(json_t *j, const char *name, int have, uint64_t v)
+{
+    if (have)
+        json_u64(j, name, v);
+    else
+        json_null(j, name);
+}
+
+/* The token bucket in Redis of an exact or tiered key (src/lua/exact.lua). */
+static void json_bucket(json_t *j, const inspect_t *in)
+{
+    const ks_key_t *k = &in->ks;
+    if (in->family == KS_GLOBAL) {
+        json_null(j, "bucket");
+        return;
+    }
+    json_object(j, "bucket");
+    json_i64(j, "tokens_at_last_charge", k->xn);
+    json_u64(j, "last_charge_ms", k->xl / 1000);
+    uint64_t age_us = in->now_us > k->xl ? in->now_us - k->xl : 0;
+    json_u64(j, "last_charge_age_ms", age_us / 1000);
+    json_opt_u64(j, "first_check_ms", k->have & KS_XF, k->xf / 1000);
+    json_opt_u64(j, "charged", k->have & KS_XC, k->xc);
+    if (in->have_spec) {
+        json_i64(j, "tokens_now", in->tokens_now);
+        json_u64(j, "full_in_ms", (in->full_us + 999) / 1000);
+    } else {
+        json_null(j, "tokens_now");
+        json_null(j, "full_in_ms");
+    }
+    json_end(j);
+}
+
 static void print_json(const inspect_t *in, const char *where)
 {
     json_t j;
@@ -275,8 +323,12 @@ static void print_json(const inspect_t *in, const char *where)
         json_u64(&j, "updated_ms", k->t);
     else
         json_null(&j, "updated_ms");
-    json_u64(&j, "admitted_total", k->a);
+    json_str(&j, "family", family_names[in->family]);
+    /* An exact key's admissions are its bucket's charges; a tiered key's,
+     * what its nodes report (confirmations charge the bucket too). */
+    json_u64(&j, "admitted_total", in->family == KS_EXACT ? k->xc : k->a);
     json_u64(&j, "malformed_fields", k->malformed);
+    json_bucket(&j, in);
     json_spec(&j, in);
     json_usage(&j, in);
     json_array(&j, "nodes");
@@ -284,6 +336,29 @@ static void print_json(const inspect_t *in, const char *where)
         json_node(&j, in, i);
     json_end(&j);
     json_finish(&j);
+}
+
+/* An exact or tiered key's mode and bucket lines. */
+static void print_bucket(const inspect_t *in)
+{
+    const ks_key_t *k = &in->ks;
+    char a[64], b[64];
+    if (in->family == KS_GLOBAL)
+        return;
+    printf("mode       %s\n", in->family == KS_EXACT
+                                  ? "exact: Redis decides every check from one token bucket"
+                                  : "tiered: nodes decide locally, each report charges the "
+                                    "fleet's token bucket in Redis");
+    fmt_duration(a, sizeof a, (int64_t)(in->now_us > k->xl ? in->now_us - k->xl : 0) / 1000);
+    if (in->have_spec) {
+        fmt_duration(b, sizeof b, (int64_t)((in->full_us + 999) / 1000));
+        printf("bucket     %" PRId64 " of %" PRIu64 " tokens now (%" PRId64
+               " at the last charge, %s ago; full in %s)\n",
+               in->tokens_now, in->burst, k->xn, a, in->full_us ? b : "0 ms");
+    } else {
+        printf("bucket     %" PRId64 " tokens at the last charge, %s ago (give LIMIT as a spec "
+               "for now's)\n", k->xn, a);
+    }
 }
 
 static void print_text(const inspect_t *in, const char *where)
@@ -297,7 +372,11 @@ static void print_text(const inspect_t *in, const char *where)
     fmt_duration(a, sizeof a, age(in->now, k->c, k->have & KS_C));
     fmt_duration(b, sizeof b, age(in->now, k->t, k->have & KS_T));
     printf("created    %s ago; last report %s ago\n", a, b);
-    printf("admitted   %" PRIu64 " since created, all nodes\n", k->a);
+    if (in->family == KS_EXACT)
+        printf("admitted   %" PRIu64 " since created (charged to the bucket)\n", k->xc);
+    else
+        printf("admitted   %" PRIu64 " since created, all nodes\n", k->a);
+    print_bucket(in);
     if (in->have_spec) {
         fmt_rate(a, sizeof a, in->lim.rate.count, in->lim.rate.period_ms);
         printf("limit      %s, burst %" PRIu64 "\n", a, in->burst);
@@ -305,6 +384,11 @@ static void print_text(const inspect_t *in, const char *where)
         printf("limit      rate unknown: give LIMIT as a spec or --limits FILE to see rates and "
                "shares\n");
     }
+    if (k->malformed && in->family == KS_EXACT)
+        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
+               k->malformed, k->malformed == 1 ? "" : "s");
+    if (in->family == KS_EXACT)
+        return;
     size_t live = live_count(in);
     fmt_q(a, sizeof a, in, ks_live_admitted_q(k, in->now));
     fmt_q(b, sizeof b, in, ks_live_demand_q(k, in->now));
@@ -374,6 +458,9 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
     if (cli_fleet_opts(cli, CMD, argc, argv, CLI_FLEET_KEY, &limits_opt, pos, 2,
                        "LIMIT and KEY are required", &fl) != CLI_OK)
         return CLI_USAGE;
+    /* A quota's spec: its counter is another family, read by `quota`. */
+    if (strstr(pos[0], "amount=") != NULL && limits == NULL)
+        return cli_quota(cli, argc, argv);
     inspect_t *in = calloc(1, sizeof *in);
     if (in == NULL)
         return cli_fail(cli, CMD, CLI_RUNTIME, "internal", "out of memory");
@@ -390,6 +477,7 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
         goto out;
     fleet_key_name(secret, secret_len, fl.prefix, in->limit, in->key, in->key_len, in->redis_key,
                    sizeof in->redis_key);
+    in->hint = cli_fleet_key_hint(&fl, in->key, in->key_len);
     memset(secret, 0, secret_len);
     free(secret);
     cli_redis_t r;

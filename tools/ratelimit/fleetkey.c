@@ -44,6 +44,13 @@ void fleet_hex_encode(const unsigned char *p, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+size_t fleet_secret_trim(const unsigned char *p, size_t n)
+{
+    if (n > 0 && p[n - 1] == '\n')
+        n -= n > 1 && p[n - 2] == '\r' ? 2 : 1;
+    return n;
+}
+
 int fleet_secret_load(const char *file, const char *hex, unsigned char **out, size_t *len,
                       char *err, size_t errlen)
 {
@@ -55,12 +62,20 @@ int fleet_secret_load(const char *file, const char *hex, unsigned char **out, si
     }
     if (file != NULL) {
         char *text;
-        if (cli_read_file(file, FLEET_SECRET_MAX, &text, len) != 0) {
+        /* Room for the line ending the rule drops. */
+        if (cli_read_file(file, FLEET_SECRET_MAX + 2, &text, len) != 0) {
             snprintf(err, errlen, "cannot read the secret file %s: %s", file,
                      errno == EFBIG ? "longer than 4096 bytes" : strerror(errno));
             return -1;
         }
         *out = (unsigned char *)text;
+        *len = fleet_secret_trim(*out, *len);
+        if (*len > FLEET_SECRET_MAX) {
+            snprintf(err, errlen, "the secret file %s: longer than 4096 bytes", file);
+            free(*out);
+            *out = NULL;
+            return -1;
+        }
     } else {
         unsigned char *buf = malloc(FLEET_SECRET_MAX);
         if (buf == NULL) {

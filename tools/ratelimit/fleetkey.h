@@ -14,12 +14,16 @@
 #define FLEET_SECRET_MAX 4096
 
 /*
- * The secret from exactly one of file (its bytes, all of them: a trailing
- * newline is part of the secret, as it would be for rl_config_t) or hex.
+ * The secret from exactly one of file or hex. A file's bytes are the secret
+ * less one final line ending ("\n" or "\r\n"), the rule every component
+ * that reads a secret file follows (docs/fleet.md, "The secret file").
  * 0, or -1 with a message in err. The caller frees *out.
  */
 int fleet_secret_load(const char *file, const char *hex, unsigned char **out, size_t *len,
                       char *err, size_t errlen);
+
+/* The length of a secret file's n bytes without one final "\n" or "\r\n". */
+size_t fleet_secret_trim(const unsigned char *p, size_t n);
 
 /* Bytes from hex ("6b6579"): 0, or -1 if s is not whole bytes of hex. */
 int fleet_hex_decode(const char *s, unsigned char *out, size_t cap, size_t *len);

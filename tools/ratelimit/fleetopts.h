@@ -21,6 +21,8 @@ typedef struct cli_fleet {
     const char *secret_file; /* --secret-file (CLI_FLEET_KEY) */
     const char *secret_hex;  /* --secret (CLI_FLEET_KEY) */
     int key_hex;             /* --key-hex (CLI_FLEET_KEY): KEY is given in hex */
+    int api_key;             /* --api-key (CLI_FLEET_KEY): KEY is "key:" KEY */
+    int ip;                  /* --ip (CLI_FLEET_KEY): KEY is "ip:" the address */
 } cli_fleet_t;
 
 /* cli_fleet_opts' what: also the options that name one key. */
@@ -40,9 +42,11 @@ int cli_fleet_opts(const cli_t *cli, const char *cmd, int argc, char **argv, uns
 
 /*
  * What names one key (CLI_FLEET_KEY): the KEY argument arg into
- * key[RL_MAX_KEY_LEN] (hex with --key-hex), then the fleet's secret
- * (--secret-file or --secret; the caller wipes and frees it). CLI_OK, or
- * CLI_USAGE with the error printed.
+ * key[RL_MAX_KEY_LEN] (hex with --key-hex), in the gateway example's form
+ * with --api-key ("key:" KEY, a client's X-API-Key) or --ip ("ip:" the
+ * address as the gateway prints it), then the fleet's secret (--secret-file
+ * or --secret; the caller wipes and frees it). CLI_OK, or CLI_USAGE with the
+ * error printed.
  */
 int cli_fleet_key(const cli_t *cli, const char *cmd, const cli_fleet_t *f, const char *arg,
                   unsigned char *key, size_t *key_len, unsigned char **secret,
@@ -51,6 +55,10 @@ int cli_fleet_key(const cli_t *cli, const char *cmd, const cli_fleet_t *f, const
 /* Connect to --redis. CLI_OK, or the failure reported (a bad URL as a usage
  * error) with its status, and r closed. */
 int cli_fleet_connect(const cli_t *cli, const char *cmd, const cli_fleet_t *f, cli_redis_t *r);
+
+/* The hint for a key not found: how the gateway example names keys, when
+ * KEY was given without that form; "" otherwise. */
+const char *cli_fleet_key_hint(const cli_fleet_t *f, const unsigned char *key, size_t len);
 
 /* A subcommand's JSON document on stdout, begun as every fleet reader's
  * is: {"ok": true, "redis": where, "prefix": prefix, ... */

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Manual pages, one per subcommand (ratelimit help CMD, ratelimit CMD --help). */
-/* Where `cmake --install` puts the docs pages (CMake sets it). */
-#ifndef RL_CLI_DOCDIR
-#define RL_CLI_DOCDIR "/usr/local/share/doc/ratelimit"
+/* Where `cmake --install` puts the docs pages, relative to the directory it
+ * puts this program in (CMake sets it): the install prefix may be another
+ * than the configured one (cmake --install --prefix, DESTDIR, a package). */
+#ifndef RL_CLI_DOCDIR_REL
+#define RL_CLI_DOCDIR_REL "../share/doc/ratelimit"
 #endif
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 
 static const char tool_page[] =
@@ -16,12 +21,12 @@ static const char tool_page[] =
     "SYNOPSIS\n"
     "    ratelimit [--json] check FILE\n"
     "    ratelimit [--json] inspect --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
-    "                               [--limits FILE] [--key-hex] LIMIT KEY\n"
+    "                               [--limits FILE] [--key-hex | --api-key | --ip] LIMIT KEY\n"
     "    ratelimit [--json] nodes --redis URL [--prefix P]\n"
     "    ratelimit [--json] hot --redis URL [--prefix P] [--limit NAME]\n"
     "    ratelimit [--json] bench [--seconds N] [--keys N] [--threads N]\n"
     "    ratelimit [--json] quota --redis URL [--prefix P] (--secret-file F | --secret HEX)\n"
-    "                             [--key-hex] QUOTA KEY\n"
+    "                             [--key-hex | --api-key | --ip] QUOTA KEY\n"
     "    ratelimit help [COMMAND] | --help | --version\n"
     "\n"
     "DESCRIPTION\n"
@@ -45,10 +50,7 @@ static const char tool_page[] =
     "    2  usage: bad arguments, or a file named in them cannot be read\n"
     "    3  Redis unreachable, refused the credentials or answered an error;\n"
     "       or the tool itself failed (out of memory)\n"
-    "\n"
-    "    Full reference: " RL_CLI_DOCDIR "/cli.md, installed with the\n"
-    "    library (docs/cli.md in the source tree); the limits-file format:\n"
-    "    " RL_CLI_DOCDIR "/limits-file.md.\n";
+    "\n";
 
 static const char check_page[] =
     "NAME\n"
@@ -99,8 +101,8 @@ static const char inspect_page[] =
     "\n"
     "SYNOPSIS\n"
     "    ratelimit [--json] inspect --redis URL [--prefix P]\n"
-    "              (--secret-file F | --secret HEX) [--limits FILE] [--key-hex]\n"
-    "              LIMIT KEY\n"
+    "              (--secret-file F | --secret HEX) [--limits FILE]\n"
+    "              [--key-hex | --api-key | --ip] LIMIT KEY\n"
     "\n"
     "DESCRIPTION\n"
     "    Finds the key's hash in Redis under the name every node of the fleet\n"
@@ -116,22 +118,35 @@ static const char inspect_page[] =
     "      - with the limit's rate known: rates per second, and each live\n"
     "        node's rate share and burst tokens as the share rule gives them\n"
     "        from the stored demands now;\n"
-    "      - usage: the live nodes' admitted rate summed, against the limit.\n"
+    "      - usage: the live nodes' admitted rate summed, against the limit;\n"
+    "      - an exact or tiered key (mode=exact, mode=tiered): the token bucket\n"
+    "        Redis keeps in the same hash, its tokens at the last charge and,\n"
+    "        with the rate known, now, and what it has charged; an exact key\n"
+    "        has no node entries (Redis decides every check).\n"
+    "    A quota's spec as LIMIT (amount=...) reads its counter, as quota does.\n"
     "\n"
     "    LIMIT is the limit's name, or a whole spec (\"name=api rate=100/s\n"
     "    burst=20\") to give its rate; or give --limits FILE and the name.\n"
-    "    KEY is the key's bytes as given (--key-hex: in hex).\n"
+    "    KEY is the key's bytes as given (--key-hex: in hex). The gateway\n"
+    "    example names a client's keys key:<X-API-Key> and ip:<address>\n"
+    "    (\"shared\" for a shared rule): --api-key alice is KEY key:alice,\n"
+    "    --ip 10.0.0.7 is KEY ip:10.0.0.7.\n"
     "\n"
     "OPTIONS\n"
     "    --redis URL        redis://[[user]:password@]host[:port][/db], as\n"
     "                       rl_config_t.redis_url (also redis+unix://,\n"
     "                       redis+cluster://, redis+sentinel://.../MASTER)\n"
     "    --prefix P         the fleet's key_prefix (default rl)\n"
-    "    --secret-file F    the fleet's key_secret: every byte of F (a trailing\n"
-    "                       newline counts); 16..4096 bytes\n"
+    "    --secret-file F    the fleet's key_secret: the bytes of F less one\n"
+    "                       final \"\\n\" or \"\\r\\n\" (docs: fleet.md, \"The\n"
+    "                       secret file\"); 16..4096 bytes\n"
     "    --secret HEX       the key_secret in hex\n"
     "    --limits FILE      a limits file (see check) that defines LIMIT\n"
     "    --key-hex          KEY is hex (binary keys)\n"
+    "    --api-key          KEY is a client's API key, named as the gateway\n"
+    "                       example names it: key:KEY\n"
+    "    --ip               KEY is a client's IPv4 or IPv6 address, named as\n"
+    "                       the gateway example names it: ip:ADDRESS\n"
     "\n"
     "OUTPUT (--json)\n"
     "    {ok, redis, prefix, limit, key, key_hex, redis_key, now_ms, ttl_ms,\n"
@@ -207,14 +222,16 @@ static const char hot_page[] =
     "    Each node's heartbeat in the node registry (see nodes) carries its\n"
     "    busiest keys of synced limits, at most 8, as rl_hotkeys reports them:\n"
     "    the limit, the key's first 64 bytes and full length, the node's demand\n"
-    "    and the fleet rate its hot mark compares with hot=, and the mark.\n"
+    "    and the rate its hot mark compares with hot=, and the mark.\n"
     "    This lists their union over the live nodes: one row per (limit, key),\n"
     "    the keys marked hot first, then by demand summed over the nodes that\n"
     "    publish it (a node publishes a key once its bytes are kept, from the\n"
     "    round after the key entered its report; nodes that do not see the key\n"
-    "    among their busiest do not add to the sum). FLEET/S is the highest\n"
-    "    fleet rate a node saw. Keys are shown as printable ASCII, other bytes\n"
-    "    as \\xNN.\n"
+    "    among their busiest do not add to the sum: DEMAND/S). HOT RATE/S is\n"
+    "    what the hot mark compares with hot=, the highest a node published:\n"
+    "    the fleet's admitted rate from its last sync reply, or that node's\n"
+    "    own demand when higher (so it may pass the limit). Keys are shown as\n"
+    "    printable ASCII, other bytes as \\xNN.\n"
     "\n"
     "OPTIONS\n"
     "    --redis URL    redis://[[user]:password@]host[:port][/db] (also\n"
@@ -225,7 +242,7 @@ static const char hot_page[] =
     "OUTPUT (--json)\n"
     "    {ok, redis, prefix, live_nodes,\n"
     "     keys: [{limit, key, key_hex, key_len, truncated, hot, hot_nodes,\n"
-    "             nodes, demand_per_s, fleet_per_s}]}\n"
+    "             nodes, demand_per_s, hot_rate_per_s}]}\n"
     "\n"
     "EXIT STATUS\n"
     "    0 listed (also when there are none), 2 usage, 3 Redis unreachable or\n"
@@ -267,7 +284,8 @@ static const char quota_page[] =
     "\n"
     "SYNOPSIS\n"
     "    ratelimit [--json] quota --redis URL [--prefix P]\n"
-    "              (--secret-file F | --secret HEX) [--key-hex] QUOTA KEY\n"
+    "              (--secret-file F | --secret HEX) [--key-hex | --api-key | --ip]\n"
+    "              QUOTA KEY\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads Redis's clock (TIME), finds the quota's period holding it, and\n"
@@ -284,9 +302,13 @@ static const char quota_page[] =
     "OPTIONS\n"
     "    --redis URL        redis://[[user]:password@]host[:port][/db]\n"
     "    --prefix P         the fleet's key_prefix (default rl)\n"
-    "    --secret-file F    the fleet's key_secret: every byte of F\n"
+    "    --secret-file F    the fleet's key_secret: F less one final newline\n"
     "    --secret HEX       the key_secret in hex\n"
     "    --key-hex          KEY is hex (binary keys)\n"
+    "    --api-key          KEY is a client's API key, named as the gateway\n"
+    "                       example names it: key:KEY\n"
+    "    --ip               KEY is a client's IPv4 or IPv6 address, named as\n"
+    "                       the gateway example names it: ip:ADDRESS\n"
     "\n"
     "OUTPUT (--json)\n"
     "    {ok, redis, prefix, quota, key, key_hex, period, amount, used,\n"
@@ -313,10 +335,52 @@ static const struct {
     {"quota", quota_page},
 };
 
+/* The installed docs beside this program (RL_CLI_DOCDIR_REL from its
+ * directory), resolved, if they are there: 0, or -1. */
+static int docs_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX], dir[PATH_MAX + sizeof RL_CLI_DOCDIR_REL + 1], real[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    snprintf(dir, sizeof dir, "%s/%s", exe, RL_CLI_DOCDIR_REL);
+    if (realpath(dir, real) == NULL || strlen(real) + sizeof "/cli.md" > cap)
+        return -1;
+    snprintf(out, cap, "%s/cli.md", real);
+    if (access(out, R_OK) != 0)
+        return -1;
+    snprintf(out, cap, "%s", real);
+    return 0;
+}
+
+/* Where the full reference is, in terms a reader can act on wherever the
+ * tool was installed (or run from a build tree). */
+static void print_docs(FILE *f)
+{
+    char dir[PATH_MAX];
+    if (docs_dir(dir, sizeof dir) == 0)
+        fprintf(f,
+                "    Full reference: %s/cli.md; the limits-file format:\n"
+                "    %s/limits-file.md.\n",
+                dir, dir);
+    else
+        fputs("    Full reference: cli.md, which `cmake --install` puts in\n"
+              "    " RL_CLI_DOCDIR_REL "/ from the directory this program is\n"
+              "    installed in (docs/cli.md in the source tree); the limits-file\n"
+              "    format: limits-file.md beside it. Not found beside this copy.\n",
+              f);
+}
+
 int cli_help(FILE *f, const char *cmd)
 {
     if (cmd == NULL) {
         fputs(tool_page, f);
+        print_docs(f);
         return 0;
     }
     for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)

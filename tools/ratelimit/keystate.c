@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "keystate.h"
@@ -54,9 +55,37 @@ static ks_node_t *node_for(ks_key_t *k, const char *inc, size_t len)
     return n;
 }
 
+/* The bucket's fields (x + one letter): 1 if field is one, folded in (or
+ * counted malformed), else 0. xn may be negative. */
+static int add_bucket(ks_key_t *k, const char *field, size_t flen, const char *value,
+                      size_t vlen)
+{
+    static const char letters[] = "nlrfc";
+    const char *at = flen == 2 && field[0] == 'x' && field[1] != '\0'
+                         ? strchr(letters, field[1]) : NULL;
+    if (at == NULL)
+        return 0;
+    int neg = vlen > 1 && value[0] == '-' && at == letters;
+    uint64_t v;
+    if (parse_num(value + neg, vlen - (size_t)neg, &v) != 0 || (neg && v > INT64_MAX)) {
+        k->malformed++;
+        return 1;
+    }
+    static const unsigned bits[] = {KS_XN, KS_XL, KS_XR, KS_XF, KS_XC};
+    uint64_t *slot[] = {NULL, &k->xl, &k->xr, &k->xf, &k->xc};
+    k->have |= bits[at - letters];
+    if (at == letters)
+        k->xn = neg ? -(int64_t)v : (int64_t)(v > INT64_MAX ? INT64_MAX : v);
+    else
+        *slot[at - letters] = v;
+    return 1;
+}
+
 int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_t vlen)
 {
     uint64_t v = 0;
+    if (add_bucket(k, field, flen, value, vlen))
+        return 0;
     int ok = parse_num(value, vlen, &v) == 0;
     const char *bar = memchr(field, '|', flen);
     if (bar == NULL) {
@@ -101,6 +130,40 @@ void ks_finish(ks_key_t *k)
 {
     if (k->n > 1)
         qsort(k->nodes, k->n, sizeof *k->nodes, cmp_node);
+}
+
+int ks_family(const ks_key_t *k)
+{
+    if (!(k->have & KS_XN))
+        return KS_GLOBAL;
+    return k->n > 0 ? KS_TIERED : KS_EXACT;
+}
+
+int64_t ks_bucket_now(const ks_key_t *k, uint64_t rate, uint64_t period_us, uint64_t burst,
+                      uint64_t now_us, uint64_t *full_us)
+{
+    /* exact.lua's arithmetic, in 128 bits (its values stay below 2^53). */
+    __int128 tokens = k->xn, b = (__int128)burst, per = (__int128)period_us;
+    __int128 rem = (__int128)k->xr;
+    uint64_t last = k->xl, now = now_us > last ? now_us : last;
+    if (tokens >= b) {
+        tokens = b;
+        rem = 0;
+    } else {
+        __int128 acc = (__int128)(now - last) * (__int128)rate + rem;
+        if (acc >= (b - tokens) * per) {
+            tokens = b;
+            rem = 0;
+        } else {
+            tokens += acc / per;
+            rem = acc % per;
+        }
+    }
+    __int128 full = 0;
+    if (tokens < b && rate > 0)
+        full = ((b - tokens) * per - rem + (__int128)rate - 1) / (__int128)rate;
+    *full_us = full > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)full;
+    return tokens < 0 ? 0 : (int64_t)tokens;
 }
 
 uint64_t ks_now(const ks_key_t *k, uint64_t redis_now_ms)

@@ -19,6 +19,17 @@
  *            admitted rate (Q24) and the live nodes it saw; n the extra
  *            computations since the round's first
  *
+ * and, for mode=exact and mode=tiered, the token bucket src/lua/exact.lua
+ * keeps in the same hash (a tiered key's report.lua charges it too):
+ *
+ *   xn  tokens after the last charge (below 0 for a tiered key whose nodes
+ *       admitted more than Redis had)    xl  Redis time of that charge, us
+ *   xr  the refill remainder, token-us   xf  first check, us (exact.lua only)
+ *   xc  tokens charged since the key was made (exact.lua only)
+ *
+ * A hash with the bucket and no node entry is an exact key; with both, a
+ * tiered one; with node entries only, a global one.
+ *
  * <inc> is the node's incarnation, "node_id:<16 hex>". A node whose d r t x
  * are gone has left (rl_close, or dropped as stale by another node's
  * report); one whose x is past is stale and is dropped by the next report.
@@ -46,12 +57,18 @@ typedef struct ks_node {
 typedef struct ks_key {
     unsigned have; /* KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N below: the key's own fields */
     uint64_t a, t, c, k, u, l, extra; /* extra: the field n */
+    int64_t xn;                         /* the bucket's fields (KS_X*) */
+    uint64_t xl, xr, xf, xc;
     ks_node_t *nodes; /* sorted by incarnation, as the script orders them */
     size_t n, cap;
     size_t malformed; /* fields this reader could not place or parse */
 } ks_key_t;
 
-enum { KS_C = 128, KS_K = 256, KS_U = 512, KS_L = 1024, KS_N = 2048 };
+enum { KS_C = 128, KS_K = 256, KS_U = 512, KS_L = 1024, KS_N = 2048, KS_XN = 4096,
+       KS_XL = 8192, KS_XR = 16384, KS_XF = 32768, KS_XC = 65536 };
+
+/* The key families a hash can hold (above). */
+enum { KS_GLOBAL, KS_EXACT, KS_TIERED };
 
 void ks_init(ks_key_t *k);
 /* Fold in one field of HGETALL. 0, or -1 if out of memory. */
@@ -59,6 +76,18 @@ int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_
 /* Sort the nodes (strcmp order, as the script's table.sort). */
 void ks_finish(ks_key_t *k);
 void ks_free(ks_key_t *k);
+
+/* KS_GLOBAL, KS_EXACT or KS_TIERED: what the hash holds (above). */
+int ks_family(const ks_key_t *k);
+
+/*
+ * The bucket's tokens at Redis time now_us, refilled as exact.lua refills
+ * it (rate tokens per period_us, at most burst; whole tokens, the remainder
+ * carried), never below 0; *full_us the time until it is full again. The
+ * key must hold the bucket (KS_XN, KS_XL, KS_XR).
+ */
+int64_t ks_bucket_now(const ks_key_t *k, uint64_t rate, uint64_t period_us, uint64_t burst,
+                      uint64_t now_us, uint64_t *full_us);
 
 /* The script's "now" for a report arriving at Redis time redis_now_ms. */
 uint64_t ks_now(const ks_key_t *k, uint64_t redis_now_ms);

@@ -12,7 +12,10 @@
 #include "output.h"
 #include "ratelimit.h"
 
-#define CLI_VERSION "1"
+/* The tool's version: the project's it was built with (CMake sets it). */
+#ifndef RL_CLI_VERSION
+#define RL_CLI_VERSION "unknown"
+#endif
 
 typedef int (*cmd_fn)(cli_t *, int, char **);
 
@@ -78,12 +81,12 @@ static void print_version(const cli_t *cli)
         json_init(&j, stdout);
         json_object(&j, NULL);
         json_bool(&j, "ok", 1);
-        json_str(&j, "tool_version", CLI_VERSION);
+        json_str(&j, "tool_version", RL_CLI_VERSION);
         json_str(&j, "library_version", rl_version());
         json_u64(&j, "library_version_hex", rl_version_hex());
         json_finish(&j);
     } else {
-        printf("ratelimit (tool %s) with libratelimit %s\n", CLI_VERSION, rl_version());
+        printf("ratelimit %s (libratelimit %s)\n", RL_CLI_VERSION, rl_version());
     }
 }
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The ratelimit tool end to end (ctest runs it as "cli"):
 #
-#   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY
+#   bash tools/ratelimit/test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY [RL_GATEWAY_BINARY]
 #
 # Starts a private redis-server on a free loopback port (stopped by PID on
 # exit, whatever happens), runs a two-node fleet (rl_cli_fleet) that syncs one
@@ -11,13 +11,16 @@
 # and with a node of another secret beside it (a split fleet);
 # `check` on good and bad files (exact lines and codes); `bench --seconds 1`
 # (sane numbers, never timing); errors: unreachable Redis, a password Redis
-# asks for, a wrong one, a missing key, usage mistakes.
+# asks for, a wrong one, a missing key, usage mistakes. With the gateway
+# example's binary (and curl): `inspect --api-key` / `--ip` find the keys a
+# gateway wrote.
 # Exit 0 all passed, 1 a check failed, 77 skipped (redis-server missing and
 # RL_SKIP_REDIS=1, the Redis suites' convention).
 set -uo pipefail
 
 cli=${1:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
 fleet=${2:?usage: test.sh RATELIMIT_BINARY RL_CLI_FLEET_BINARY}
+gateway=${3:-}
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [[ ${RL_SKIP_REDIS:-0} == 1 ]]; then
@@ -34,7 +37,9 @@ work=$(mktemp -d)
 redis_pid=
 fleet_pid=
 rogue_pid=
+gateway_pid=
 cleanup() {
+  [[ -n $gateway_pid ]] && kill "$gateway_pid" 2>/dev/null && wait "$gateway_pid" 2>/dev/null
   [[ -n $fleet_pid ]] && kill "$fleet_pid" 2>/dev/null && wait "$fleet_pid" 2>/dev/null
   [[ -n $rogue_pid ]] && kill "$rogue_pid" 2>/dev/null && wait "$rogue_pid" 2>/dev/null
   if [[ -n $redis_pid ]]; then
@@ -107,7 +112,7 @@ py() {
 import json, sys
 with open(sys.argv[1]) as f:
     d = json.load(f)
-ok = eval("(" + sys.argv[2] + "\n)", {"d": d})
+ok = eval("(" + sys.argv[2] + "\n)", {"d": d, "json": json})
 sys.exit(0 if ok else 1)
 EOF
     pass "$name: $what"
@@ -301,6 +306,20 @@ py inspect_live_json "both nodes, totals add up, shares within the limit" \
    d["usage"]["admitted_q24"] == sum(n["admitted_rate_q24"] for n in d["nodes"]
                                      if n["state"] == "live") and
    d["usage"]["limit_per_s"] == 200 and d["ttl_ms"] > 0'
+# One rule for a secret file, every component's (docs/fleet.md, "The
+# secret file"): one final "\n" or "\r\n" is not part of the secret. A file
+# written with echo names the keys the nodes wrote (their secret has none);
+# a second newline is the secret's.
+printf 'cli-test-fleet-secret-0123\n' >"$work/secret-nl"
+printf 'cli-test-fleet-secret-0123\r\n' >"$work/secret-crlf"
+printf 'cli-test-fleet-secret-0123\n\n' >"$work/secret-nlnl"
+for f in secret-nl secret-crlf; do
+  run "inspect_$f" 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/$f" api customer-42
+  py "inspect_$f" "one final line ending is not the secret's" \
+    'd["redis_key"] == json.load(open("'"$work"'/synced_key.json"))["redis_key"]'
+done
+run inspect_secret-nlnl 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret-nlnl" api customer-42
+has inspect_secret-nlnl err "no such key in Redis"
 run inspect_name_only 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
 has inspect_name_only out "rate unknown"
 run inspect_name_only_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
@@ -334,6 +353,36 @@ py nodes_live_json "both nodes: this fleet's pid, interval, limits, keys; livene
 py nodes_live_json "one fleet, one fingerprint: no split" \
   'd["split"] is False and len(d["fingerprints"]) == 1 and d["fingerprints"][0]["live_nodes"] == 2 and
    all(n["fingerprint"] == d["fingerprints"][0]["fingerprint"] for n in d["nodes"])'
+
+# hot: each column is what its heading says. Two live records written as a
+# node writes them (the hot word: limit/keyhex/len/demand_mps/rate_mps/hot):
+# node a offers 463.9/s of a 100/s limit's key, more than the fleet admits,
+# so its hot mark's rate is its own demand; node b offers 50/s and saw the
+# fleet admit 100/s. DEMAND/S sums the nodes' demands, HOT RATE/S is the
+# highest mark rate, and no column calls a node's demand the fleet's.
+hot_rec='seen=1000 v=1 lib=0.2.0 host=h pid=9 start=900 int=100 health=healthy limits=1 keys=1 rkeys=0 rlimits=0 rounds=3 failed=0'
+redis-cli -p "$port" hset '{hotcols:v1}:nodes' 'a:00000000000000aa' \
+  "$hot_rec hot=api/$(printf 'k-1' | od -An -tx1 | tr -d ' \n')/3/463900/463900/1" >/dev/null
+redis-cli -p "$port" hset '{hotcols:v1}:nodes' 'b:00000000000000bb' \
+  "$hot_rec hot=api/$(printf 'k-1' | od -An -tx1 | tr -d ' \n')/3/50000/100000/0" >/dev/null
+redis-cli -p "$port" zadd '{hotcols:v1}:nodes:live' 99999999999999 'a:00000000000000aa' \
+  99999999999999 'b:00000000000000bb' >/dev/null
+run hot_text 0 -- hot --redis "$url" --prefix hotcols
+has hot_text out "DEMAND/S  HOT RATE/S"
+if grep -q "FLEET" "$work/hot_text.out"; then fail "hot_text: a FLEET heading"; else pass "hot_text: no FLEET heading"; fi
+row=$(grep -E '^api +k-1 ' "$work/hot_text.out" | tr -s ' ')
+if [[ $row == "api k-1 hot 1/2 513.9 463.9" ]]; then
+  pass "hot_text: the row: demand summed 513.9, hot rate 463.9"
+else
+  fail "hot_text: row '$row'"
+  sed 's/^/    | /' "$work/hot_text.out"
+fi
+has hot_text out "DEMAND/S: the publishing nodes' own demand"
+has hot_text out "HOT RATE/S: what the hot mark compares with hot="
+run hot_json 0 -- --json hot --redis "$url" --prefix hotcols
+py hot_json "demand summed, the highest hot rate, no fleet_per_s" \
+  '[(k["demand_per_s"], k["hot_rate_per_s"], "fleet_per_s" in k) for k in d["keys"]] ==
+   [(513.9, 463.9, False)]'
 
 # A node of the same prefix with another secret: a split fleet. The nodes
 # show it (and log it, on their stderr); so does `nodes`.
@@ -486,13 +535,135 @@ run quota_bad_spec 2 -- quota --redis "$url" --secret-file "$work/secret" 'name=
 has quota_bad_spec err "missing amount"
 run quota_no_key 2 -- quota --redis "$url" --secret-file "$work/secret" "$qspec"
 
+# ------------------------------------------- every key family inspect reads
+# inspect reads each family the library writes: global (above), exact and
+# tiered (the token bucket exact.lua keeps in the key's hash: xn xl xr xf
+# xc, with a tiered key's node entries beside it), and a quota (its spec
+# reads the period's counter, as quota does).
+family_fleet() { # family_fleet NAME SPEC NODES: a fleet run until ready, then closed
+  mkfifo "$work/$1.in"
+  "$fleet" --redis "$url" --prefix fam --secret-file "$work/secret" --spec "$2" --key alice \
+    --nodes "$3" --name "$1" --warm-ms 500 <"$work/$1.in" >"$work/$1.out" 2>&1 &
+  fleet_pid=$!
+  exec 5>"$work/$1.in"
+  wait_for fleet_ready_or_gone
+  echo stop >&5
+  exec 5>&-
+  wait "$fleet_pid" && pass "$1 fleet ran and closed" || { fail "$1 fleet"; cat "$work/$1.out"; }
+  fleet_pid=
+}
+xspec='name=login rate=5/m burst=5 mode=exact'
+family_fleet exact "$xspec" 1
+x_admitted=$(awk '$1 == "admitted" { print $3 }' "$work/exact.out")
+run inspect_exact 0 -- inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$xspec" alice
+has inspect_exact out "mode       exact: Redis decides every check from one token bucket"
+has inspect_exact out "admitted   $x_admitted since created (charged to the bucket)"
+if grep -q "cannot read" "$work/inspect_exact.out"; then fail "inspect_exact: unread fields"; else pass "inspect_exact: every field read"; fi
+run inspect_exact_json 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$xspec" alice
+py inspect_exact_json "exact: the bucket, its charges the node's admissions, nothing unread" \
+  'd["family"] == "exact" and d["malformed_fields"] == 0 and d["nodes"] == [] and
+   d["admitted_total"] == '"${x_admitted:--1}"' == d["bucket"]["charged"] and
+   5 <= d["admitted_total"] <= 6 and 0 <= d["bucket"]["tokens_now"] <= 5 and
+   d["bucket"]["tokens_at_last_charge"] <= d["bucket"]["tokens_now"] and
+   d["bucket"]["first_check_ms"] <= d["bucket"]["last_charge_ms"] and d["ttl_ms"] > 0'
+run inspect_exact_name 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" login alice
+py inspect_exact_name "exact by name: the stored tokens, no refill without the rate" \
+  'd["family"] == "exact" and d["bucket"]["tokens_now"] is None and d["malformed_fields"] == 0'
+tspec='name=tier rate=5/m burst=5 mode=tiered near=0.5'
+family_fleet tiered "$tspec" 2
+run inspect_tiered_json 0 -- --json inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$tspec" alice
+py inspect_tiered_json "tiered: both nodes and the fleet bucket, nothing unread" \
+  'd["family"] == "tiered" and d["malformed_fields"] == 0 and
+   sorted(n["node_id"] for n in d["nodes"]) == ["tiered-0", "tiered-1"] and
+   d["bucket"] is not None and 0 <= d["bucket"]["tokens_now"] <= 5 and d["admitted_total"] > 0'
+run inspect_tiered 0 -- inspect --redis "$url" --prefix fam --secret-file "$work/secret" "$tspec" alice
+has inspect_tiered out "mode       tiered: nodes decide locally"
+has inspect_tiered out "tiered-1"
+run inspect_quota 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+has inspect_quota out "used       42 of 1000"
+run inspect_quota_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" "$qspec" customer-42
+py inspect_quota_json "a quota: the period's counter" 'd["quota"] == "plan" and d["used"] == 42'
+
+# ------------------------------------------------- the gateway's key names
+# The gateway example names a client's keys key:<X-API-Key> and ip:<address>
+# (examples/gateway/README.md, "Keys in Redis"); --api-key and --ip take
+# those forms. Its secret file is written with echo (one rule for every
+# component: docs/fleet.md, "The secret file").
+if [[ -n $gateway ]] && command -v curl >/dev/null 2>&1; then
+  printf '%s\n' '* client name=per_client rate=100/s burst=50' '* ip name=per_ip rate=100/s burst=50' \
+    >"$work/gateway.conf"
+  "$gateway" --listen 127.0.0.1:0 --limits "$work/gateway.conf" --redis "$url" --key-prefix gw \
+    --key-secret-file "$work/secret-nl" --node-id gw1 >"$work/gateway.log" 2>&1 &
+  gateway_pid=$!
+  gw_port() { sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/gateway.log"; }
+  gw_up() { [[ -n $(gw_port) ]] || ! kill -0 "$gateway_pid" 2>/dev/null; }
+  wait_for gw_up
+  gport=$(gw_port)
+  if [[ -z $gport ]]; then
+    fail "the gateway did not start"
+    sed 's/^/    | /' "$work/gateway.log"
+  else
+    for _ in 1 2 3 4 5; do
+      curl -s -o /dev/null -H 'X-API-Key: alice' "http://127.0.0.1:$gport/search"
+    done
+    # Until the gateway has reported all five (a sync round or two).
+    gw_synced() {
+      "$cli" --json inspect --redis "$url" --prefix gw --secret-file "$work/secret" --api-key \
+        per_client alice 2>/dev/null |
+        python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["admitted_total"] != 5)' &&
+        "$cli" inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+          per_ip 127.0.0.1 >/dev/null 2>&1
+    }
+    wait_for gw_synced
+    run inspect_api_key 0 -- --json inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      --api-key per_client alice
+    py inspect_api_key "--api-key alice is the gateway's key:alice, its 5 requests" \
+      'd["key"] == "key:alice" and d["admitted_total"] == 5 and
+       [n["node_id"] for n in d["nodes"]] == ["gw1"]'
+    run inspect_ip 0 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+      per_ip 127.0.0.1
+    has inspect_ip out "ip:127.0.0.1 in limit per_ip"
+    run inspect_gateway_literal 0 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      per_client key:alice
+    run inspect_gateway_bare 1 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      per_client alice
+    has inspect_gateway_bare err "the gateway example names a client's keys key:<API key> and ip:<address>: --api-key KEY or --ip ADDRESS"
+    run inspect_ip_bad 2 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" --ip \
+      per_ip alice
+    has inspect_ip_bad err "not an IPv4 or IPv6 address"
+    run inspect_ip_and_key 2 -- inspect --redis "$url" --prefix gw --secret-file "$work/secret" \
+      --ip --api-key per_ip 127.0.0.1
+  fi
+  kill "$gateway_pid" 2>/dev/null
+  wait "$gateway_pid" 2>/dev/null
+  gateway_pid=
+fi
+
 # ------------------------------------------------------ help and version
+# The tool's version is the project's it was built with, the library's is
+# rl_version (the same here: the tool links it statically).
+project_version=${RL_PROJECT_VERSION:-$lib_version}
 run version 0 -- --version
-has version out "libratelimit"
+has version out "ratelimit $project_version (libratelimit $lib_version)"
 run version_json 0 -- --version --json
-py version_json "versions" 'd["ok"] and d["library_version"].count(".") == 2'
+py version_json "versions" \
+  'd["ok"] and d["library_version"] == "'"$lib_version"'" and d["tool_version"] == "'"$project_version"'"'
 run help 0 -- --help
 has help out "EXIT STATUS"
+# The docs the help names are found from the tool's own directory, wherever
+# it is installed (RL_CLI_DOCDIR_REL from it, as cmake --install lays out).
+docs_rel=${RL_CLI_DOCDIR_REL:-../share/doc/ratelimit}
+mkdir -p "$work/inst/bin" "$work/inst/bin/$docs_rel" "$work/bare/bin"
+cp "$cli" "$work/inst/bin/ratelimit"
+cp "$cli" "$work/bare/bin/ratelimit"
+touch "$work/inst/bin/$docs_rel/cli.md" "$work/inst/bin/$docs_rel/limits-file.md"
+docs_abs=$(cd "$work/inst/bin/$docs_rel" && pwd -P)
+"$work/inst/bin/ratelimit" --help >"$work/help_installed.out" 2>&1
+has help_installed out "Full reference: $docs_abs/cli.md"
+has help_installed out "$docs_abs/limits-file.md"
+"$work/bare/bin/ratelimit" --help >"$work/help_bare.out" 2>&1
+has help_bare out "cli.md, which \`cmake --install\` puts in"
+has help_bare out "$docs_rel/ from the directory this program is"
 for sub in check inspect nodes bench quota; do
   run "help_$sub" 0 -- "$sub" --help
   has "help_$sub" out "SYNOPSIS"

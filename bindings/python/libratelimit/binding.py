@@ -48,7 +48,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "RateLimiter", "Decision", "MultiDecision", "LimitInfo", "RateLimitError", "load",
-    "version", "parse_limit", "__version__",
+    "version", "parse_limit", "read_key_secret", "__version__",
     "Config", "Limit", "Rate", "Decision_t", "Request", "Stats", "LimitStats", "Allocator",
     # one exception class per RL_E* code, each a RateLimitError
     "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
@@ -544,6 +544,21 @@ def _key_bytes(key: Union[bytes, bytearray, memoryview, str]) -> bytes:
     if isinstance(key, (bytes, bytearray, memoryview)):
         return bytes(key)
     raise TypeError(f"key must be bytes or str, not {type(key).__name__}")
+
+
+def read_key_secret(path: Union[str, "os.PathLike[str]"]) -> bytes:
+    """A fleet's key_secret from a file, by the rule of every component that
+    reads one (docs/fleet.md, "The secret file"): the file's bytes less one
+    final "\\n" or "\\r\\n", so a file written with echo holds the secret
+    the CLI, the gateway and the nginx module read from it. Pass the result
+    as RateLimiter(key_secret=...); rl_open checks its length (16..4096)."""
+    with open(path, "rb") as f:
+        data = f.read(4099)  # the longest secret, its line ending, one more byte
+    if data.endswith(b"\r\n"):
+        return data[:-2]
+    if data.endswith(b"\n"):
+        return data[:-1]
+    return data
 
 
 def _cost(lib: _Lib, cost: int, function: str) -> int:
