@@ -50,5 +50,9 @@ valkey-server --version
 
 # Every suite that starts a server, the fault suite (test_policy), Cluster
 # and Sentinel included.
-suites='^test_(sync|exact|tiered|quota|policy|registry|usage|fleet|caller|cluster|sentinel|unixsock|script_keys|restricted|share_lua|redisurl_live|safedefaults|shared_global|hot_fleet|hot_policy|hotlease)$'
-RL_TEST_SERVER=valkey bash scripts/test.sh -- -R "$suites" --output-on-failure --no-tests=error
+suites='^test_(sync|exact|tiered|quota|policy_faults|nodes|usage|fleet|caller|cluster|sentinel|unixsock|script_keys|restricted|share_lua|redisurl_live|safedefaults|shared_global|hot_fleet|hot_policy|lease)$'
+# A slot moved by --cluster reshard costs tens of ms on Valkey 8 against
+# about one on Redis 7, so test_cluster's reshard of a whole master (5461
+# slots, while the fleet runs rounds) outlasts its case's 300 s on a loaded
+# box: Check's timeouts are tripled here, the test's own bounds unchanged.
+RL_TEST_SERVER=valkey CK_TIMEOUT_MULTIPLIER=3 bash scripts/test.sh -- -R "$suites" --output-on-failure --no-tests=error

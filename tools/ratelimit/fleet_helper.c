@@ -34,7 +34,7 @@ typedef struct node {
     rl_t *rl;
     int id;
     int index;
-    char name[32];
+    char name[48]; /* "<name, 20 bytes at most>-<index>": room for any long */
     const char *key;
     const char *key2;
     size_t key2_len;
