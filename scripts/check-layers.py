@@ -36,7 +36,7 @@ ROOT = 'root'
 
 
 def expand(name):
-    """`table.[ch]` -> local/table.c, local/table.h; `a.c`, `a.h` as themselves."""
+    """`table.[ch]` -> table.c, table.h; `a.c`, `a.h` as themselves."""
     m = re.fullmatch(r'(.*)\.\[([a-z]+)\]', name)
     if m:
         return [m.group(1) + '.' + e for e in m.group(2)]
@@ -241,7 +241,7 @@ def bites(src):
     import tempfile
     plants = [
         ('local/table.c', '#include "sync/sync.h"\n', 'includes "sync/sync.h"'),
-        ('local/limits.c', '#include "local/table.h"\n', 'without its folder'),
+        ('local/limits.c', '#include "table.h"\n', 'without its folder'),
         ('text/planted.c', '/* a file the map does not list */\n', 'not in its section'),
     ]
     missed = 0
