@@ -3,8 +3,8 @@
  * The sync thread: its own libuv loop, one route to Redis (redis/route.h)
  * and its scripts (redis/scripts.h), the round timer (or the stepper,
  * sync/step.c), the round deadline, and the health state the rounds decide
- * (policy/policy.h). The round itself is sync/round.c, the heartbeat
- * sync/heartbeat.c.
+ * (policy/policy.h). The round itself is sync/round.c, its script calls
+ * sync/calls.c, the heartbeat sync/heartbeat.c.
  */
 #include <signal.h>
 #include <sys/random.h>
