@@ -8,6 +8,7 @@
 #ifndef RL_QUOTA_INTERNAL_H
 #define RL_QUOTA_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,7 +43,7 @@ struct rl_quotas {
     /* The instance's per-request caller (the exact thread's: exact/exact.h),
      * published at the first rl_quota_add. */
     _Atomic(rl_redis_caller_t *) caller_pub;
-    uv_thread_t replay;
+    pthread_t replay;
     int started;      /* the journal exists and the replay thread runs */
     int replay_stop;  /* under mu */
     uint32_t lose_acks; /* test hook, under mu */

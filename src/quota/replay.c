@@ -7,9 +7,9 @@
  * answered it.
  */
 #include <pthread.h>
-#include <signal.h>
 #include "quota/internal.h"
 #include "base/errors.h"
+#include "base/thread.h"
 #include "exact/exact.h"
 
 /* The replay's wait after a failed call: doubling from the first to the
@@ -33,7 +33,7 @@ static int find_live(rl_quotas_t *qs, uint32_t slot, uint32_t gen, rl_quota_t *o
  * charge is not anyone's answer: allowed, denied or a duplicate, the entry
  * is done.
  */
-static void replay_main(void *arg)
+static void *replay_main(void *arg)
 {
     rl_quotas_t *qs = arg;
     uint64_t backoff = 0;
@@ -71,6 +71,7 @@ static void replay_main(void *arg)
         }
     }
     uv_mutex_unlock(&qs->mu);
+    return NULL;
 }
 
 int rl__quota_start_replay(rl_quotas_t *qs, struct rl_exact *x)
@@ -86,14 +87,7 @@ int rl__quota_start_replay(rl_quotas_t *qs, struct rl_exact *x)
      * built by rl_open, before any rl_quota_add could run. */
     atomic_store_explicit(&qs->caller_pub, rl__exact_caller(x),
                           memory_order_release);
-    /* Every signal blocked in the thread (inherited at creation): the
-     * host's handlers run on its own threads only. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = uv_thread_create(&qs->replay, replay_main, qs);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
+    if (rl__thread_start(&qs->replay, replay_main, qs) != 0) {
         rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
         return RL_ENOMEM;
     }
@@ -111,5 +105,5 @@ void rl__quotas_stop(rl_quotas_t *qs)
     uv_cond_signal(&qs->cv);
     uv_mutex_unlock(&qs->mu);
     if (!joined)
-        uv_thread_join(&qs->replay);
+        pthread_join(qs->replay, NULL);
 }

@@ -14,6 +14,7 @@
 #endif
 #include "shm/host.h"
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "core.h"
 #include "shm/shared.h"
 #include "exact/exact.h"
@@ -324,13 +325,8 @@ int rl_shared_attach(rl_t *rl)
         rl__free(&rl->alloc, at, sizeof *at, 64);
         return rc;
     }
-    /* Every signal blocked: the host's handlers run on its own threads
-     * (the sync thread it starts inherits the mask). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&at->thread, NULL, lease_main, at);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Every signal blocked (base/thread.h), in the sync thread it starts too. */
+    rc = rl__thread_start(&at->thread, lease_main, at);
     if (rc != 0) {
         rl__quotas_stop(rl->shlocal->quotas);
         rl__exact_stop(at->exact);

@@ -4,6 +4,7 @@
 #ifndef RL_SYNC_INTERNAL_H
 #define RL_SYNC_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <hiredis/async.h>
 #include <uv.h>
@@ -128,7 +129,7 @@ struct rl_sync {
     rl_sync_cfg_t cfg;
     rl_redisurl_t url;
     char where[400];            /* the URL without credentials, for logs */
-    uv_thread_t thread;
+    pthread_t thread;
     uv_loop_t loop;
     uv_timer_t round_timer;
     uv_timer_t deadline_timer;
