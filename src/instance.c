@@ -20,8 +20,6 @@
 #include "exact/exact.h"
 #include "quota/quota.h"
 
-#define PAGE 4096
-
 /* The numeric fields of rl_config_t: default, lowest and highest value, as
  * include/ratelimit.h documents them. One row each: rl_config_init and
  * validate_config both read this table. */
@@ -200,18 +198,18 @@ static void fork_guard_init(rl_t *rl)
             atomic_store_explicit(rl->fork_page, 1, memory_order_relaxed);
         return;
     }
-    void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, RL_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return;
 #ifdef MADV_WIPEONFORK
-    if (madvise(p, PAGE, MADV_WIPEONFORK) == 0) {
+    if (madvise(p, RL_PAGE_SIZE, MADV_WIPEONFORK) == 0) {
         rl->fork_page = p;
         /* relaxed: set before the instance is handed to any other thread. */
         atomic_store_explicit(rl->fork_page, 1, memory_order_relaxed);
         return;
     }
 #endif
-    munmap(p, PAGE);
+    munmap(p, RL_PAGE_SIZE);
 }
 
 static int random_secret(unsigned char *buf, size_t len)
@@ -271,7 +269,7 @@ void rl_close(rl_t *rl)
     rl__strfree(&a, rl->node_id);
     rl__strfree(&a, rl->key_prefix);
     if (rl->fork_page != NULL && !rl__alloc_is_shared(&a))
-        munmap((void *)rl->fork_page, PAGE);
+        munmap((void *)rl->fork_page, RL_PAGE_SIZE);
     rl__free(&a, rl, sizeof *rl, 64);
 }
 

@@ -20,8 +20,6 @@
 #include "exact/exact.h"
 #include "quota/quota.h"
 
-#define PAGE 4096
-
 /* This process's attachment (its heap). */
 typedef struct rl_attach {
     rl_t *rl;
@@ -65,7 +63,7 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *s
     sh->url = *url;
     sh->sync_cfg = *sync_cfg;
     sh->exact_cfg = *exact_cfg;
-    void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, RL_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return RL_ENOMEM;
     rl->shlocal = p; /* zero: nobody attached, in the opener and every child */
@@ -355,7 +353,7 @@ void rl__shsync_free(rl_t *rl)
     if (sh == NULL)
         return;
     if (rl->shlocal != NULL)
-        munmap(rl->shlocal, PAGE);
+        munmap(rl->shlocal, RL_PAGE_SIZE);
     rl__sync_store_free(&sh->store, &rl->alloc, rl->table.nslots);
     rl__free(&rl->alloc, sh, sizeof *sh, 64);
     rl->shsync = NULL;
@@ -398,7 +396,7 @@ void rl__shsync_close(rl_t *rl)
     }
     rl__quotas_drop(rl->shlocal->quotas);
     rl->shlocal->quotas = NULL;
-    munmap(rl->shlocal, PAGE);
+    munmap(rl->shlocal, RL_PAGE_SIZE);
 }
 
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)
