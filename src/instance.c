@@ -58,27 +58,20 @@ _Static_assert(RL_HOTKEYS_K_DEFAULT == 32 && RL_HOTKEYS_K_MAX == 1024,
 
 void rl_config_init_sized(rl_config_t *cfg, size_t size)
 {
-    if (cfg == NULL || size < sizeof cfg->size)
-        return;
     rl_config_t d;
     memset(&d, 0, sizeof d);
 #define RL_X_(field, def, lo, hi) d.field = (def);
     RL_CONFIG_RANGES(RL_X_)
 #undef RL_X_
-    memset(cfg, 0, size);
-    memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
-    cfg->size = size;
+    rl__struct_init(cfg, size, &d, sizeof d);
 }
 
 void rl_limit_init_sized(rl_limit_t *lim, size_t size)
 {
-    if (lim == NULL || size < sizeof lim->size)
-        return;
     /* All defaults are zero (mode global, burst = count, degraded_rate =
      * rate / expected_nodes, no own max_keys) but on_failure's, by mode. */
-    memset(lim, 0, size);
-    lim->size = size;
-    lim->on_failure = RL_FAIL_DEFAULT;
+    static const rl_limit_t defaults = {.on_failure = RL_FAIL_DEFAULT};
+    rl__struct_init(lim, size, &defaults, sizeof defaults);
 }
 
 /* The first byte of s (at most cap bytes) outside [A-Za-z0-9_.:-], as a
