@@ -92,7 +92,8 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
      * which decides; the local pre-filter keeps at least a token at the
      * share's rate (a share of no tokens, which a burst split over more
      * nodes than tokens hands most nodes, would deny every check here and
-     * starve the key: tiered-low admitted 2 in 60 s of a 1/s limit). */
+     * starve the key, as the accuracy simulator's tiered-low shows in its
+     * admitted count). */
     uint64_t near_below = l->p.confirm_below + r->nodes;
     int near = l->p.synced == RL_SYNCED_TIERED && r->remaining < near_below;
     if (near && tokens == 0)

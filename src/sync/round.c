@@ -69,10 +69,11 @@ static int harvest_slot(rl_sync_t *s, size_t i)
                  atomic_load_explicit(&slot->id_hi, memory_order_relaxed), a + d, ss->usage_q);
     /* "Could" counts the silent rounds too (the slot is not visited then):
      * judged against one round of its share, a sparse key's single request
-     * looked near whenever the share rounded below one token a round, and
-     * each such request cost a near report, three lingering ones and an
-     * announcing one (bench/accuracy/README.md, many). Capped at the quiet
-     * period: a key back from a long silence with a burst is still near. */
+     * looks near whenever the share rounds below one token a round, and
+     * each such request costs a near report and the lingering and
+     * announcing ones after it (test_sync's sparse_keys_report_once_a_period).
+     * Capped at the quiet period: a key back from a long silence with a
+     * burst is still near. */
     rl_gcra_t tmp;
     const rl_gcra_t *g = current_gcra(slot, l, &tmp);
     uint64_t since = s->round_id - ss->last_round;
@@ -112,9 +113,9 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
     if (v->pend_o > 0 && v->pend_o * 2 >= v->could && v->hot_every > 1 && v->has_share &&
         v->round_o * 2 * v->since >= v->pend_o) {
         /* Near and hot, hot_policy=local, its demand not falling: every
-         * hot_every rounds, its share frozen in between
-         * (bench/accuracy/README.md, "Hot keys": rate / nodes instead
-         * starved a fleet whose traffic is on a few nodes). Near
+         * hot_every rounds, its share frozen in between (rate / nodes
+         * instead would starve a fleet whose traffic is on a few nodes: the
+         * accuracy simulator's hot-skew). Near
          * accumulates (`could` spans every round since the last report), so
          * a node whose traffic stopped would look near for rounds on its
          * old counts and hold its share: a round under half the mean since
@@ -139,11 +140,13 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
         /* Near a moment ago and now not, silent or with a residue: its demand
          * fell, and Redis's EWMA moves a fraction alpha of the way per report.
          * Reporting every round for a few more rounds gets the new level into
-         * Redis within (1 - alpha)^2 in two; one report and a quiet period
-         * (the policy before) left a node whose traffic dropped from 80% of
-         * the limit to 10% at 27% for a second, and another node taking over
-         * the traffic that much short. Silent lingering reports also decay an
-         * idle node's demand instead of freezing it until its entry expires. */
+         * Redis within (1 - alpha)^2 in two; one report and then a quiet
+         * period would leave Redis holding most of the old demand for that
+         * period, and a node taking the traffic over that much short
+         * (test_sync's falling_demand_reaches_redis_in_two_rounds,
+         * test_sync_policy's report_policy_follows_a_fall). Silent lingering
+         * reports also decay an idle node's demand instead of freezing it
+         * until its entry expires. */
         out->report = out->revisit = 1;
         out->announce = 1;
         out->linger = v->linger - 1;
@@ -151,11 +154,12 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
     }
     if (v->pend_o == 0) {
         /* Silent and done lingering. Its local share stays: going back to the
-         * pre-sync share instead (tried) hands every node fresh tokens each
-         * time a sparse key returns (10 nodes checking a 1/s key in turn
-         * admitted 10/s). A stale share is used for at most one round before
-         * the key's next report replaces it: the formula's one-round term
-         * (bench/accuracy/README.md). */
+         * pre-sync share instead would hand every node fresh tokens each time
+         * a sparse key returns, so nodes checking a key in turn would admit
+         * a multiple of its limit (the accuracy simulator's low, against its
+         * overshoot bound). A stale share is used for at most one round
+         * before the key's next report replaces it: the bound's rate*I term
+         * (bench/accuracy/README.md, "The overshoot bound"). */
         return;
     }
     /* Quiet: report every RL_REPORT_QUIET_MAX rounds, announcing that
@@ -167,8 +171,9 @@ void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out)
      * this round, not a period later. So does a key without a share yet, so
      * the pre-sync share is used for one round at most (the bound's E_pre);
      * it announces the quiet period and does not linger: a quiet new key is
-     * not busy, and lingering cost every new key four more reports on every
-     * node (bench/accuracy/README.md, many). */
+     * not busy, and lingering would cost every new key more reports on every
+     * node (the accuracy simulator's many, its reports per round;
+     * test_sync's quiet_key_announces_its_period_and_reports_after_expiry). */
     if (!v->has_share || v->period < RL_REPORT_QUIET_MAX || v->since >= RL_REPORT_QUIET_MAX) {
         out->report = 1;
         return;
@@ -240,10 +245,10 @@ static uint64_t count_reported_limits(rl_sync_t *s, uint32_t n)
 /* The final round's keys beyond the harvest: hand back the shares Redis
  * still counts and report the usage it has not seen. Not every key ever
  * reported: one whose entry expired long ago holds nothing in Redis, and its
- * write-back would create its hash again (five nodes closing after 8000 keys
- * each made 28665 dead hashes, cost Redis 490 ms, ran every close into its
- * deadline, and under allkeys-lru evicted the live hot keys). The new count
- * of order[]. */
+ * write-back would create its hash again, a dead hash per key and node that
+ * costs Redis script time, can run the close into its deadline, and under
+ * allkeys-lru evicts live keys (test_sync's
+ * close_writes_back_only_live_or_unreported). The new count of order[]. */
 static uint32_t queue_leaving(rl_sync_t *s, uint32_t n)
 {
     for (size_t i = 0; i < s->rl->table.nslots; i++) {
