@@ -36,7 +36,7 @@ ROOT = 'root'
 
 
 def expand(name):
-    """`table.[ch]` -> local/table.c, local/table.h; `a.c`, `a.h` as themselves."""
+    """`table.[ch]` -> table.c, table.h; `a.c`, `a.h` as themselves."""
     m = re.fullmatch(r'(.*)\.\[([a-z]+)\]', name)
     if m:
         return [m.group(1) + '.' + e for e in m.group(2)]

@@ -9,20 +9,14 @@
 
 void rl_decision_init_sized(rl_decision_t *d, size_t size)
 {
-    if (d == NULL || size < sizeof d->size)
-        return;
-    memset(d, 0, size);
-    d->size = size;
-    d->allowed = RL_DENY;
+    static const rl_decision_t defaults = {.allowed = RL_DENY};
+    rl__struct_init(d, size, &defaults, sizeof defaults);
 }
 
 void rl_request_init_sized(rl_request_t *req, size_t size)
 {
-    if (req == NULL || size < sizeof req->size)
-        return;
-    memset(req, 0, size);
-    req->size = size;
-    req->cost = 1;
+    static const rl_request_t defaults = {.cost = 1};
+    rl__struct_init(req, size, &defaults, sizeof defaults);
 }
 
 static int check_key(const void *key, size_t len)

@@ -20,8 +20,6 @@
 #include "exact/exact.h"
 #include "quota/quota.h"
 
-#define PAGE 4096
-
 /* The numeric fields of rl_config_t: default, lowest and highest value, as
  * include/ratelimit.h documents them. One row each: rl_config_init and
  * validate_config both read this table. */
@@ -60,27 +58,20 @@ _Static_assert(RL_HOTKEYS_K_DEFAULT == 32 && RL_HOTKEYS_K_MAX == 1024,
 
 void rl_config_init_sized(rl_config_t *cfg, size_t size)
 {
-    if (cfg == NULL || size < sizeof cfg->size)
-        return;
     rl_config_t d;
     memset(&d, 0, sizeof d);
 #define RL_X_(field, def, lo, hi) d.field = (def);
     RL_CONFIG_RANGES(RL_X_)
 #undef RL_X_
-    memset(cfg, 0, size);
-    memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
-    cfg->size = size;
+    rl__struct_init(cfg, size, &d, sizeof d);
 }
 
 void rl_limit_init_sized(rl_limit_t *lim, size_t size)
 {
-    if (lim == NULL || size < sizeof lim->size)
-        return;
     /* All defaults are zero (mode global, burst = count, degraded_rate =
      * rate / expected_nodes, no own max_keys) but on_failure's, by mode. */
-    memset(lim, 0, size);
-    lim->size = size;
-    lim->on_failure = RL_FAIL_DEFAULT;
+    static const rl_limit_t defaults = {.on_failure = RL_FAIL_DEFAULT};
+    rl__struct_init(lim, size, &defaults, sizeof defaults);
 }
 
 /* The first byte of s (at most cap bytes) outside [A-Za-z0-9_.:-], as a
@@ -200,18 +191,18 @@ static void fork_guard_init(rl_t *rl)
             atomic_store_explicit(rl->fork_page, 1, memory_order_relaxed);
         return;
     }
-    void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, RL_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return;
 #ifdef MADV_WIPEONFORK
-    if (madvise(p, PAGE, MADV_WIPEONFORK) == 0) {
+    if (madvise(p, RL_PAGE_SIZE, MADV_WIPEONFORK) == 0) {
         rl->fork_page = p;
         /* relaxed: set before the instance is handed to any other thread. */
         atomic_store_explicit(rl->fork_page, 1, memory_order_relaxed);
         return;
     }
 #endif
-    munmap(p, PAGE);
+    munmap(p, RL_PAGE_SIZE);
 }
 
 static int random_secret(unsigned char *buf, size_t len)
@@ -271,7 +262,7 @@ void rl_close(rl_t *rl)
     rl__strfree(&a, rl->node_id);
     rl__strfree(&a, rl->key_prefix);
     if (rl->fork_page != NULL && !rl__alloc_is_shared(&a))
-        munmap((void *)rl->fork_page, PAGE);
+        munmap((void *)rl->fork_page, RL_PAGE_SIZE);
     rl__free(&a, rl, sizeof *rl, 64);
 }
 

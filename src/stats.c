@@ -52,20 +52,11 @@ RL_REDIS_ERR_MAP(RL_X_)
     X(sync_round_us_max, round_us_max)                                             \
     X(sync_reports_last_round, reports_last)
 
-void rl_stats_init_sized(rl_stats_t *s, size_t size)
-{
-    if (s == NULL || size < sizeof s->size)
-        return;
-    memset(s, 0, size);
-    s->size = size;
-}
+void rl_stats_init_sized(rl_stats_t *s, size_t size) { rl__struct_init(s, size, NULL, 0); }
 
 void rl_limit_stats_init_sized(rl_limit_stats_t *s, size_t size)
 {
-    if (s == NULL || size < sizeof s->size)
-        return;
-    memset(s, 0, size);
-    s->size = size;
+    rl__struct_init(s, size, NULL, 0);
 }
 
 /*

@@ -238,21 +238,10 @@ ngx_http_ratelimit_check_url(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf
     return NGX_CONF_ERROR;
 }
 
-/*
- * Validate the whole configuration the way each worker will use it: a
- * local-only instance (no thread, no socket) takes every limit, so `nginx -t`
- * reports what rl_limit_add would refuse in a worker.
- */
+/* The directives a fleet (ratelimit_redis) and its quotas depend on. */
 static char *
-ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
+ngx_http_ratelimit_validate_fleet(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
 {
-    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
-    rl_config_t cfg;
-    rl_limit_t lim;
-    ngx_uint_t i;
-    rl_t *rl;
-    int rc;
-
     if (mcf->redis_url.len > 0 && ngx_http_ratelimit_check_url(cf, mcf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
@@ -275,6 +264,72 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
                            mcf->exact_timeout);
         return NGX_CONF_ERROR;
     }
+    return NGX_CONF_OK;
+}
+
+/* One ratelimit_limit, added to the local-only check instance rl. */
+static char *
+ngx_http_ratelimit_validate_limit(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf, rl_t *rl,
+                                  const ngx_http_ratelimit_def_t *def)
+{
+    rl_limit_t lim;
+    int rc;
+
+    if (def->lim.mode == RL_MODE_TIERED && mcf->redis_url.len > 0) {
+        /* The workers' shared instance has no tiered mode
+         * (rl_open_shared): refused here, not at the first worker. */
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_limit: limit \"%s\" (line %ui): mode=tiered is not "
+                           "supported by the workers' shared instance; use mode=exact "
+                           "(every check in Redis) or mode=global",
+                           def->lim.name, def->line);
+        return NGX_CONF_ERROR;
+    }
+    lim = def->lim;
+    if (lim.mode == RL_MODE_EXACT || lim.mode == RL_MODE_TIERED) {
+        if (mcf->redis_url.len == 0) {
+            /* Refused, as the library refuses it: each worker alone
+             * would admit workers x burst under a name saying exact. */
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "ratelimit_limit: limit \"%s\" (line %ui): mode=%s needs "
+                               "Redis, and there is no ratelimit_redis",
+                               lim.name, def->line,
+                               lim.mode == RL_MODE_EXACT ? "exact" : "tiered");
+            return NGX_CONF_ERROR;
+        }
+        /* The check instance has no Redis: the rest of the limit is
+         * checked as a global one (rl_limit_parse checked the mode's
+         * own bounds). */
+        lim.mode = RL_MODE_GLOBAL;
+        lim.near_ppm = 0;
+    }
+    rc = rl_limit_add(rl, &lim);
+    if (rc < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "ratelimit_limit: limit \"%s\" (line %ui): %s (%s)",
+                           def->lim.name, def->line, rl_strerror(rc), rl_err_name(rc));
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/*
+ * Validate the whole configuration the way each worker will use it: a
+ * local-only instance (no thread, no socket) takes every limit, so `nginx -t`
+ * reports what rl_limit_add would refuse in a worker.
+ */
+static char *
+ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
+{
+    ngx_http_ratelimit_def_t *defs = mcf->defs.elts;
+    rl_config_t cfg;
+    ngx_uint_t i;
+    rl_t *rl;
+    int rc;
+
+    if (ngx_http_ratelimit_validate_fleet(cf, mcf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
     rl_config_init(&cfg);
     cfg.log_quiet = 1; /* its refusals are named here, by directive */
     cfg.max_keys = (uint32_t) mcf->max_keys;
@@ -290,41 +345,7 @@ ngx_http_ratelimit_validate(ngx_conf_t *cf, ngx_http_ratelimit_main_conf_t *mcf)
         return NGX_CONF_ERROR;
     }
     for (i = 0; i < mcf->defs.nelts; i++) {
-        if (defs[i].lim.mode == RL_MODE_TIERED && mcf->redis_url.len > 0) {
-            /* The workers' shared instance has no tiered mode
-             * (rl_open_shared): refused here, not at the first worker. */
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "ratelimit_limit: limit \"%s\" (line %ui): mode=tiered is not "
-                               "supported by the workers' shared instance; use mode=exact "
-                               "(every check in Redis) or mode=global",
-                               defs[i].lim.name, defs[i].line);
-            rl_close(rl);
-            return NGX_CONF_ERROR;
-        }
-        lim = defs[i].lim;
-        if (lim.mode == RL_MODE_EXACT || lim.mode == RL_MODE_TIERED) {
-            if (mcf->redis_url.len == 0) {
-                /* Refused, as the library refuses it: each worker alone
-                 * would admit workers x burst under a name saying exact. */
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "ratelimit_limit: limit \"%s\" (line %ui): mode=%s needs "
-                                   "Redis, and there is no ratelimit_redis",
-                                   lim.name, defs[i].line,
-                                   lim.mode == RL_MODE_EXACT ? "exact" : "tiered");
-                rl_close(rl);
-                return NGX_CONF_ERROR;
-            }
-            /* The check instance has no Redis: the rest of the limit is
-             * checked as a global one (rl_limit_parse checked the mode's
-             * own bounds). */
-            lim.mode = RL_MODE_GLOBAL;
-            lim.near_ppm = 0;
-        }
-        rc = rl_limit_add(rl, &lim);
-        if (rc < 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "ratelimit_limit: limit \"%s\" (line %ui): %s (%s)",
-                               defs[i].lim.name, defs[i].line, rl_strerror(rc), rl_err_name(rc));
+        if (ngx_http_ratelimit_validate_limit(cf, mcf, rl, &defs[i]) != NGX_CONF_OK) {
             rl_close(rl);
             return NGX_CONF_ERROR;
         }

@@ -89,7 +89,7 @@ static int populate(char *p, size_t len)
     if (errno != EINVAL)
         return -1;
 #endif
-    for (size_t off = 0; off < len; off += 4096)
+    for (size_t off = 0; off < len; off += RL_PAGE_SIZE)
         ((volatile char *)p)[off] = 0;
     return 0;
 }

@@ -13,6 +13,12 @@ void rl__alloc_defaults(rl_allocator_t *a);
 void *rl__calloc(const rl_allocator_t *a, size_t size, size_t align);
 void rl__free(const rl_allocator_t *a, void *p, size_t size, size_t align);
 
+/* The page the library's own mappings are sized in: the fork guard's and a
+ * shared host's private page, the shared mapping's rounding, the stride that
+ * touches each page of a block. The smallest page of the targets (x86-64,
+ * arm64's 4K granule); a larger page only makes each mapping a page. */
+#define RL_PAGE_SIZE ((size_t)4096)
+
 /* The huge-page size rl__calloc_big aligns to (x86-64's and arm64's 4K-granule PMD size). */
 #define RL_HUGE_PAGE ((size_t)2 << 20)
 

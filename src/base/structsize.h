@@ -8,6 +8,7 @@
 #define RL_STRUCTSIZE_H
 
 #include <stddef.h>
+#include <string.h>
 #include "ratelimit.h"
 
 /* 0 if `size` (the struct's own size field) is acceptable, else RL_ESIZE. */
@@ -20,6 +21,37 @@ static inline int rl__struct_ok(const void *p, size_t size, size_t min, size_t k
             return RL_ESIZE;
     return 0;
 }
+
+/*
+ * The body of every *_init_sized (include/ratelimit.h's initialisers): zero
+ * `size` bytes of p, copy the defaults (a struct of `known` bytes; NULL: all
+ * zero) as far as `size` reaches, and set the size field. NULL, or a size
+ * smaller than the size field, is a no-op.
+ */
+static inline void rl__struct_init(void *p, size_t size, const void *defaults, size_t known)
+{
+    if (p == NULL || size < sizeof(size_t))
+        return;
+    memset(p, 0, size);
+    if (defaults != NULL)
+        memcpy(p, defaults, size < known ? size : known);
+    memcpy(p, &size, sizeof size);
+}
+
+/* rl__struct_init writes the size there: each growable struct's first field. */
+#define RL_SIZE_FIRST_(T)                                                            \
+    _Static_assert(offsetof(T, size) == 0 && sizeof(((T *)0)->size) == sizeof(size_t), \
+                   #T " starts with its size_t size")
+RL_SIZE_FIRST_(rl_config_t);
+RL_SIZE_FIRST_(rl_limit_t);
+RL_SIZE_FIRST_(rl_request_t);
+RL_SIZE_FIRST_(rl_decision_t);
+RL_SIZE_FIRST_(rl_stats_t);
+RL_SIZE_FIRST_(rl_limit_stats_t);
+RL_SIZE_FIRST_(rl_quota_t);
+RL_SIZE_FIRST_(rl_quota_result_t);
+RL_SIZE_FIRST_(rl_hotkey_t);
+#undef RL_SIZE_FIRST_
 
 /* The oldest layouts this version accepts (version 0.1: the full structs). */
 #define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)

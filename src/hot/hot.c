@@ -392,13 +392,7 @@ static void harvest_local(rl_t *rl)
     }
 }
 
-void rl_hotkey_init_sized(rl_hotkey_t *hk, size_t size)
-{
-    if (hk == NULL || size < sizeof hk->size)
-        return;
-    memset(hk, 0, size);
-    hk->size = size;
-}
+void rl_hotkey_init_sized(rl_hotkey_t *hk, size_t size) { rl__struct_init(hk, size, NULL, 0); }
 
 static void to_public(const rl_hk_entry_t *e, int id, rl_hotkey_t *o)
 {

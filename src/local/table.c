@@ -351,7 +351,7 @@ static int claim_slot(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim, 
         other = -1;
     }
     /* Give the claim up: nobody could charge it. The slot goes back to
-     * TOMB with the floor it had, so it is reusable as before (relaxed:
+     * TOMB with the floor it had, so it is reusable as it was (relaxed:
      * published by the release store of ctrl, as in retire_owned). */
     atomic_store_explicit(&s->aux, floor, memory_order_relaxed);
     atomic_store_explicit(&s->ctrl, RL_CTRL_MAKE(0, 0, RL_CTRL_GEN(claim) + 2, RL_SLOT_TOMB),

@@ -51,7 +51,8 @@
 
 /* The window a key may live in from its home slot. At the 2/3 load factor,
  * linear-probing clusters pass 128 slots a few times per million keys: 256 keeps
- * a full table's last keys from finding no room (tests/test_hash.c). */
+ * a full table's last keys from finding no room (tests/test_keyhash.c,
+ * probe_distance_full_table). */
 #define RL_PROBE_MAX 256
 
 enum { RL_SLOT_EMPTY = 0, RL_SLOT_CLAIMING = 1, RL_SLOT_LIVE = 2, RL_SLOT_TOMB = 3 };

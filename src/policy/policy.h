@@ -2,7 +2,7 @@
 /*
  * Policy: what the limiter does about Redis's health, decided in one place
  * and as pure functions, so each rule is unit-tested without Redis
- * (tests/test_policy_unit.c) and every path that can fail uses the same one.
+ * (tests/test_policy.c) and every path that can fail uses the same one.
  *
  * - Health transitions (local/health.h): how a sync round's outcome moves the
  *   state machine. The sync thread owns the state and the counters; this

@@ -5,329 +5,27 @@
  * thread's (redis/caller.h, exact/exact.h: one pool for both):
  * blocking, at most the instance's quota_timeout_ms. When Redis cannot
  * answer, the quota's on_failure decides (policy/policy.h, as for limits); an open
- * quota's charge goes into the journal, which the replay thread sends
- * again, oldest first, one blocking call at a time, backing off while Redis
- * does not answer. An entry leaves the journal only when Redis answered it.
+ * quota's charge goes into the journal, which the replay thread
+ * (quota/replay.c) sends again until Redis answers it.
+ *
+ * This file: the ledger's lifetime, its registry of quotas, the blocking
+ * charge and read, and the counters. The call itself is quota/call.c, the
+ * asynchronous charge quota/async.c.
  */
-#include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <uv.h>
-#include "quota/quota.h"
+#include "quota/internal.h"
 #include "quota/spec.h"
-#include "quota/journal.h"
-#include "quota/period.h"
-#include "core.h"
 #include "base/alloc.h"
 #include "base/errors.h"
-#include "policy/policy.h"
-#include "lua/scripts.h"
 #include "base/structsize.h"
-#include "redis/caller.h"
 #include "exact/exact.h"
 #include "redis/keys.h"
 
 #define SLOT_BITS 8 /* RL_QUOTA_MAX == 1 << SLOT_BITS */
 #define GEN_MAX ((UINT32_C(1) << (31 - SLOT_BITS)) - 1)
-/* The replay's wait after a failed call: doubling from the first to the
- * last while Redis does not answer. */
-#define REPLAY_BACKOFF_MIN_MS 20
-#define REPLAY_BACKOFF_MAX_MS 1000
-
-/* Names: {prefix(32):q1:name(63):hex(32)} plus ":r:" and 32 hex. */
-#define TAG_MAX 160
 
 _Static_assert(RL_QUOTA_MAX == 1 << SLOT_BITS, "quota ids carry the slot in SLOT_BITS");
-
-enum { Q_CHARGES, Q_DUPLICATES, Q_DEGRADED, Q_JOURNALED, Q_REPLAYED, Q_LOST, Q_N };
-
-typedef struct qslot {
-    rl_quota_t def;
-    uint32_t gen;
-    int live;
-} qslot_t;
-
-struct rl_quotas {
-    struct rl *rl;
-    pid_t pid; /* the process that made it (a shared instance's children
-                  see a fork()'s copy until rl_shared_attach) */
-    uint32_t journal_max;
-    uint32_t timeout_ms;
-    uv_mutex_t mu; /* slots, journal, the replay thread's state */
-    uv_cond_t cv;  /* the replay thread's wake: an entry, or stop */
-    qslot_t slots[RL_QUOTA_MAX];
-    uint32_t count;
-    rl_qjournal_t journal;
-    /* The instance's per-request caller (the exact thread's: exact/exact.h),
-     * published at the first rl_quota_add. */
-    _Atomic(rl_redis_caller_t *) caller_pub;
-    uv_thread_t replay;
-    int started;      /* the journal exists and the replay thread runs */
-    int replay_stop;  /* under mu */
-    uint32_t lose_acks; /* test hook, under mu */
-    _Atomic uint64_t counters[Q_N];
-    _Atomic uint64_t time_ms; /* test hook: 0 = Redis TIME */
-    _Atomic int64_t skew_ms;  /* Redis TIME minus this node's clock, as a
-                                 period mismatch last showed it */
-};
-
-static void count(rl_quotas_t *qs, int c, uint64_t n)
-{
-    /* relaxed: statistics. */
-    atomic_fetch_add_explicit(&qs->counters[c], n, memory_order_relaxed);
-}
-
-/* ------------------------------------------------------------ the names */
-
-/* The counters: the period holding the node's guess of Redis's clock, the
- * one before and the one after (quota.lua takes the one holding its TIME). */
-enum { QN_COUNTERS = 3 };
-
-typedef struct qnames {
-    char tag[TAG_MAX];     /* {...} */
-    size_t tag_len;
-    char counter[QN_COUNTERS][TAG_MAX]; /* {...}:p:<start> */
-    size_t counter_len[QN_COUNTERS];
-    char rid[TAG_MAX];     /* {...}:r:<hex>; empty for a read */
-    size_t rid_len;
-} qnames_t;
-
-static void make_names(const rl_t *rl, const rl_quota_t *q, rl_keyid_t key, const uint64_t *rid,
-                       qnames_t *n)
-{
-    n->tag_len = (size_t)rl__redis_quota_tag(&rl->kh, rl->key_prefix, q->name, key, n->tag,
-                                             sizeof n->tag);
-    n->rid_len = 0;
-    n->rid[0] = '\0';
-    if (rid != NULL)
-        n->rid_len = (size_t)snprintf(n->rid, sizeof n->rid, "%s:r:%016" PRIx64 "%016" PRIx64,
-                                      n->tag, rid[0], rid[1]);
-}
-
-/* The counters around at_ms (Unix ms, the guess of Redis's now). */
-static void name_counters(qnames_t *n, const rl_quota_t *q, uint64_t at_ms)
-{
-    uint64_t start, end, before = 0, unused;
-    rl__quota_period(q->period, q->period_ms, at_ms, &start, &end);
-    if (start > 0)
-        rl__quota_period(q->period, q->period_ms, start - 1, &before, &unused);
-    uint64_t starts[QN_COUNTERS] = {start, before, end};
-    for (int i = 0; i < QN_COUNTERS; i++)
-        n->counter_len[i] = (size_t)snprintf(n->counter[i], sizeof n->counter[i],
-                                             "%s:p:%" PRIu64, n->tag, starts[i]);
-}
-
-/* quota.lua's arguments (its header comment has the order): KEYS[1..4],
- * then ARGV[1..7]. */
-enum { QA_KEYS = 4, QA_ARGS = 7 };
-typedef struct qargs {
-    const char *v[QA_KEYS + QA_ARGS];
-    size_t l[QA_KEYS + QA_ARGS];
-    char num[6][24];
-} qargs_t;
-
-static void make_args(const qnames_t *n, const rl_quota_t *q, int charge, uint64_t cost,
-                      uint64_t time_ms, qargs_t *a)
-{
-    uint64_t nums[6] = {cost, q->amount, (uint64_t)q->period, q->period_ms, q->dedup_ms,
-                        time_ms};
-    int keys[QA_KEYS] = {0, -1, 1, 2}; /* counter index; -1: the request id */
-    for (int i = 0; i < QA_KEYS; i++) {
-        int c = keys[i] < 0 && n->rid_len == 0 ? 0 : keys[i];
-        a->v[i] = c < 0 ? n->rid : n->counter[c];
-        a->l[i] = c < 0 ? n->rid_len : n->counter_len[c];
-    }
-    a->v[QA_KEYS] = charge ? "c" : "g";
-    a->l[QA_KEYS] = 1;
-    for (int i = 0; i < 6; i++) {
-        a->l[QA_KEYS + 1 + i] = (size_t)snprintf(a->num[i], sizeof a->num[i], "%" PRIu64,
-                                                 nums[i]);
-        a->v[QA_KEYS + 1 + i] = a->num[i];
-    }
-}
-
-/* ------------------------------------------------------------ the reply */
-
-typedef struct qreply {
-    int ok;
-    int64_t allowed, used, reset, dup;
-    int64_t redis_now; /* not ok, a period mismatch: Redis's now; else -1 */
-} qreply_t;
-
-/* The caller's parse hook: {allowed, used, reset, duplicate}, or not ok
- * (an error reply: OOM, BUSY, ...; or {-1, now}: no counter named was the
- * period Redis's TIME is in). */
-static void parse_reply(void *ud, int status, const redisReply *r)
-{
-    qreply_t *p = ud;
-    p->ok = 0;
-    p->redis_now = -1;
-    if (status == RL_CALL_REPLY && r != NULL && r->type == REDIS_REPLY_ARRAY &&
-        r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-        r->element[0]->integer == -1 && r->element[1]->type == REDIS_REPLY_INTEGER &&
-        r->element[1]->integer >= 0)
-        p->redis_now = r->element[1]->integer;
-    if (status != RL_CALL_REPLY || r == NULL || r->type != REDIS_REPLY_ARRAY ||
-        r->elements != 4)
-        return;
-    int64_t v[4];
-    for (int i = 0; i < 4; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER || r->element[i]->integer < 0)
-            return;
-        v[i] = r->element[i]->integer;
-    }
-    p->allowed = v[0];
-    p->used = v[1];
-    p->reset = v[2];
-    p->dup = v[3];
-    p->ok = 1;
-}
-
-/* The test hook's time, or 0: Redis TIME. */
-static uint64_t hook_time(rl_quotas_t *qs)
-{
-    /* relaxed: a test hook read as a plain value. */
-    return atomic_load_explicit(&qs->time_ms, memory_order_relaxed);
-}
-
-static uint64_t wall_ms(rl_quotas_t *qs);
-
-/* Where this node expects Redis's clock to be: its own plus the skew a
- * period mismatch last showed (the test hook's time is Redis's, exactly). */
-static uint64_t guess_ms(rl_quotas_t *qs)
-{
-    if (hook_time(qs) != 0)
-        return hook_time(qs);
-    /* relaxed: a hint; a stale one costs a round trip, never a count. */
-    int64_t g = (int64_t)wall_ms(qs) + atomic_load_explicit(&qs->skew_ms, memory_order_relaxed);
-    return g > 0 ? (uint64_t)g : 0;
-}
-
-static void learn_skew(rl_quotas_t *qs, int64_t redis_now)
-{
-    /* relaxed: a hint, as guess_ms reads it. */
-    atomic_store_explicit(&qs->skew_ms, redis_now - (int64_t)wall_ms(qs),
-                          memory_order_relaxed);
-}
-
-/* One blocking script call (asked again once, from Redis's now, when the
- * node's clock named the wrong periods); 1 with *p filled when Redis
- * answered. */
-static int run(rl_quotas_t *qs, const rl_quota_t *q, qnames_t *n, int charge, uint64_t cost,
-               qreply_t *p)
-{
-    uint64_t at = guess_ms(qs), deadline = uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u;
-    /* acquire: pairs with start_replay's release (the caller fully built). */
-    rl_redis_caller_t *c = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        qargs_t a;
-        name_counters(n, q, at);
-        make_args(n, q, charge, cost, hook_time(qs), &a);
-        rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, QA_KEYS, QA_ARGS, a.v, a.l, deadline};
-        p->ok = 0;
-        p->redis_now = -1;
-        int rc = rl__redis_caller_wait(c, &call, parse_reply, p);
-        if (rc != RL_CALL_REPLY || p->ok || p->redis_now < 0)
-            return rc == RL_CALL_REPLY && p->ok;
-        learn_skew(qs, p->redis_now);
-        at = (uint64_t)p->redis_now;
-    }
-    return 0;
-}
-
-/* ----------------------------------------------------------- the replay */
-
-static int find_live(rl_quotas_t *qs, uint32_t slot, uint32_t gen, rl_quota_t *out)
-{
-    qslot_t *s = &qs->slots[slot];
-    if (!s->live || s->gen != gen)
-        return 0;
-    *out = s->def;
-    return 1;
-}
-
-/*
- * The replay thread: send the oldest entry of a live quota (entries of
- * removed quotas are dropped and counted lost), pop it once Redis answered,
- * else wait (backing off) and send it again. Redis's answer to a replayed
- * charge is not anyone's answer: allowed, denied or a duplicate, the entry
- * is done.
- */
-static void replay_main(void *arg)
-{
-    rl_quotas_t *qs = arg;
-    uint64_t backoff = 0;
-    uv_mutex_lock(&qs->mu);
-    while (!qs->replay_stop) {
-        rl_qjentry_t e;
-        rl_quota_t q;
-        if (rl__qjournal_peek(&qs->journal, &e) != 0) {
-            uv_cond_wait(&qs->cv, &qs->mu);
-            continue;
-        }
-        if (!find_live(qs, e.quota, e.gen, &q)) {
-            rl__qjournal_pop(&qs->journal);
-            count(qs, Q_LOST, 1);
-            continue;
-        }
-        uv_mutex_unlock(&qs->mu);
-        qnames_t n;
-        make_names(qs->rl, &q, e.key, e.rid, &n);
-        qreply_t p;
-        int ok = run(qs, &q, &n, 1, e.cost, &p);
-        uv_mutex_lock(&qs->mu);
-        if (ok && qs->lose_acks > 0) {
-            /* Test hook: as if the connection went before this answer. */
-            qs->lose_acks--;
-        } else if (ok) {
-            rl__qjournal_pop(&qs->journal);
-            count(qs, Q_REPLAYED, 1);
-            backoff = 0;
-        } else if (!qs->replay_stop) {
-            backoff = backoff == 0 ? REPLAY_BACKOFF_MIN_MS
-                                   : (backoff * 2 > REPLAY_BACKOFF_MAX_MS ? REPLAY_BACKOFF_MAX_MS
-                                                                          : backoff * 2);
-            uv_cond_timedwait(&qs->cv, &qs->mu, backoff * 1000000u);
-        }
-    }
-    uv_mutex_unlock(&qs->mu);
-}
-
-/* The journal and the replay thread, at the first rl_quota_add (under mu);
- * charges go through the exact thread's caller, started by rl_open (in a
- * shared instance: by this process's rl_shared_attach, which calls this
- * through rl__quotas_adopt; before it, definitions only). */
-static int start_replay(rl_quotas_t *qs, struct rl_exact *x)
-{
-    if (qs->started)
-        return 0;
-    if (x == NULL)
-        return qs->rl->shsync != NULL ? 0 : RL_ENOTSUP;
-    int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
-    if (rc != 0)
-        return rc;
-    /* release: charges read the caller pointer with acquire; the caller was
-     * built by rl_open, before any rl_quota_add could run. */
-    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(x),
-                          memory_order_release);
-    /* Every signal blocked in the thread (inherited at creation): the
-     * host's handlers run on its own threads only. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = uv_thread_create(&qs->replay, replay_main, qs);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
-        return RL_ENOMEM;
-    }
-    qs->started = 1;
-    return 0;
-}
 
 /* ------------------------------------------------------------- lifetime */
 
@@ -357,19 +55,6 @@ int rl__quotas_create(struct rl *rl, uint32_t journal_max, uint32_t timeout_ms,
     atomic_init(&qs->caller_pub, NULL);
     *out = qs;
     return 0;
-}
-
-void rl__quotas_stop(rl_quotas_t *qs)
-{
-    if (qs == NULL || !qs->started)
-        return;
-    uv_mutex_lock(&qs->mu);
-    int joined = qs->replay_stop;
-    qs->replay_stop = 1;
-    uv_cond_signal(&qs->cv);
-    uv_mutex_unlock(&qs->mu);
-    if (!joined)
-        uv_thread_join(&qs->replay);
 }
 
 void rl__quotas_destroy(rl_quotas_t *qs)
@@ -419,7 +104,7 @@ int rl__quotas_adopt(struct rl *rl, rl_quotas_t **slot, struct rl_exact *x)
     if (rc != 0 || qs == NULL)
         return rc;
     uv_mutex_lock(&qs->mu);
-    rc = start_replay(qs, x);
+    rc = rl__quota_start_replay(qs, x);
     uv_mutex_unlock(&qs->mu);
     return rc;
 }
@@ -550,7 +235,7 @@ int rl_quota_add(rl_t *rl, const rl_quota_t *q)
         uv_mutex_unlock(&qs->mu);
         return RL_ELIMITS;
     }
-    if ((rc = start_replay(qs, rl__exact_of(rl))) != 0) {
+    if ((rc = rl__quota_start_replay(qs, rl__exact_of(rl))) != 0) {
         uv_mutex_unlock(&qs->mu);
         return rc;
     }
@@ -603,43 +288,15 @@ int rl_quota_remove(rl_t *rl, int quota)
 
 /* ------------------------------------------------------------- charges */
 
-static uint64_t wall_ms(rl_quotas_t *qs)
-{
-    uint64_t t = hook_time(qs);
-    if (t != 0)
-        return t;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void put_result(rl_quota_result_t *out, int allowed, uint32_t flags, uint64_t amount,
-                       uint64_t used, uint64_t reset)
-{
-    if (out == NULL)
-        return;
-    rl_quota_result_t r;
-    memset(&r, 0, sizeof r);
-    r.size = out->size;
-    r.allowed = allowed;
-    r.flags = flags;
-    r.amount = amount;
-    r.used = used;
-    r.remaining = used < amount ? amount - used : 0;
-    r.reset_unix_ms = reset;
-    memcpy(out, &r, out->size < sizeof r ? out->size : sizeof r);
-}
-
-/* The common checks of a charge and a read; *q gets the quota. */
-static int begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_result_t *out,
-                 rl_quota_t *q, uint32_t *slot, uint32_t *gen)
+int rl__quota_begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_result_t *out,
+                    rl_quota_t *q, uint32_t *slot, uint32_t *gen)
 {
     if (rl == NULL || (key == NULL && key_len > 0))
         return RL_EINVAL;
     if (out != NULL) {
         if (rl__struct_ok(out, out->size, RL_QUOTA_RESULT_SIZE_MIN, sizeof *out) != 0)
             return RL_ESIZE;
-        put_result(out, RL_DENY, 0, 0, 0, 0);
+        rl__quota_put_result(out, RL_DENY, 0, 0, 0, 0);
     }
     int rc = rl__fork_check(rl);
     if (rc != 0)
@@ -666,33 +323,12 @@ static int begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_
     return s != NULL ? 0 : RL_ENOTFOUND;
 }
 
-/* Redis could not answer: the quota's on_failure, flagged degraded. */
-static int degraded(rl_quotas_t *qs, const rl_quota_t *q, int journal, const rl_qjentry_t *e,
-                    rl_quota_result_t *out)
-{
-    count(qs, Q_DEGRADED, 1);
-    rl_failure_answer_t a = rl__policy_on_failure(q->on_failure, q->amount, 0);
-    int allowed = a.action == RL_FAILURE_ALLOW ? RL_ALLOW : RL_DENY;
-    if (allowed == RL_ALLOW && journal) {
-        uv_mutex_lock(&qs->mu);
-        int full = rl__qjournal_push(&qs->journal, e) != 0;
-        if (!full)
-            uv_cond_signal(&qs->cv);
-        uv_mutex_unlock(&qs->mu);
-        count(qs, full ? Q_LOST : Q_JOURNALED, 1);
-    }
-    uint64_t start, end;
-    rl__quota_period(q->period, q->period_ms, wall_ms(qs), &start, &end);
-    put_result(out, allowed, RL_FLAG_DEGRADED, q->amount, 0, end);
-    return allowed;
-}
-
 int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len, uint64_t cost,
                     const void *request_id, size_t id_len, rl_quota_result_t *out)
 {
     rl_quota_t q;
     uint32_t slot = 0, gen = 0;
-    int rc = begin(rl, quota, key, key_len, out, &q, &slot, &gen);
+    int rc = rl__quota_begin(rl, quota, key, key_len, out, &q, &slot, &gen);
     if (rc != 0)
         return rc;
     if (request_id == NULL && id_len > 0)
@@ -705,111 +341,33 @@ int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len, uint64
     rl_qjentry_t e = {slot, gen, cost, rl__keyhash(&rl->kh, key, key_len), {0, 0}};
     rl__redis_quota_rid(&rl->kh, request_id, id_len, e.rid);
     qnames_t n;
-    make_names(rl, &q, e.key, e.rid, &n);
+    rl__quota_names(rl, &q, e.key, e.rid, &n);
     qreply_t p;
-    if (!run(qs, &q, &n, 1, cost, &p))
-        return degraded(qs, &q, 1, &e, out);
-    count(qs, Q_CHARGES, 1);
+    if (!rl__quota_run(qs, &q, &n, 1, cost, &p))
+        return rl__quota_degraded(qs, &q, 1, &e, out);
+    rl__quota_count(qs, Q_CHARGES, 1);
     if (p.dup)
-        count(qs, Q_DUPLICATES, 1);
+        rl__quota_count(qs, Q_DUPLICATES, 1);
     int allowed = p.allowed ? RL_ALLOW : RL_DENY;
-    put_result(out, allowed, p.dup ? RL_FLAG_DUPLICATE : 0, q.amount, (uint64_t)p.used,
+    rl__quota_put_result(out, allowed, p.dup ? RL_FLAG_DUPLICATE : 0, q.amount, (uint64_t)p.used,
                (uint64_t)p.reset);
     return allowed;
-}
-
-/* ------------------------------------------------------ async charges */
-
-/* What an asynchronous charge carries to its answer (the caller slot holds
- * a copy): the quota as it was when sent, and the journal entry an open
- * quota's degraded answer needs. */
-typedef struct async_charge {
-    rl_quotas_t *qs;
-    rl_quota_cb cb;
-    void *ud;
-    rl_quota_t q;
-    rl_qjentry_t e;
-} async_charge_t;
-_Static_assert(sizeof(async_charge_t) <= RL_CALL_CTX_MAX, "fits a caller slot's context");
-
-/* On the exact thread (rl_close's answers too): Redis's answer, or the
- * quota's on_failure as the blocking form gives it. */
-static void async_done(void *ctx, int status, const redisReply *reply)
-{
-    const async_charge_t *c = ctx;
-    qreply_t p;
-    parse_reply(&p, status, reply);
-    rl_quota_result_t r;
-    rl_quota_result_init(&r);
-    if (p.redis_now >= 0)
-        learn_skew(c->qs, p.redis_now); /* the next charge names the right periods */
-    if (!p.ok) {
-        int rc = degraded(c->qs, &c->q, 1, &c->e, &r);
-        c->cb(c->ud, rc, &r);
-        return;
-    }
-    count(c->qs, Q_CHARGES, 1);
-    if (p.dup)
-        count(c->qs, Q_DUPLICATES, 1);
-    int allowed = p.allowed ? RL_ALLOW : RL_DENY;
-    put_result(&r, allowed, p.dup ? RL_FLAG_DUPLICATE : 0, c->q.amount, (uint64_t)p.used,
-               (uint64_t)p.reset);
-    c->cb(c->ud, allowed, &r);
-}
-
-int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len, uint64_t cost,
-                          const void *request_id, size_t id_len, rl_quota_cb cb, void *ud)
-{
-    if (cb == NULL)
-        return RL_EINVAL;
-    async_charge_t c;
-    memset(&c, 0, sizeof c);
-    uint32_t slot = 0, gen = 0;
-    int rc = begin(rl, quota, key, key_len, NULL, &c.q, &slot, &gen);
-    if (rc != 0)
-        return rc;
-    if (request_id == NULL && id_len > 0)
-        return RL_EINVAL;
-    if (id_len == 0 || id_len > RL_QUOTA_ID_MAX || cost == 0)
-        return RL_ERANGE;
-    if (cost > c.q.amount)
-        return RL_ECOST;
-    rl_quotas_t *qs = rl__quotas_of(rl);
-    c.qs = qs;
-    c.cb = cb;
-    c.ud = ud;
-    c.e = (rl_qjentry_t){slot, gen, cost, rl__keyhash(&rl->kh, key, key_len), {0, 0}};
-    rl__redis_quota_rid(&rl->kh, request_id, id_len, c.e.rid);
-    qnames_t n;
-    make_names(rl, &c.q, c.e.key, c.e.rid, &n);
-    name_counters(&n, &c.q, guess_ms(qs));
-    qargs_t a;
-    make_args(&n, &c.q, 1, cost, hook_time(qs), &a);
-    rl_redis_call_t call = {RL_EXACT_SCRIPT_QUOTA, QA_KEYS, QA_ARGS, a.v, a.l,
-                            uv_hrtime() + (uint64_t)qs->timeout_ms * 1000000u};
-    /* acquire: pairs with start_replay's release (the caller fully built). */
-    rl_redis_caller_t *caller = atomic_load_explicit(&qs->caller_pub, memory_order_acquire);
-    if (rl__redis_caller_send(caller, &call, async_done, &c, sizeof c) == 0)
-        return RL_PENDING;
-    /* Every slot busy (or closing): on_failure answers now, inline, as the
-     * blocking form would have when Redis could not answer. */
-    return degraded(qs, &c.q, 1, &c.e, NULL);
 }
 
 int rl_quota_get(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_result_t *out)
 {
     rl_quota_t q;
     uint32_t slot = 0, gen = 0;
-    int rc = begin(rl, quota, key, key_len, out, &q, &slot, &gen);
+    int rc = rl__quota_begin(rl, quota, key, key_len, out, &q, &slot, &gen);
     if (rc != 0)
         return rc;
     rl_quotas_t *qs = rl__quotas_of(rl);
     qnames_t n;
-    make_names(rl, &q, rl__keyhash(&rl->kh, key, key_len), NULL, &n);
+    rl__quota_names(rl, &q, rl__keyhash(&rl->kh, key, key_len), NULL, &n);
     qreply_t p;
-    if (!run(qs, &q, &n, 0, 0, &p))
-        return degraded(qs, &q, 0, NULL, out);
+    if (!rl__quota_run(qs, &q, &n, 0, 0, &p))
+        return rl__quota_degraded(qs, &q, 0, NULL, out);
     int allowed = (uint64_t)p.used < q.amount ? RL_ALLOW : RL_DENY;
-    put_result(out, allowed, 0, q.amount, (uint64_t)p.used, (uint64_t)p.reset);
+    rl__quota_put_result(out, allowed, 0, q.amount, (uint64_t)p.used, (uint64_t)p.reset);
     return allowed;
 }

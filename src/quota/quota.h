@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The quota ledger (quota/quota.c): a client of the Redis layer. Its registry of
- * quotas, its charges (through the exact thread's per-request caller), the
- * fail-open journal (quota/journal.h) and its replay thread, and its
- * counters. Created by rl_open for an instance with a redis_url.
+ * The quota ledger (quota/quota.c; quota/internal.h names its other files):
+ * a client of the Redis layer. Its registry of quotas, its charges (through
+ * the exact thread's per-request caller), the fail-open journal
+ * (quota/journal.h) and its replay thread, and its counters. Created by rl_open for an instance with a redis_url.
  */
 #ifndef RL_QUOTA_H
 #define RL_QUOTA_H

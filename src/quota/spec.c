@@ -183,24 +183,17 @@ static int value_of(void *q, int word, rl_span_t v, char *err, size_t errlen)
 
 void rl_quota_init_sized(rl_quota_t *q, size_t size)
 {
-    if (q == NULL || size < sizeof q->size)
-        return;
-    rl_quota_t d;
-    memset(&d, 0, sizeof d);
-    d.period = RL_PERIOD_MONTH;
-    d.on_failure = RL_FAIL_CLOSED;
-    d.dedup_ms = RL_QUOTA_DEDUP_DEFAULT_MS;
-    memset(q, 0, size);
-    memcpy(q, &d, size < sizeof d ? size : sizeof d);
-    q->size = size;
+    static const rl_quota_t defaults = {
+        .period = RL_PERIOD_MONTH,
+        .on_failure = RL_FAIL_CLOSED,
+        .dedup_ms = RL_QUOTA_DEDUP_DEFAULT_MS,
+    };
+    rl__struct_init(q, size, &defaults, sizeof defaults);
 }
 
 void rl_quota_result_init_sized(rl_quota_result_t *r, size_t size)
 {
-    if (r == NULL || size < sizeof r->size)
-        return;
-    memset(r, 0, size);
-    r->size = size;
+    rl__struct_init(r, size, NULL, 0);
 }
 
 int rl__quota_validate(const rl_quota_t *q, char *err, size_t errlen)

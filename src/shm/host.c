@@ -14,12 +14,11 @@
 #endif
 #include "shm/host.h"
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "core.h"
 #include "shm/shared.h"
 #include "exact/exact.h"
 #include "quota/quota.h"
-
-#define PAGE 4096
 
 /* This process's attachment (its heap). */
 typedef struct rl_attach {
@@ -64,7 +63,7 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *s
     sh->url = *url;
     sh->sync_cfg = *sync_cfg;
     sh->exact_cfg = *exact_cfg;
-    void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, RL_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return RL_ENOMEM;
     rl->shlocal = p; /* zero: nobody attached, in the opener and every child */
@@ -324,13 +323,8 @@ int rl_shared_attach(rl_t *rl)
         rl__free(&rl->alloc, at, sizeof *at, 64);
         return rc;
     }
-    /* Every signal blocked: the host's handlers run on its own threads
-     * (the sync thread it starts inherits the mask). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&at->thread, NULL, lease_main, at);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Every signal blocked (base/thread.h), in the sync thread it starts too. */
+    rc = rl__thread_start(&at->thread, lease_main, at);
     if (rc != 0) {
         rl__quotas_stop(rl->shlocal->quotas);
         rl__exact_stop(at->exact);
@@ -359,7 +353,7 @@ void rl__shsync_free(rl_t *rl)
     if (sh == NULL)
         return;
     if (rl->shlocal != NULL)
-        munmap(rl->shlocal, PAGE);
+        munmap(rl->shlocal, RL_PAGE_SIZE);
     rl__sync_store_free(&sh->store, &rl->alloc, rl->table.nslots);
     rl__free(&rl->alloc, sh, sizeof *sh, 64);
     rl->shsync = NULL;
@@ -402,7 +396,7 @@ void rl__shsync_close(rl_t *rl)
     }
     rl__quotas_drop(rl->shlocal->quotas);
     rl->shlocal->quotas = NULL;
-    munmap(rl->shlocal, PAGE);
+    munmap(rl->shlocal, RL_PAGE_SIZE);
 }
 
 void rl__shsync_counters(const rl_shsync_t *sh, rl_sync_counters_t *out)

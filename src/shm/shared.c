@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include "shm/shared.h"
 #include "instance.h"
+#include "base/alloc.h"
 #include "base/structsize.h"
 #include "base/errors.h"
 
@@ -139,7 +140,7 @@ int rl_open_shared(rl_t **out, const rl_config_t *cfg)
 
     /* Room for the arena line, the fork guard's byte and its alignment. */
     size_t size = (size_t)m.bytes + 3 * sizeof(rl_arena_t) + 64;
-    size = (size + 4095) & ~(size_t)4095;
+    size = (size + RL_PAGE_SIZE - 1) & ~(RL_PAGE_SIZE - 1);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return rl__errf(c.err, c.errlen, RL_ENOMEM, "mmap of %zu bytes (MAP_SHARED) failed: %s",

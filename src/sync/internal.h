@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by sync/sync.c (thread, connection) and sync/round.c (rounds). */
+/* Internals shared by sync/sync.c (thread, connection), sync/round.c (a
+ * round's harvest and report policy) and sync/calls.c (its script calls). */
 #ifndef RL_SYNC_INTERNAL_H
 #define RL_SYNC_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <hiredis/async.h>
 #include <uv.h>
@@ -12,6 +14,7 @@
 #include "redis/scripts.h"
 #include "core.h"
 #include "policy/policy.h"
+#include "local/shareword.h"
 
 /* Indices of the counter array: sync/sync.h's table, the error classes between
  * its two parts (rl_sync_counters_t's order). */
@@ -37,7 +40,7 @@ _Static_assert(C_N * sizeof(uint64_t) == sizeof(rl_sync_counters_t),
 #define RL_SYNC_CLIENT_NAME_PREFIX "libratelimit:"
 
 /* Most keys one report script call carries: the call's slot lists
- * (sync/round.c) and the reply scratch below are sized by it. */
+ * (sync/calls.c) and the reply scratch below are sized by it. */
 #define RL_SYNC_KEYS_PER_CALL 256u
 
 /* One key's answer in a report script's reply (rl__sync_parse_shares). */
@@ -126,7 +129,7 @@ struct rl_sync {
     rl_sync_cfg_t cfg;
     rl_redisurl_t url;
     char where[400];            /* the URL without credentials, for logs */
-    uv_thread_t thread;
+    pthread_t thread;
     uv_loop_t loop;
     uv_timer_t round_timer;
     uv_timer_t deadline_timer;
@@ -213,7 +216,50 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
     rl__sync_count(s, C_ERR_FIRST + cls, 1);
 }
 
-/* sync/round.c */
+/* What a round's harvest (sync/round.c) and its replies (sync/calls.c)
+ * both read of a slot (sync thread only). */
+
+/* The limit a synced slot belongs to, or NULL. */
+static inline rl_synclimit_t *slot_synclimit(rl_sync_t *s, uint64_t c)
+{
+    uint32_t lref = RL_CTRL_LREF(c);
+    uint32_t idx = lref & RL_LIMIT_IDX_MASK;
+    if (idx >= s->rl->limits.cap)
+        return NULL;
+    rl_synclimit_t *l = &s->limits[idx];
+    return l->live && l->lref == lref ? l : NULL;
+}
+
+static inline const rl_gcra_t *current_gcra(rl_slot_t *slot, const rl_synclimit_t *l,
+                                            rl_gcra_t *tmp)
+{
+    /* relaxed: a self-contained word; this thread is its only writer. */
+    uint64_t w = atomic_load_explicit(&slot->share, memory_order_relaxed);
+    if (RL_SHAREWORD_SHARE(w) == 0)
+        return &l->p.presync;
+    rl__shareword_decode(w, tmp);
+    return tmp;
+}
+
+/* Visit slot i next round whatever checkers do. relaxed: only this thread
+ * harvests the bitmap. */
+static inline void mark_again(rl_table_t *t, size_t i)
+{
+    atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
+}
+
+/* sync/round.c: a round, from the harvest to its calls sent. */
+void rl__sync_round(rl_sync_t *s);
+
+/* sync/calls.c */
+
+/* Send the reports of the slots order[0, n), grouped by (limit, vshard), in
+ * calls of at most RL_SYNC_KEYS_PER_CALL keys; a call that cannot be sent
+ * fails the round and its keys come back next round. */
+void rl__sync_send_reports(rl_sync_t *s, uint32_t n);
+/* A PING for a round with nothing to report, so a frozen or blackholed
+ * server is still noticed within the round: 0 when sent (in flight). */
+int rl__sync_send_ping(rl_sync_t *s);
 
 /*
  * Interpret a report script's reply for n keys: per key {rate share (Q24),
@@ -223,8 +269,6 @@ static inline void rl__sync_error(rl_sync_t *s, int cls)
  * reply is not an array of n. Pure: fuzzed in tests/fuzz/fuzz_reply.c.
  */
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
-void rl__sync_round(rl_sync_t *s);
-void rl__sync_round_done(rl_sync_t *s);
 
 /*
  * What starts rounds: the production driver (sync/sync.c: a jittered timer) or
@@ -248,6 +292,8 @@ void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
 void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits);
 
 /* sync/sync.c */
+/* Every call of the round answered (or the round sent none): judge it. */
+void rl__sync_round_done(rl_sync_t *s);
 void rl__sync_drop_connection(rl_sync_t *s);
 /* Send SCRIPT LOAD of the node registry's script (nodes.lua). */
 void rl__sync_load_nodes(rl_sync_t *s);

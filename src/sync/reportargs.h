@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The report script's arguments (src/lua/report.lua), one table. The sync
- * round (sync/round.c, send_call) writes ARGV in this order, and the build
+ * round (sync/calls.c, send_call) writes ARGV in this order, and the build
  * (cmake/embed_lua.cmake) generates the script's indices from these rows:
  * `local A_<word>=<position>` for the fixed arguments and `local
  * K_<word>=<offset>` for each key's, with A_N and K_N their counts, prepended to

@@ -3,10 +3,9 @@
  * The sync thread: its own libuv loop, one route to Redis (redis/route.h)
  * and its scripts (redis/scripts.h), the round timer (or the stepper,
  * sync/step.c), the round deadline, and the health state the rounds decide
- * (policy/policy.h). The round itself is sync/round.c, the heartbeat
- * sync/heartbeat.c.
+ * (policy/policy.h). The round itself is sync/round.c, its script calls
+ * sync/calls.c, the heartbeat sync/heartbeat.c.
  */
-#include <signal.h>
 #include <sys/random.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "sync/internal.h"
 #include "redis/route.h"
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "lua/scripts.h"
 #include "base/backoff.h"
 #include "policy/policy.h"
@@ -363,7 +363,7 @@ static void on_wake(uv_async_t *async)
     rl__sync_run_round(s, s->close_ms);
 }
 
-static void thread_main(void *arg)
+static void *thread_main(void *arg)
 {
     rl_sync_t *s = arg;
     rl__redis_route_connect(&s->route);
@@ -372,6 +372,7 @@ static void thread_main(void *arg)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->driver->loop_ended != NULL)
         s->driver->loop_ended(s);
+    return NULL;
 }
 
 /* Wait for the first connection's outcome, at most its deadline and a
@@ -538,17 +539,11 @@ static int init_loop(rl_sync_t *s)
     return 0;
 }
 
-/* Start the thread with every signal blocked (the host's handlers run on
- * its own threads, never on ours; the mask is inherited at creation). On
- * failure the loop is closed. */
+/* Start the thread (base/thread.h: every signal blocked). On failure the
+ * loop is closed. */
 static int start_thread(rl_sync_t *s)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = uv_thread_create(&s->thread, thread_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
+    if (rl__thread_start(&s->thread, thread_main, s) == 0)
         return 0;
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
@@ -646,7 +641,7 @@ void rl__sync_stop_ex(rl_sync_t *s, uint32_t deadline_ms, int hand_back)
     /* relaxed: published to the loop thread by uv_async_send. */
     atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
     uv_async_send(&s->wake);
-    uv_thread_join(&s->thread);
+    pthread_join(s->thread, NULL);
     rl__uv_loop_close(&s->loop);
     free_sync(s);
 }

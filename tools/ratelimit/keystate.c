@@ -217,7 +217,7 @@ int ks_shares(const ks_key_t *k, uint64_t now, uint64_t burst, uint32_t *q, uint
         for (size_t i = 0; i < k->n; i++)
             if (ks_node_state(&k->nodes[i], now) == KS_LIVE)
                 demand[j++] = k->nodes[i].d > RL_SHARE_ONE ? RL_SHARE_ONE : (uint32_t)k->nodes[i].d;
-        /* As the round sends them (src/sync/round.c, send_call), and as
+        /* As the round sends them (src/sync/calls.c, send_call), and as
          * report.lua derives the over-consumption. */
         rl_share_params_t p;
         rl__share_params_init(&p);
