@@ -292,9 +292,27 @@ static inline int tiered_confirms(const target_t *t, const outcome_t *o)
            !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED));
 }
 
+/*
+ * The decision into the caller's struct, of out->size bytes: every field
+ * of this build's struct when it has them all (a newer, larger one keeps its
+ * tail), by stores, not a copy of a run-time size; an older, smaller one gets
+ * only its prefix, as its size says (rl_decision_t's size field).
+ */
 static RL_MAYBE_UNUSED void write_decision(rl_decision_t *out, const target_t *t,
                                            const outcome_t *o)
 {
+    if (__builtin_expect(out->size >= sizeof *out, 1)) {
+        out->allowed = o->allowed ? RL_ALLOW : RL_DENY;
+        out->limit = t->p.rate_count;
+        out->remaining = o->remaining;
+        out->reset_ms = o->reset_ms;
+        out->retry_after_ms = o->retry_ms;
+        out->flags = o->flags;
+        out->window_ms = t->p.period_ms;
+        out->burst = t->p.normal.burst;
+        out->policy = t->ls->name;
+        return;
+    }
     rl_decision_t d;
     d.size = out->size;
     d.allowed = o->allowed ? RL_ALLOW : RL_DENY;
@@ -306,7 +324,7 @@ static RL_MAYBE_UNUSED void write_decision(rl_decision_t *out, const target_t *t
     d.window_ms = t->p.period_ms;
     d.burst = t->p.normal.burst;
     d.policy = t->ls->name;
-    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
+    memcpy(out, &d, out->size);
 }
 
 static inline void fail_decision(rl_decision_t *out)

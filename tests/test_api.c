@@ -188,6 +188,58 @@ START_TEST(struct_sizes)
 }
 END_TEST
 
+/*
+ * A decision of every size from the oldest layout to a newer, larger one
+ * (rl_decision_t's size field): the library writes each field that fits
+ * whole, the bytes of a field the size cuts that fit, and nothing past
+ * its own struct or the caller's size. Padding between fields is no one's.
+ */
+START_TEST(decision_written_by_its_size)
+{
+    static const struct {
+        size_t off, len;
+    } fields[] = {
+#define F(m) {offsetof(rl_decision_t, m), sizeof(((rl_decision_t *)0)->m)}
+        F(size), F(allowed),   F(limit), F(remaining), F(reset_ms),
+        F(retry_after_ms), F(flags), F(window_ms), F(burst), F(policy),
+#undef F
+    };
+    rl_test_clock_t clk = {UINT64_C(1000000000), 0};
+    rl_t *r = rl_test_open(&clk, 1024);
+    int id = rl_test_add(r, "name=sizes rate=10/s burst=5");
+    for (size_t size = offsetof(rl_decision_t, window_ms); size <= sizeof(rl_decision_t) + 24;
+         size++) {
+        char key[32];
+        rl_decision_t ref;
+        rl_decision_init(&ref);
+        snprintf(key, sizeof key, "r%zu", size);
+        ck_assert_int_eq(rl_check(r, id, key, strlen(key), 2, &ref), RL_ALLOW);
+        union {
+            rl_decision_t d;
+            unsigned char b[sizeof(rl_decision_t) + 32];
+        } u;
+        memset(&u, 0xAB, sizeof u);
+        rl_decision_init_sized(&u.d, size);
+        snprintf(key, sizeof key, "k%zu", size);
+        ck_assert_int_eq(rl_check(r, id, key, strlen(key), 2, &u.d), RL_ALLOW);
+        ck_assert_uint_eq(u.d.size, size);
+        const unsigned char *want = (const unsigned char *)&ref;
+        for (size_t i = sizeof u.d.size; i < sizeof u.b; i++) {
+            int in_field = 0;
+            for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+                in_field |= i >= fields[f].off && i < fields[f].off + fields[f].len;
+            if (i >= size)
+                REQUIRE(u.b[i] == 0xAB, "size %zu: byte %zu past the size written", size, i);
+            else if (i >= sizeof ref)
+                REQUIRE(u.b[i] == 0, "size %zu: byte %zu of a newer tail written", size, i);
+            else if (in_field)
+                REQUIRE(u.b[i] == want[i], "size %zu: byte %zu is not the decision's", size, i);
+        }
+    }
+    rl_close(r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ allocator */
 
 typedef struct counting_alloc {
@@ -497,6 +549,7 @@ static Suite *suite(void)
     tcase_add_test(tc, limit_ids);
     tcase_add_test(tc, limit_add_errors);
     tcase_add_test(tc, struct_sizes);
+    tcase_add_test(tc, decision_written_by_its_size);
     tcase_add_test(tc, config_ranges);
     tcase_add_test(tc, error_table);
     tcase_add_test(tc, modes_governed_by_global_tier);

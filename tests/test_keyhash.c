@@ -198,6 +198,97 @@ START_TEST(crafted_collision_is_secret_specific)
 }
 END_TEST
 
+/* ------------------------------------- (a') one identity, two forms */
+
+/*
+ * rl__keyhash (the check path's, with the one-block keys inline) and
+ * rl__keyhash_general (NH's definition) must agree bit for bit on every
+ * key: the identity names a key's bucket in every node's table and in
+ * Redis, so a difference would split a key in two across versions. Every
+ * length 0..RL_MAX_KEY_LEN, random bytes and the all-zero and all-0xff
+ * keys, each at the very end of a block of exactly its size, so a read past
+ * the key shows under ASan and valgrind.
+ */
+START_TEST(inline_form_is_the_general_form)
+{
+    const unsigned per_len = 1024 / scale() + 2;
+    uint64_t s = 0x1DE7;
+    unsigned char secret[32];
+    rl_keyhash_t kh;
+    unsigned long compared = 0;
+    for (size_t len = 0; len <= RL_MAX_KEY_LEN; len++) {
+        unsigned char *key = malloc(len > 0 ? len : 1);
+        ck_assert_ptr_nonnull(key);
+        for (unsigned j = 0; j < per_len; j++) {
+            if (j % 16 == 0) /* a fresh secret now and then */
+                keyhash_from_seed(&kh, 0xC0FFEE + len * 131 + j, secret);
+            if (j == 0)
+                memset(key, 0, len);
+            else if (j == 1)
+                memset(key, 0xff, len);
+            else
+                fill(&s, key, len);
+            rl_keyid_t a = rl__keyhash(&kh, key, len), b = rl__keyhash_general(&kh, key, len);
+            REQUIRE(same_id(a, b), "%zu-byte key %u: %016llx%016llx, general %016llx%016llx", len,
+                    j, (unsigned long long)a.hi, (unsigned long long)a.lo,
+                    (unsigned long long)b.hi, (unsigned long long)b.lo);
+            compared++;
+        }
+        free(key);
+    }
+    ck_assert_uint_eq(compared, (RL_MAX_KEY_LEN + 1) * (unsigned long)per_len);
+}
+END_TEST
+
+/*
+ * Known answers: the identities of one fixed secret's keys, as this
+ * library's NH has given them since keys were first named in Redis. A key's
+ * Redis names are a PRF of its identity, so a change here renames every key
+ * of a fleet (and splits it while nodes of two versions run).
+ */
+START_TEST(identity_known_answers)
+{
+    static const struct {
+        size_t len;
+        uint64_t lo, hi;
+    } kat[] = {
+        {0, UINT64_C(0x9ce54e650928e160), UINT64_C(0x62a91f4784e83f4a)},
+        {1, UINT64_C(0x50e5bcfe5ef3b10f), UINT64_C(0xf32a962176250f89)},
+        {2, UINT64_C(0xf684e793c3e32115), UINT64_C(0xf32a962176253bec)},
+        {3, UINT64_C(0xbe5b015d879c811b), UINT64_C(0xf32a96217673d621)},
+        {4, UINT64_C(0xad1320eaa6dee121), UINT64_C(0xf32a9621e7451e21)},
+        {5, UINT64_C(0x70a26864e8214127), UINT64_C(0xf32a96b4efa0da38)},
+        {7, UINT64_C(0x39ea48cf6aa60133), UINT64_C(0xf402c27794891a6f)},
+        {8, UINT64_C(0x39036304abe86139), UINT64_C(0x00f50149594fcf82)},
+        {9, UINT64_C(0xed1e20df1dfb34f6), UINT64_C(0x00f50149594fcfa9)},
+        {12, UINT64_C(0xdbccd68ce190cd08), UINT64_C(0x00f50149d6274f76)},
+        {13, UINT64_C(0x6faeeb7d22d32d0e), UINT64_C(0x00f501e2babf4679)},
+        {15, UINT64_C(0x923a9be7a557ed1a), UINT64_C(0x0102c6dfeed7855b)},
+        {16, UINT64_C(0x1553b61ce69a4d20), UINT64_C(0x65d01fc12e5c73e2)},
+        {17, UINT64_C(0xd94d484ae7044d72), UINT64_C(0xd96744acc84e3e59)},
+        {24, UINT64_C(0x17439eb2376e2ad1), UINT64_C(0x2e6198b8d9073e71)},
+        {31, UINT64_C(0xbb7439930574af46), UINT64_C(0x2ebc3af5753be15b)},
+        {32, UINT64_C(0x4806aed47dc1e12f), UINT64_C(0xbd047c75a4d6f8ff)},
+        {33, UINT64_C(0x344187f35caa6e88), UINT64_C(0x2136012ac1656731)},
+        {100, UINT64_C(0x902ee661c1ea0c27), UINT64_C(0xb63f1817036e78c7)},
+        {511, UINT64_C(0xcd6fd47522671ccd), UINT64_C(0x6de7fd97ff2b469d)},
+        {512, UINT64_C(0x8013025cf22cbed3), UINT64_C(0x59272e0625bb21ac)},
+    };
+    static const char secret[] = "test_keyhash known answers, fixed";
+    rl_keyhash_t kh;
+    rl__keyhash_init(&kh, secret, sizeof secret - 1);
+    unsigned char key[RL_MAX_KEY_LEN];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (unsigned char)(i * 37 + 11);
+    for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+        rl_keyid_t want = {kat[i].lo, kat[i].hi};
+        REQUIRE(same_id(rl__keyhash(&kh, key, kat[i].len), want), "%zu-byte key", kat[i].len);
+        REQUIRE(same_id(rl__keyhash_general(&kh, key, kat[i].len), want), "%zu-byte key, general",
+                kat[i].len);
+    }
+}
+END_TEST
+
 /* ------------------------------------------- (b) structured pairs */
 
 /* Build pair number i: a 32..240-byte message and its structured twin. */
@@ -433,6 +524,8 @@ static Suite *suite(void)
     TCase *tc = tcase_create("identity");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, crafted_collision_is_secret_specific);
+    tcase_add_test(tc, inline_form_is_the_general_form);
+    tcase_add_test(tc, identity_known_answers);
     tcase_add_test(tc, structured_pairs_never_collide);
     tcase_add_test(tc, structured_pairs_never_share_a_bucket);
     suite_add_tcase(s, tc);

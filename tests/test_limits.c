@@ -274,13 +274,19 @@ static void *reader(void *arg)
             break;
         }
         rl_limit_params_t p;
-        int all = n % 2 == 0;
+        /* Every shape of read: whole; as a check without a decision (the
+         * hot prefix, and a synced limit's presync words); as a check that
+         * fills a decision; as one that reads its limit degraded. */
+        int shape = (int)(n % 4);
         memset(&p, 0, sizeof p);
-        if (all)
+        if (shape == 0)
             rl__params_read(s, &p);
         else
-            rl__params_read_n(s, &p, 0, 0); /* the hot prefix, as a check */
-        size_t words = all ? RL_PARAM_WORDS : RL_PARAM_HOT_WORDS;
+            rl__params_read_n(s, &p, shape == 3, shape == 2);
+        size_t words = shape == 0 || shape == 3 ? RL_PARAM_WORDS
+                       : shape == 2             ? RL_PARAM_DETAIL_WORDS
+                       : p.synced               ? RL_PARAM_SYNCED_WORDS
+                                                : RL_PARAM_HOT_WORDS;
         int v = 0;
         while (v < VARIANTS && !same_def(&p, &r->want[v], words))
             v++;
@@ -303,8 +309,8 @@ static void *reader(void *arg)
 
 /* One writer updates a limit through VARIANTS definitions (each a different
  * rate, burst, mode and shadow, so a torn read mixes words of two of them)
- * while READERS threads read it, whole and by the hot prefix: every read
- * is one published definition, and its epoch never goes back. */
+ * while READERS threads read it, in every shape a check reads it: every
+ * read is one published definition, and its epoch never goes back. */
 START_TEST(readers_racing_a_writer_see_whole_snapshots)
 {
     static race_t r;

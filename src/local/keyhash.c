@@ -71,3 +71,25 @@ void rl__keyhash_init(rl_keyhash_t *kh, const void *secret, size_t len)
         }
     }
 }
+
+rl_keyid_t rl__keyhash_general(const rl_keyhash_t *kh, const void *key, size_t len)
+{
+    const unsigned char *p = key;
+    const uint64_t *k = kh->nh;
+    unsigned __int128 acc = 0;
+    size_t full = len / 16;
+    for (size_t i = 0; i < full; i++, p += 16, k += 2)
+        acc += (unsigned __int128)(rl__load_le64(p) + k[0]) * (rl__load_le64(p + 8) + k[1]);
+    size_t rest = len % 16;
+    if (rest != 0) {
+        uint64_t lo, hi;
+        rl__load_tail(key, len, p, rest, &lo, &hi);
+        acc += (unsigned __int128)(lo + k[0]) * (hi + k[1]);
+        k += 2;
+    }
+    /* The length block makes keys that differ only by trailing zero bytes,
+     * or by length, distinct. */
+    acc += (unsigned __int128)((uint64_t)len + k[0]) * (UINT64_C(0x9e3779b97f4a7c15) + k[1]);
+    rl_keyid_t id = {(uint64_t)acc, (uint64_t)(acc >> 64)};
+    return id;
+}

@@ -101,25 +101,34 @@ static inline void rl__load_tail(const void *key, size_t len, const unsigned cha
     (void)key;
 }
 
-/* NH of key[0..len), len in 1..RL_MAX_KEY_LEN. */
-static inline rl_keyid_t rl__keyhash(const rl_keyhash_t *kh, const void *key, size_t len)
+/* NH of key[0..len), len in 0..RL_MAX_KEY_LEN: the definition, a loop over
+ * the whole blocks, then the tail and the length block. Out of line; the
+ * check path reaches it only for a key longer than one block. */
+rl_keyid_t rl__keyhash_general(const rl_keyhash_t *kh, const void *key, size_t len);
+
+/*
+ * The same NH, bit for bit (tests/test_keyhash.c compares the two on every
+ * length), with the one-block keys most traffic has inline: a key of 1..16
+ * bytes is one data block, zero-padded, and the length block, both with
+ * constant key words, so it is two multiplies and no loop. Longer keys, and
+ * the empty one, take the general form.
+ */
+static inline __attribute__((always_inline)) rl_keyid_t rl__keyhash(const rl_keyhash_t *kh,
+                                                                    const void *key, size_t len)
 {
+    if (__builtin_expect(len - 1 >= 16, 0))
+        return rl__keyhash_general(kh, key, len);
     const unsigned char *p = key;
-    const uint64_t *k = kh->nh;
-    unsigned __int128 acc = 0;
-    size_t full = len / 16;
-    for (size_t i = 0; i < full; i++, p += 16, k += 2)
-        acc += (unsigned __int128)(rl__load_le64(p) + k[0]) * (rl__load_le64(p + 8) + k[1]);
-    size_t rest = len % 16;
-    if (rest != 0) {
-        uint64_t lo, hi;
-        rl__load_tail(key, len, p, rest, &lo, &hi);
-        acc += (unsigned __int128)(lo + k[0]) * (hi + k[1]);
-        k += 2;
+    uint64_t lo, hi = 0;
+    if (len > 8) { /* 9..16: as rl__load_tail, a 16-byte block read whole */
+        lo = rl__load_le64(p);
+        hi = rl__load_le64(p + len - 8) >> (8 * (16 - len));
+    } else {
+        rl__load_tail(key, len, p, len, &lo, &hi);
     }
-    /* The length block makes keys that differ only by trailing zero bytes,
-     * or by length, distinct. */
-    acc += (unsigned __int128)((uint64_t)len + k[0]) * (UINT64_C(0x9e3779b97f4a7c15) + k[1]);
+    const uint64_t *k = kh->nh;
+    unsigned __int128 acc = (unsigned __int128)(lo + k[0]) * (hi + k[1]);
+    acc += (unsigned __int128)((uint64_t)len + k[2]) * (UINT64_C(0x9e3779b97f4a7c15) + k[3]);
     rl_keyid_t id = {(uint64_t)acc, (uint64_t)(acc >> 64)};
     return id;
 }

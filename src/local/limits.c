@@ -114,19 +114,17 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
 static void params_publish(rl_limit_slot_t *s, const rl_limit_params_t *p)
 {
     const uint64_t *w = (const uint64_t *)(const void *)p;
-    /* relaxed: only writers (serialised by the lock) store cur. */
-    uint32_t next = (atomic_load_explicit(&s->cur, memory_order_relaxed) + 1) & 1;
-    rl_param_copy_t *c = &s->copy[next];
-    /* relaxed: seq is only ever written under the lock. */
-    uint32_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
-    atomic_store_explicit(&c->seq, seq + 1, memory_order_relaxed);
+    /* relaxed: only writers (serialised by the lock) store ver. */
+    uint32_t next = atomic_load_explicit(&s->ver, memory_order_relaxed) + 1;
+    rl_param_copy_t *c = &s->copy[next & 1];
+    /* Readers still on this copy were sent to it two publishes ago; the last
+     * publish's ver makes their re-read fail. */
     for (size_t i = 0; i < RL_PARAM_WORDS; i++)
-        /* release: a reader that sees this word also sees the odd seq. */
+        /* release: a reader that sees this word also sees that ver (or a
+         * later one) on its re-read. */
         atomic_store_explicit(&c->w[i], w[i], memory_order_release);
-    /* release: the words are visible before the even seq. */
-    atomic_store_explicit(&c->seq, seq + 2, memory_order_release);
-    /* release: readers that load this cur see a complete copy. */
-    atomic_store_explicit(&s->cur, next, memory_order_release);
+    /* release: readers that load this ver see a complete copy. */
+    atomic_store_explicit(&s->ver, next, memory_order_release);
 }
 
 static int find_locked(rl_limits_t *ls, const char *name)

@@ -4,10 +4,13 @@
  *
  * Writers (rl_limit_add/update/remove) serialise on one mutex; they are the
  * control path. Readers (rl_check) take no lock: a limit's parameters are
- * double-buffered and read under a per-copy sequence number, and a writer
- * only ever writes the copy readers are not pointed at, so a reader retries
- * only when a whole update completed during its read (lock-free, never a
- * wait on a preempted writer).
+ * double-buffered, a version word counts the publishes and selects the copy
+ * readers use, and a writer only ever writes the other copy. A copy is
+ * rewritten only two publishes after readers were sent to it, the first of
+ * which already moved the version, so a reader that finds the version
+ * unchanged after its read read one whole copy; it retries only when an
+ * update completed during its read (lock-free, never a wait on a preempted
+ * writer).
  *
  * A limit id is (generation << RL_LIMIT_IDX_BITS) | index, so an id that was
  * removed stays RL_ENOTFOUND even after its index is reused.
@@ -111,13 +114,12 @@ typedef struct rl_limit_params {
 #define RL_PARAM_WORDS (sizeof(rl_limit_params_t) / 8)
 
 typedef struct rl_param_copy {
-    _Atomic uint32_t seq; /* odd while being written */
     _Atomic uint64_t w[RL_PARAM_WORDS];
 } rl_param_copy_t;
 
 typedef struct rl_limit_slot {
     _Atomic uint32_t id;  /* current id, 0 when free */
-    _Atomic uint32_t cur; /* which params copy readers use */
+    _Atomic uint32_t ver; /* params publishes so far: readers use copy[ver & 1] */
     /* The published params' epoch, stored after them: a check that wrote a
      * word reads it to learn whether updates overtook its snapshot. */
     _Atomic uint64_t epoch;
@@ -181,29 +183,32 @@ static inline void rl__params_read_n(rl_limit_slot_t *ls, rl_limit_params_t *out
 {
     uint64_t *w = (uint64_t *)(void *)out;
     for (;;) {
-        /* acquire: pairs with the writer's release store of cur, so the copy
-         * it points to is fully written when we start reading. */
-        uint32_t c = atomic_load_explicit(&ls->cur, memory_order_acquire);
-        rl_param_copy_t *p = &ls->copy[c & 1];
-        /* acquire: the words read below are not older than this seq. */
-        uint32_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
-        if (s1 & 1)
-            continue;
-        size_t n = RL_PARAM_HOT_WORDS;
-        /* A constant count, unrolled: nine loads and stores, no loop. */
+        /* acquire: pairs with the writer's release store of ver, so the copy
+         * it selects is fully written when we start reading. */
+        uint32_t v = atomic_load_explicit(&ls->ver, memory_order_acquire);
+        const rl_param_copy_t *p = &ls->copy[v & 1];
+        /* Constant counts, unrolled: the hot prefix, then the synced or the
+         * decision words, with no loop. Each load is acquire: a word from a
+         * newer write (release, after that writer's store of a newer ver)
+         * carries that ver to the re-read below, which then fails. No
+         * fence: TSan models acquire loads, and on x86 both are free. */
 #pragma GCC unroll 16
         for (size_t i = 0; i < RL_PARAM_HOT_WORDS; i++)
-            /* acquire: a word from a newer write (release) carries that
-             * write's odd seq to the re-read below, which then fails. No
-             * fence: TSan models acquire loads, and on x86 both are free. */
             w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
-        n = all ? RL_PARAM_WORDS : detail ? RL_PARAM_DETAIL_WORDS
-                                          : out->synced ? RL_PARAM_SYNCED_WORDS : n;
-        for (size_t i = RL_PARAM_HOT_WORDS; i < n; i++)
-            /* acquire: as above. */
-            w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        if (all) {
+            for (size_t i = RL_PARAM_HOT_WORDS; i < RL_PARAM_WORDS; i++)
+                w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        } else if (detail) {
+#pragma GCC unroll 16
+            for (size_t i = RL_PARAM_HOT_WORDS; i < RL_PARAM_DETAIL_WORDS; i++)
+                w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        } else if (out->synced) {
+#pragma GCC unroll 16
+            for (size_t i = RL_PARAM_HOT_WORDS; i < RL_PARAM_SYNCED_WORDS; i++)
+                w[i] = atomic_load_explicit(&p->w[i], memory_order_acquire);
+        }
         /* relaxed: ordered after the word loads by their acquire. */
-        if (atomic_load_explicit(&p->seq, memory_order_relaxed) == s1)
+        if (atomic_load_explicit(&ls->ver, memory_order_relaxed) == v)
             break;
     }
 }

@@ -55,14 +55,18 @@ static inline uint64_t rl__shareword_encode(uint64_t t_fp, uint64_t burst)
 }
 
 /* Decode into bucket parameters (NEAR ignored); tau is capped to the
- * accepted range. */
+ * accepted range, at its largest multiple of t. A synced key's check
+ * decodes on every call, so the cap is tested on the exact product, not by
+ * a division by burst; only a capped word divides. */
 static inline void rl__shareword_decode(uint64_t w, rl_gcra_t *g)
 {
     uint64_t t = (w >> 36) << ((w >> 30) & 31);
     uint64_t burst = w & RL_SHAREWORD_BURST_MAX;
+    unsigned __int128 tau = (unsigned __int128)burst * t; /* < 2^88 */
     g->t_fp = t;
     g->burst = burst;
-    g->tau_fp = burst != 0 && t > RL_TAU_FP_MAX / burst ? (RL_TAU_FP_MAX / t) * t : burst * t;
+    g->tau_fp = __builtin_expect(tau > RL_TAU_FP_MAX, 0) ? (RL_TAU_FP_MAX / t) * t /* t > 0 */
+                                                         : (uint64_t)tau;
 }
 
 #endif
