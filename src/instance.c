@@ -418,7 +418,7 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     if (rc == 0)
         rc = rl__sync_start(rl, &url, &sc, manual_sync, &rl->sync);
     if (rc == 0)
-        rc = rl__exact_start(&url, &xc, &rl->exact);
+        rc = rl__exact_create(&url, &xc, &rl->exact); /* connected at its first use */
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 #include "base/log.h"
 #include "testutil.h"
@@ -171,6 +172,44 @@ START_TEST(last_transition_of_a_burst_written)
 }
 END_TEST
 
+/* Threads of this process now. */
+static int threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A program with only global limits opens no exact/quota connection, so
+ * an outage logs none of their lines; the first exact limit connects them,
+ * and their lines say which connections they are about and where to. */
+START_TEST(global_only_opens_no_exact_pool)
+{
+    static const char dead[] = "redis://127.0.0.1:1"; /* nothing listens */
+    int before = threads();
+    rl_t *rl = open_logged(dead, 50);
+    rl_test_add(rl, "name=api rate=100/s");
+    static const char *const sync_down[] = {"sync: cannot connect to 127.0.0.1:1", NULL};
+    WAIT_FOR(find_line(0, RL_LOG_WARN, sync_down, NULL, 0) >= 0);
+    WAIT_FOR(rl_test_health(rl) == RL_HEALTH_DEGRADED);
+    ck_assert_int_eq(threads(), before + 1); /* the sync thread alone */
+    static const char *const pool[] = {"exact/quota", NULL};
+    static const char *const caller[] = {"redis caller", NULL};
+    ck_assert_int_lt(find_line(0, -1, pool, NULL, 0), 0);
+    ck_assert_int_lt(find_line(0, -1, caller, NULL, 0), 0);
+    rl_test_add(rl, "name=login rate=5/m burst=5 mode=exact");
+    ck_assert_int_eq(threads(), before + 2); /* and the exact thread */
+    static const char *const named[] = {"exact/quota connection to 127.0.0.1:1: cannot connect",
+                                        NULL};
+    WAIT_FOR(find_line(0, RL_LOG_WARN, named, NULL, 0) >= 0);
+    ck_assert_int_lt(find_line(0, -1, caller, NULL, 0), 0);
+}
+END_TEST
+
 static uint64_t frozen_ns(void *ctx) { return *(uint64_t *)ctx; }
 
 /* A line that must not be lost waits for the stderr rate limit's room
@@ -213,6 +252,7 @@ static Suite *suite(void)
     tcase_set_timeout(redis, 120);
     tcase_add_test(redis, outage_end_warned_with_its_length);
     tcase_add_test(redis, last_transition_of_a_burst_written);
+    tcase_add_test(redis, global_only_opens_no_exact_pool);
     suite_add_tcase(s, redis);
     return s;
 }

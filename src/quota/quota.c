@@ -298,8 +298,8 @@ static void replay_main(void *arg)
 }
 
 /* The journal and the replay thread, at the first rl_quota_add (under mu);
- * charges go through the exact thread's caller, started by rl_open (in a
- * shared instance: by this process's rl_shared_attach, which calls this
+ * charges go through the exact thread's caller, connected here (in a
+ * shared instance: started by this process's rl_shared_attach, which calls this
  * through rl__quotas_adopt; before it, definitions only). */
 static int start_replay(rl_quotas_t *qs, struct rl_exact *x)
 {
@@ -307,13 +307,16 @@ static int start_replay(rl_quotas_t *qs, struct rl_exact *x)
         return 0;
     if (x == NULL)
         return qs->rl->shsync != NULL ? 0 : RL_ENOTSUP;
+    /* The first quota connects the exact path's pool (exact/exact.h). */
+    struct rl_redis_caller *caller = rl__exact_caller(x);
+    if (caller == NULL)
+        return RL_ENOMEM;
     int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
     if (rc != 0)
         return rc;
-    /* release: charges read the caller pointer with acquire; the caller was
-     * built by rl_open, before any rl_quota_add could run. */
-    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(x),
-                          memory_order_release);
+    /* release: charges read the caller pointer with acquire; it was built
+     * just above, before this rl_quota_add returns. */
+    atomic_store_explicit(&qs->caller_pub, caller, memory_order_release);
     /* Every signal blocked in the thread (inherited at creation): the
      * host's handlers run on its own threads only. */
     sigset_t all, old;
