@@ -196,7 +196,12 @@ enum {
  * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
  * back (no tokens are created) nor stands still for the length of the jump.
  * A forward jump refills buckets, to their burst at most. The hook is called
- * once per source at rl_open, and must outlive the instance.
+ * once per source at rl_open (on the thread that calls it; the sync thread
+ * rl_open starts reads it on its own), and must outlive the instance.
+ * Instance time has a horizon: 2^58 ns (about 9.1 years) after rl_open it
+ * stops advancing, and no bucket refills from then on; a check that would
+ * deny then answers RL_ERANGE (logged once, as an error) instead of
+ * denying for ever. Reopen an instance before it runs that long.
  */
 typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
@@ -826,6 +831,8 @@ static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d
  *   RL_EFORKED  called in a child process on an inherited instance
  *   RL_ENOTSUP  an exact limit of a shared instance, in a process that did
  *               not rl_shared_attach (logged)
+ *   RL_ERANGE   a deny after instance time reached its horizon, about 9.1
+ *               years after rl_open (see rl_clock_fn; logged once)
  * A key that cannot get a table slot (table, or the limit's max_keys, full of
  * keys that are not yet idle) is decided by the limit's on_failure, flagged
  * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one

@@ -344,7 +344,11 @@ static inline __attribute__((always_inline)) int decide(rl_t *rl, target_t *t, u
     }
     if (out != NULL)
         write_decision(out, t, &o);
-    return o.allowed ? RL_ALLOW : RL_DENY;
+    if (o.allowed)
+        return RL_ALLOW;
+    /* A deny after instance time saturated is no rate limit's (local/clock.h). */
+    return __builtin_expect(rl__clock_past_horizon(&rl->clock), 0) ? rl__horizon_error(rl)
+                                                                     : RL_DENY;
 }
 
 int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,

@@ -597,10 +597,12 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg
         resume_host(s);
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
-     * share, not at its on_failure policy. */
-    atomic_store_explicit(&rl->health.word,
-                          RL_HEALTH_MAKE(RL_HEALTH_HEALTHY,
-                                         rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
+     * share, not at its on_failure policy. Since rl_open (whose clock hook
+     * is called once per source), or since a host's new lease holder took
+     * over. */
+    uint64_t since = host != NULL ? rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)
+                                  : RL_CLOCK_ORIGIN_FP;
+    atomic_store_explicit(&rl->health.word, RL_HEALTH_MAKE(RL_HEALTH_HEALTHY, since),
                           memory_order_relaxed);
     if (start_thread(s) != 0) {
         free_sync(s);
