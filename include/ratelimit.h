@@ -1078,6 +1078,11 @@ typedef struct rl_limit_stats_s {
                                     live nodes (1000000: even) */
     uint32_t nodes_max;          /* the most live nodes seen on one key */
     uint32_t reserved0;
+    /* --- appended field: degraded spells --- */
+    uint64_t degraded_spells; /* runs of `degraded` answers: one begins at
+                                 the first after the instance's health
+                                 changed, or a minute after the last began;
+                                 each is logged (WARN) naming the limit */
 } rl_limit_stats_t;
 
 /* Sync rounds in one window of rl_limit_stats' sync fields. */
@@ -1113,7 +1118,8 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  * as the format requires. Families, all prefixed ratelimit_:
  *   per limit, label limit="<name>": limit_admitted_total,
  *     limit_denied_total, limit_shadow_denied_total, limit_noslot_total,
- *     limit_degraded_total (counters), limit_keys (gauge); with a redis_url
+ *     limit_degraded_total, limit_degraded_spells_total (counters),
+ *     limit_keys (gauge); with a redis_url
  *     also the gauges of rl_limit_stats_t's sync window: limit_sync_keys,
  *     limit_overshoot_keys, limit_usage_max_ratio,
  *     limit_share_skew_max_ratio, limit_nodes_max;

@@ -174,10 +174,13 @@ static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, c
                      t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
                      : t->p.on_failure == RL_FAIL_CLOSED ? RL_STAT_DEG_CLOSED
                                                          : RL_STAT_DEG_LOCAL);
+        rl__degraded_note(rl, t->ls, t->health, t->p.on_failure, "the global tier is degraded");
         return;
     }
     rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
     rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
+    rl__degraded_note(rl, t->ls, t->health, t->p.on_failure,
+                      "no table slot for the key (max_keys, or the limit's, full of live keys)");
     rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
 }
 

@@ -210,6 +210,34 @@ START_TEST(global_only_opens_no_exact_pool)
 }
 END_TEST
 
+/* A limit's first degraded answer is logged (WARN, naming the limit) and
+ * begins a spell, counted in rl_limit_stats and the metrics; the answers
+ * after it, in the same outage, are counted as degraded only. */
+START_TEST(first_degraded_answer_logged_and_counted)
+{
+    rl_t *rl = open_logged("redis://127.0.0.1:1", 50); /* nothing listens */
+    WAIT_FOR(rl_test_health(rl) == RL_HEALTH_DEGRADED);
+    int id = rl_test_add(rl, "name=api rate=100/s on_failure=closed");
+    for (int i = 0; i < 100; i++)
+        rl_check(rl, id, "k", 1, 1, NULL);
+    static const char *const first[] = {"limit api: answering by on_failure=closed",
+                                        "the global tier is degraded", NULL};
+    char line[256];
+    int at = find_line(0, RL_LOG_WARN, first, line, sizeof line);
+    ck_assert_msg(at >= 0, "the first degraded answer is logged, naming the limit");
+    ck_assert_msg(find_line(at + 1, -1, first, NULL, 0) < 0, "once a spell: %s", line);
+    rl_limit_stats_t ls;
+    rl_limit_stats_init(&ls);
+    ck_assert_int_eq(rl_limit_stats(rl, id, &ls), 0);
+    ck_assert_uint_eq(ls.degraded, 100);
+    ck_assert_uint_eq(ls.degraded_spells, 1);
+    static char text[1 << 16];
+    ck_assert_int_ge(rl_metrics_text(rl, text, sizeof text), 0);
+    ck_assert_msg(strstr(text, "ratelimit_limit_degraded_spells_total{limit=\"api\"} 1\n") != NULL,
+                  "the metric");
+}
+END_TEST
+
 static uint64_t frozen_ns(void *ctx) { return *(uint64_t *)ctx; }
 
 /* A line that must not be lost waits for the stderr rate limit's room
@@ -253,6 +281,7 @@ static Suite *suite(void)
     tcase_add_test(redis, outage_end_warned_with_its_length);
     tcase_add_test(redis, last_transition_of_a_burst_written);
     tcase_add_test(redis, global_only_opens_no_exact_pool);
+    tcase_add_test(redis, first_degraded_answer_logged_and_counted);
     suite_add_tcase(s, redis);
     return s;
 }
