@@ -267,7 +267,8 @@ START_TEST(horizon_is_an_error_not_a_deny)
     ck_assert_int_eq(check_one(rl, id), RL_ALLOW);
     ck_assert_int_eq(check_one(rl, id), RL_DENY);
     /* A second before the horizon: refilled, then a plain deny. */
-    atomic_fetch_add(&raw_ns, (RL_NOW_FP_MAX >> RL_FP_SHIFT) - RL_CLOCK_ORIGIN_NS - UINT64_C(1000000000));
+    uint64_t horizon_ns = RL_NOW_FP_MAX >> RL_FP_SHIFT;
+    atomic_fetch_add(&raw_ns, horizon_ns - RL_CLOCK_ORIGIN_NS - UINT64_C(1000000000));
     ck_assert_int_eq(check_one(rl, id), RL_ALLOW);
     ck_assert_int_eq(check_one(rl, id), RL_DENY);
     ck_assert_int_eq(t.errors, 0);

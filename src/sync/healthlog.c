@@ -79,8 +79,9 @@ static uint64_t emit(rl_sync_t *s, int state, uint64_t now_fp)
     char fig[160], more[160] = "";
     figure(h, from, state, now_fp, fig, sizeof fig);
     if (h->coalesced > 0)
-        snprintf(more, sizeof more, "; %u transition%s since the last line, coalesced into this one%s",
-                 h->coalesced, h->coalesced == 1 ? "" : "s",
+        snprintf(more, sizeof more,
+                 "; %u transition%s since the last line, coalesced into this one%s", h->coalesced,
+                 h->coalesced == 1 ? "" : "s",
                  h->end_pending && state != RL_HEALTH_HEALTHY ? ", an outage's end among them"
                                                               : "");
     char move[64];
