@@ -196,7 +196,12 @@ enum {
  * clocks, e.g. under libfaketime) is absorbed: instance time neither runs
  * back (no tokens are created) nor stands still for the length of the jump.
  * A forward jump refills buckets, to their burst at most. The hook is called
- * once per source at rl_open, and must outlive the instance.
+ * once per source at rl_open (on the thread that calls it; the sync thread
+ * rl_open starts reads it on its own), and must outlive the instance.
+ * Instance time has a horizon: 2^58 ns (about 9.1 years) after rl_open it
+ * stops advancing, and no bucket refills from then on; a check that would
+ * deny then answers RL_ERANGE (logged once, as an error) instead of
+ * denying for ever. Reopen an instance before it runs that long.
  */
 typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
 
@@ -206,8 +211,9 @@ typedef uint64_t (*rl_clock_fn)(void *ud, int32_t source);
  * and align. The library never uses process-global hooks, nor sets those of
  * libuv or hiredis (whose own allocations use the process allocator).
  * Called from the threads that call rl_open, rl_close, rl_metrics_text and
- * rl_quota_add, and from the sync, exact and quota threads; never from
- * rl_check. The hooks and
+ * rl_quota_add (and rl_limit_add/update, for the first exact or tiered
+ * limit: the exact thread's state), and from the sync, exact and quota
+ * threads; never from rl_check. The hooks and
  * `opaque` must outlive the instance. Without hooks (all NULL) blocks come
  * from malloc, except a key table of 2 MB or more: a private anonymous
  * mapping of its own, aligned to 2 MB and advised MADV_HUGEPAGE, so that
@@ -279,7 +285,10 @@ typedef struct rl_config {
                                   before its on_failure answers, 1..60000;
                                   default 100 */
     uint32_t exact_pool_size;  /* connections of the exact thread, 1..64;
-                                  default 4 (a key always uses the same one) */
+                                  default 4 (a key always uses the same one).
+                                  The thread and its connections start at
+                                  the first exact or tiered limit or quota
+                                  (rl_open opens none a program never uses) */
     /* --- appended fields: quotas (rl_quota_add) --- */
     uint32_t quota_journal_max; /* charges of on_failure=open quotas kept
                                    while Redis is out, to replay with their
@@ -669,10 +678,13 @@ RL_EXTERN int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spe
  * limit while the instance lives (an id carries a generation), so a stale id
  * answers RL_ENOTFOUND. Thread-safe against every other call, checks included:
  * the rl_limit_* calls serialise on one mutex of the instance (checks never
- * take it). No allocation.
+ * take it). No allocation, except that the instance's first exact or
+ * tiered limit (rl_limit_update into one too) starts the exact thread and
+ * its exact_pool_size connections, which connect in the background.
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_EMODE, RL_ERANGE, RL_EEXIST,
  * RL_ELIMITS, RL_EFORKED; RL_ENOTSUP for a tiered limit in a shared
- * instance with a redis_url (rl_open_shared; logged).
+ * instance with a redis_url (rl_open_shared; logged); RL_ENOMEM (the exact
+ * thread could not start).
  */
 RL_EXTERN int rl_limit_add(rl_t *rl, const rl_limit_t *lim);
 
@@ -819,6 +831,8 @@ static inline void rl_decision_init(rl_decision_t *d) { rl_decision_init_sized(d
  *   RL_EFORKED  called in a child process on an inherited instance
  *   RL_ENOTSUP  an exact limit of a shared instance, in a process that did
  *               not rl_shared_attach (logged)
+ *   RL_ERANGE   a deny after instance time reached its horizon, about 9.1
+ *               years after rl_open (see rl_clock_fn; logged once)
  * A key that cannot get a table slot (table, or the limit's max_keys, full of
  * keys that are not yet idle) is decided by the limit's on_failure, flagged
  * RL_FLAG_NOSLOT and counted: open allows, closed denies, local charges one
@@ -1064,6 +1078,11 @@ typedef struct rl_limit_stats_s {
                                     live nodes (1000000: even) */
     uint32_t nodes_max;          /* the most live nodes seen on one key */
     uint32_t reserved0;
+    /* --- appended field: degraded spells --- */
+    uint64_t degraded_spells; /* runs of `degraded` answers: one begins at
+                                 the first after the instance's health
+                                 changed, or a minute after the last began;
+                                 each is logged (WARN) naming the limit */
 } rl_limit_stats_t;
 
 /* Sync rounds in one window of rl_limit_stats' sync fields. */
@@ -1099,7 +1118,8 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  * as the format requires. Families, all prefixed ratelimit_:
  *   per limit, label limit="<name>": limit_admitted_total,
  *     limit_denied_total, limit_shadow_denied_total, limit_noslot_total,
- *     limit_degraded_total (counters), limit_keys (gauge); with a redis_url
+ *     limit_degraded_total, limit_degraded_spells_total (counters),
+ *     limit_keys (gauge); with a redis_url
  *     also the gauges of rl_limit_stats_t's sync window: limit_sync_keys,
  *     limit_overshoot_keys, limit_usage_max_ratio,
  *     limit_share_skew_max_ratio, limit_nodes_max;
@@ -1261,7 +1281,8 @@ RL_EXTERN int rl_quota_parse(rl_quota_t *q, const char *spec, char *err, size_t 
  * Add a quota; returns its id (>= 0, never reused for another quota while
  * the instance lives). Charges go through the instance's exact thread and
  * its exact_pool_size connections (one pool for exact checks and quotas);
- * the first quota of an instance starts the journal's replay thread.
+ * the first quota of an instance starts the journal's replay thread, and
+ * the exact thread if no exact or tiered limit has yet.
  * Thread-safe (quota changes serialise on a mutex of the instance).
  * Errors: RL_EINVAL, RL_ESIZE, RL_ENAME, RL_ERANGE, RL_EMODE, RL_EEXIST (a
  * quota of that name), RL_ELIMITS (RL_QUOTA_MAX quotas), RL_ENOTSUP (a

@@ -2,6 +2,7 @@
 /* The limit-management entry points: validation, then the registry. */
 #include <string.h>
 #include "core.h"
+#include "exact/exact.h"
 #include "base/structsize.h"
 #include "local/limitdef.h"
 
@@ -62,12 +63,25 @@ static int mode_ok(rl_t *rl, const rl_limit_t *lim)
     return RL_ENOTSUP;
 }
 
+/* An exact or tiered limit is checked on the exact path's connections:
+ * the first one starts them (rl_open opens none, so a program that has no
+ * such limit and no quota never connects, nor logs, a pool it does not
+ * use). A shared instance's are its processes' own (rl_shared_attach). */
+static int connect_exact(rl_t *rl, const rl_limit_t *lim)
+{
+    if (rl->exact == NULL || (lim->mode != RL_MODE_EXACT && lim->mode != RL_MODE_TIERED))
+        return 0;
+    return rl__exact_connect(rl->exact);
+}
+
 int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
 {
     int rc = check_limit_arg(rl, lim);
     rl_limit_t tmp;
     if (rc == 0)
         rc = mode_ok(rl, full_limit(lim, &tmp));
+    if (rc == 0)
+        rc = connect_exact(rl, &tmp);
     return rc != 0 ? rc : rl__limits_add(&rl->limits, full_limit(lim, &tmp), &rl->clock);
 }
 
@@ -90,6 +104,8 @@ int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
     rl_limit_t tmp;
     if (rc == 0)
         rc = mode_ok(rl, full_limit(lim, &tmp));
+    if (rc == 0)
+        rc = connect_exact(rl, &tmp);
     return rc != 0 ? rc
                    : rl__limits_update(&rl->limits, id, full_limit(lim, &tmp), &rl->clock,
                                        convert_keys, rl);

@@ -168,10 +168,13 @@ static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, c
                      t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
                      : t->p.on_failure == RL_FAIL_CLOSED ? RL_STAT_DEG_CLOSED
                                                          : RL_STAT_DEG_LOCAL);
+        rl__degraded_note(rl, t->ls, t->health, t->p.on_failure, "the global tier is degraded");
         return;
     }
     rl__stat_add(t->ls, stripe, RL_STAT_NOSLOT);
     rl__stat_add(t->ls, stripe, RL_STAT_DEGRADED);
+    rl__degraded_note(rl, t->ls, t->health, t->p.on_failure,
+                      "no table slot for the key (max_keys, or the limit's, full of live keys)");
     rl__stat_add(t->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
 }
 
@@ -338,7 +341,11 @@ static inline __attribute__((always_inline)) int decide(rl_t *rl, target_t *t, u
     }
     if (out != NULL)
         write_decision(out, t, &o);
-    return o.allowed ? RL_ALLOW : RL_DENY;
+    if (o.allowed)
+        return RL_ALLOW;
+    /* A deny after instance time saturated is no rate limit's (local/clock.h). */
+    return __builtin_expect(rl__clock_past_horizon(&rl->clock), 0) ? rl__horizon_error(rl)
+                                                                     : RL_DENY;
 }
 
 int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,

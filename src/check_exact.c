@@ -60,7 +60,7 @@ static int redis_answer(const target_t *t, const rl_exact_answer_t *a, outcome_t
 
 /* Count an exact decision on the limit's stripes (no slot is harvested:
  * Redis holds the count). */
-static void count_exact(target_t *t, const outcome_t *o)
+static void count_exact(rl_t *rl, target_t *t, const outcome_t *o)
 {
     unsigned st = o->stripe;
     rl__stat_add(t->ls, st, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
@@ -74,6 +74,8 @@ static void count_exact(target_t *t, const outcome_t *o)
                      t->p.on_failure == RL_FAIL_OPEN     ? RL_STAT_DEG_OPEN
                      : t->p.on_failure == RL_FAIL_CLOSED ? RL_STAT_DEG_CLOSED
                                                          : RL_STAT_DEG_LOCAL);
+        rl__degraded_note(rl, t->ls, t->health, t->p.on_failure,
+                          "Redis did not answer the check within exact_timeout_ms");
     }
 }
 
@@ -96,7 +98,7 @@ static void exact_settle(rl_t *rl, target_t *t, uint32_t cost, const rl_exact_an
     }
     if (cost > 0) {
         shadow_allow(t, o);
-        count_exact(t, o);
+        count_exact(rl, t, o);
     }
 }
 
@@ -148,11 +150,11 @@ int rl__check_exact(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
  * hard its callers push (the pre-filter), and a key Redis keeps denying is
  * denied locally in between.
  */
-static void tiered_settle(target_t *t, const rl_exact_answer_t *a, outcome_t *o)
+static void tiered_settle(rl_t *rl, target_t *t, const rl_exact_answer_t *a, outcome_t *o)
 {
     redis_answer(t, a, o); /* 0: on_failure=local, the local tier's allow stands */
     shadow_allow(t, o);
-    count_exact(t, o);
+    count_exact(rl, t, o);
 }
 
 void rl__check_tiered_confirm(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
@@ -162,7 +164,7 @@ void rl__check_tiered_confirm(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o
     rl_exact_answer_t a;
     exact_req(t, cost, &r);
     rl__exact_check(rl__exact_of(rl), &r, &a); /* tiered: never in a shared instance */
-    tiered_settle(t, &a, o);
+    tiered_settle(rl, t, &a, o);
 }
 
 /* What an asynchronous exact check carries to its answer (the exact
@@ -199,7 +201,7 @@ static void async_done(void *ctx, const rl_exact_answer_t *a)
         o.allowed = 1; /* the local tier's, for on_failure=local */
         o.remaining = o.reset_ms = o.retry_ms = 0;
         o.stripe = (unsigned)t.probe.home;
-        tiered_settle(&t, a, &o);
+        tiered_settle(c->rl, &t, a, &o);
     } else {
         exact_settle(c->rl, &t, c->cost, a, &o);
     }
@@ -225,7 +227,7 @@ int rl__check_async_exact(rl_t *rl, target_t *t, outcome_t *o, int id, uint32_t 
     rl_exact_answer_t none;
     memset(&none, 0, sizeof none);
     if (tiered)
-        tiered_settle(t, &none, o);
+        tiered_settle(rl, t, &none, o);
     else
         exact_settle(rl, t, cost, &none, o);
     return o->allowed ? RL_ALLOW : RL_DENY;

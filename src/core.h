@@ -94,6 +94,17 @@ static inline struct rl_exact *rl__exact_of(const rl_t *rl)
     return l != NULL ? l->exact : NULL;
 }
 
+/* A check that would deny once instance time has saturated (local/clock.h,
+ * RL_CLOCK_HORIZON_NS): the deny is no longer a rate limit's, since no
+ * bucket refills. Logs it (once) and answers RL_ERANGE. instance.c. */
+int rl__horizon_error(rl_t *rl) __attribute__((cold, noinline));
+
+/* A degraded answer of the limit ls (the health word the check read; why:
+ * what made it degraded): the first of a spell is counted and logged
+ * (src/degraded.c). Called on degraded answers only. */
+void rl__degraded_note(rl_t *rl, rl_limit_slot_t *ls, uint64_t health, int on_failure,
+                       const char *why) __attribute__((cold, noinline));
+
 /* RL_EFORKED when called in a child on an inherited instance, else 0. */
 static inline int rl__fork_check(const rl_t *rl)
 {

@@ -291,6 +291,16 @@ int rl__open(rl_t **out, const rl_config_t *cfg, int manual_sync)
     return rc;
 }
 
+int rl__horizon_error(rl_t *rl)
+{
+    if (rl__clock_horizon_told(&rl->clock))
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "instance time reached its horizon (2^58 ns, about 9.1 years after rl_open): "
+                "no bucket refills any more, so a check that would deny answers RL_ERANGE; "
+                "reopen the instance (rl_close, rl_open)");
+    return RL_ERANGE;
+}
+
 /* The log's rate limit runs on the instance clock (frozen with it in tests). */
 static uint64_t log_now_ns(void *clock)
 {
@@ -409,7 +419,7 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     if (rc == 0)
         rc = rl__sync_start(rl, &url, &sc, manual_sync, &rl->sync);
     if (rc == 0)
-        rc = rl__exact_start(&url, &xc, &rl->exact);
+        rc = rl__exact_create(&url, &xc, &rl->exact); /* connected at its first use */
     return rc;
 }
 

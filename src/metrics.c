@@ -233,6 +233,11 @@ static void render_limits(rl_sink_t *s, const entry_t *e, uint32_t n)
               "Checks decided by the limit's on_failure policy (no table slot, or the global "
               "tier degraded), by limit.",
               offsetof(rl_limit_stats_t, degraded));
+    per_limit(s, e, n, "ratelimit_limit_degraded_spells_total", "counter",
+              "Runs of the limit's degraded answers, each begun by the first after the "
+              "instance's health changed or a minute after the last began (each logged), by "
+              "limit.",
+              offsetof(rl_limit_stats_t, degraded_spells));
     per_limit(s, e, n, "ratelimit_limit_keys", "gauge", "Table slots held by the limit's keys now.",
               offsetof(rl_limit_stats_t, keys_live));
 }

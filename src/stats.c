@@ -120,6 +120,7 @@ static void limit_totals(rl_limit_slot_t *ls, rl_limit_stats_t *o)
 #undef RL_X_
     /* relaxed: a statistic. */
     o->keys_live = atomic_load_explicit(&ls->nkeys, memory_order_relaxed);
+    o->degraded_spells = atomic_load_explicit(&ls->deg_spells, memory_order_relaxed);
     rl__limit_sync_stats(ls, o);
 }
 

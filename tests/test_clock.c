@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include "testutil.h"
 #include "local/clock.h"
 
@@ -182,6 +184,109 @@ START_TEST(backward_jumps_raced)
     ck_assert_uint_eq(rl__clock_now_fp(&race_clock, RL_CLOCK_PRECISE), end + ms_fp(7));
 }
 END_TEST
+/* The hook counts the readings of each source made on the thread that
+ * opened the instance (the sync thread, which rl_open starts, reads it
+ * too: that is documented apart). */
+typedef struct counted {
+    pthread_t opener;
+    _Atomic int calls[2];
+} counted_t;
+
+static uint64_t counting_hook(void *ud, int32_t source)
+{
+    counted_t *c = ud;
+    if (pthread_equal(pthread_self(), c->opener))
+        atomic_fetch_add(&c->calls[source == RL_CLOCK_COARSE], 1);
+    return atomic_load(&raw_ns);
+}
+
+static void open_counted(const char *redis_url)
+{
+    static const char secret[] = "clock-suite-secret-0123456789abcd";
+    counted_t c = {.opener = pthread_self()};
+    atomic_store(&raw_ns, UINT64_C(5000000000));
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.clock = counting_hook;
+    cfg.clock_ud = &c;
+    cfg.redis_url = redis_url;
+    cfg.key_secret = secret;
+    cfg.key_secret_len = sizeof secret - 1;
+    cfg.log_quiet = 1;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open(&rl, &cfg), 0);
+    int precise = atomic_load(&c.calls[RL_CLOCK_PRECISE]);
+    int coarse = atomic_load(&c.calls[RL_CLOCK_COARSE]);
+    rl_close(rl);
+    ck_assert_msg(precise == 1 && coarse == 1,
+                  "rl_open (%s) called the hook %d times for the precise source and %d for the "
+                  "coarse one: the header says once each",
+                  redis_url != NULL ? redis_url : "local-only", precise, coarse);
+}
+
+/* ratelimit.h: "The hook is called once per source at rl_open". */
+START_TEST(hook_called_once_per_source_at_open)
+{
+    open_counted(NULL);
+    open_counted("redis://127.0.0.1:1"); /* nothing listens: the sync thread starts anyway */
+}
+END_TEST
+
+typedef struct told {
+    int errors;
+    char text[512];
+} told_t;
+
+static void keep_error(void *ud, int32_t level, const char *msg)
+{
+    told_t *t = ud;
+    if (level == RL_LOG_ERROR) {
+        t->errors++;
+        snprintf(t->text, sizeof t->text, "%s", msg);
+    }
+}
+
+static int check_one(rl_t *rl, int id) { return rl_check(rl, id, "k", 1, 1, NULL); }
+
+/* Instance time saturates about 9.1 years after rl_open (2^58 ns): from
+ * then on a drained bucket never refills. A check that would deny says so
+ * (RL_ERANGE, logged once) instead of denying for ever; up to the horizon,
+ * denies are denies. */
+START_TEST(horizon_is_an_error_not_a_deny)
+{
+    told_t t = {0};
+    atomic_store(&raw_ns, UINT64_C(5000000000));
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.clock = hook;
+    cfg.log = keep_error;
+    cfg.log_ud = &t;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open(&rl, &cfg), 0);
+    int id = rl_test_add(rl, "name=h rate=1/s burst=1");
+    ck_assert_int_eq(check_one(rl, id), RL_ALLOW);
+    ck_assert_int_eq(check_one(rl, id), RL_DENY);
+    /* A second before the horizon: refilled, then a plain deny. */
+    uint64_t horizon_ns = RL_NOW_FP_MAX >> RL_FP_SHIFT;
+    atomic_fetch_add(&raw_ns, horizon_ns - RL_CLOCK_ORIGIN_NS - UINT64_C(1000000000));
+    ck_assert_int_eq(check_one(rl, id), RL_ALLOW);
+    ck_assert_int_eq(check_one(rl, id), RL_DENY);
+    ck_assert_int_eq(t.errors, 0);
+    /* At the horizon, and a day past it. */
+    atomic_fetch_add(&raw_ns, UINT64_C(1000000000));
+    ck_assert_int_eq(check_one(rl, id), RL_ALLOW);
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, &d), RL_ERANGE);
+    ck_assert_int_eq(d.allowed, RL_DENY);
+    atomic_fetch_add(&raw_ns, UINT64_C(86400000000000));
+    ck_assert_int_eq(check_one(rl, id), RL_ERANGE);
+    ck_assert_int_eq(t.errors, 1);
+    ck_assert_msg(strstr(t.text, "horizon") != NULL && strstr(t.text, "9.1 years") != NULL,
+                  "%s", t.text);
+    rl_close(rl);
+}
+END_TEST
 
 static Suite *suite(void)
 {
@@ -193,6 +298,8 @@ static Suite *suite(void)
     tcase_add_test(tc, saturates);
     tcase_add_test(tc, pick_by_slack);
     tcase_add_test(tc, backward_jumps_raced);
+    tcase_add_test(tc, hook_called_once_per_source_at_open);
+    tcase_add_test(tc, horizon_is_an_error_not_a_deny);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -218,6 +218,13 @@ static const char exact_fmt[] =
     "ratelimit_limit_degraded_total{limit=\"api\"} 0\n"
     "ratelimit_limit_degraded_total{limit=\"beta.shadow:v1\"} 0\n"
     "ratelimit_limit_degraded_total{limit=\"capped\"} 1\n"
+    "# HELP ratelimit_limit_degraded_spells_total Runs of the limit's degraded answers, each "
+    "begun by the first after the instance's health changed or a minute after the last began "
+    "(each logged), by limit.\n"
+    "# TYPE ratelimit_limit_degraded_spells_total counter\n"
+    "ratelimit_limit_degraded_spells_total{limit=\"api\"} 0\n"
+    "ratelimit_limit_degraded_spells_total{limit=\"beta.shadow:v1\"} 0\n"
+    "ratelimit_limit_degraded_spells_total{limit=\"capped\"} 1\n"
     "# HELP ratelimit_limit_keys Table slots held by the limit's keys now.\n"
     "# TYPE ratelimit_limit_keys gauge\n"
     "ratelimit_limit_keys{limit=\"api\"} 1\n"
@@ -278,7 +285,7 @@ START_TEST(exact_text)
     rl_test_clock_advance(&clk, 1000000000);
     char *got = render(rl);
     assert_text_eq(got, expected_text());
-    ck_assert_int_eq(check_format(got), 18 + 6 + 6);
+    ck_assert_int_eq(check_format(got), 21 + 6 + 6);
     /* Local-only: no global-tier families. */
     ck_assert_ptr_null(strstr(got, "ratelimit_health"));
     ck_assert_ptr_null(strstr(got, "ratelimit_sync"));
@@ -309,7 +316,7 @@ START_TEST(removed_limit_left_out)
     ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limit_admitted_total{limit=\"api\"} 3\n"
                                       "ratelimit_limit_admitted_total{limit=\"capped\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limits 2\n"));
-    ck_assert_int_eq(check_format(got), 12 + 6 + 2); /* hot_keys, no demand yet */
+    ck_assert_int_eq(check_format(got), 14 + 6 + 2); /* hot_keys, no demand yet */
     free(got);
 }
 END_TEST

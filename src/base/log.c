@@ -21,8 +21,9 @@ void rl__log_init(rl_logger_t *lg, rl_log_fn fn, void *ud, int quiet, rl_log_now
     atomic_init(&lg->unreported, 0);
 }
 
-/* GCRA: 1 if a line may be written now. */
-static int admit(rl_logger_t *lg)
+/* GCRA: 0 if a line may be written now (and it is charged), else the ns
+ * until one may. */
+static uint64_t admit(rl_logger_t *lg)
 {
     const uint64_t t = (uint64_t)RL_LOG_EVERY_MS * 1000000u;
     const uint64_t tau = (uint64_t)RL_LOG_BURST * t;
@@ -32,11 +33,11 @@ static int admit(rl_logger_t *lg)
     for (;;) {
         uint64_t next = (tat > now ? tat : now) + t;
         if (next - now > tau)
-            return 0;
+            return next - now - tau;
         /* relaxed: as above. */
         if (atomic_compare_exchange_weak_explicit(&lg->tat, &tat, next, memory_order_relaxed,
                                                   memory_order_relaxed))
-            return 1;
+            return 0;
     }
 }
 
@@ -53,21 +54,26 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-void rl__logv(rl_logger_t *lg, int level, const char *fmt, va_list ap)
+/* A line, or with keep the ns until the rate limit would admit it (it is
+ * then neither written nor counted as dropped). */
+static uint64_t logv(rl_logger_t *lg, int level, int keep, const char *fmt, va_list ap)
 {
     char msg[RL_LOG_LINE_MAX];
     if (lg->fn != NULL) {
         vsnprintf(msg, sizeof msg, fmt, ap);
         lg->fn(lg->ud, level, msg);
-        return;
+        return 0;
     }
     if (lg->quiet || level > RL_LOG_WARN)
-        return;
-    if (!admit(lg)) {
+        return 0;
+    uint64_t wait = admit(lg);
+    if (wait != 0 && keep)
+        return wait;
+    if (wait != 0) {
         /* relaxed: counters. */
         atomic_fetch_add_explicit(&lg->dropped, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&lg->unreported, 1, memory_order_relaxed);
-        return;
+        return 0;
     }
     /* relaxed: a counter; a drop racing this line is reported by the next. */
     uint64_t gap = atomic_exchange_explicit(&lg->unreported, 0, memory_order_relaxed);
@@ -90,6 +96,12 @@ void rl__logv(rl_logger_t *lg, int level, const char *fmt, va_list ap)
         n = (int)sizeof line - 2;
     line[n++] = '\n';
     write_all(lg->fd, line, (size_t)n);
+    return 0;
+}
+
+void rl__logv(rl_logger_t *lg, int level, const char *fmt, va_list ap)
+{
+    logv(lg, level, 0, fmt, ap);
 }
 
 void rl__log(rl_logger_t *lg, int level, const char *fmt, ...)
@@ -98,6 +110,15 @@ void rl__log(rl_logger_t *lg, int level, const char *fmt, ...)
     va_start(ap, fmt);
     rl__logv(lg, level, fmt, ap);
     va_end(ap);
+}
+
+uint64_t rl__log_keep(rl_logger_t *lg, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    uint64_t wait_ns = logv(lg, level, 1, fmt, ap);
+    va_end(ap);
+    return wait_ns == 0 ? 0 : (wait_ns + 999999u) / 1000000u;
 }
 
 uint64_t rl__log_dropped(rl_logger_t *lg)

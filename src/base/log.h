@@ -43,6 +43,13 @@ void rl__logv(rl_logger_t *lg, int level, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 void rl__log(rl_logger_t *lg, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A line that must not be lost (a state's last change, say): as rl__log,
+ * but when the stderr rate limit has no room the line is neither written
+ * nor dropped: the ms until it would have room (at least 1) is returned,
+ * for the caller to try again then with what is true by that time. 0:
+ * written, handed to the hook, or filtered out by level or log_quiet. */
+uint64_t rl__log_keep(rl_logger_t *lg, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 uint64_t rl__log_dropped(rl_logger_t *lg);
 
 #endif

@@ -13,7 +13,14 @@
 #include "redis/url.h"
 
 struct rl_exact {
-    rl_redis_caller_t *caller;
+    /* The pool's caller, made by the first rl__exact_connect (release;
+     * read with acquire), NULL before: a program with no exact or tiered
+     * limit and no quota opens none of its connections. */
+    _Atomic(rl_redis_caller_t *) caller;
+    uv_mutex_t start_mu;         /* serialises the connects */
+    rl_redisurl_t url;           /* what the caller connects to */
+    char where[400];             /* the URL without credentials, for logs */
+    uint32_t pool_size, reconnect_max_ms;
     const rl_allocator_t *alloc;
     rl_logger_t *logger;
     const rl_keyhash_t *kh;
@@ -31,62 +38,114 @@ typedef struct exact_args {
     rl_redis_call_t call;
 } exact_args_t;
 
+/* The caller's lines name neither the client nor the server: a user reads
+ * which connections they are about, and where they go. */
 static void exact_log(void *owner, int level, const char *msg)
 {
     rl_exact_t *x = owner;
-    rl__log(x->logger, level, "%s", msg);
+    rl__log(x->logger, level, "exact/quota connection to %s: %s", x->where, msg);
 }
 
-int rl__exact_start(const struct rl_redisurl *url, const rl_exact_cfg_t *xc, rl_exact_t **out)
+int rl__exact_create(const struct rl_redisurl *url, const rl_exact_cfg_t *xc, rl_exact_t **out)
 {
     rl_exact_t *x = rl__calloc(xc->alloc, sizeof *x, 64);
     if (x == NULL)
         return RL_ENOMEM;
+    if (uv_mutex_init(&x->start_mu) != 0) {
+        rl__free(xc->alloc, x, sizeof *x, 64);
+        return RL_ENOMEM;
+    }
+    atomic_init(&x->caller, NULL);
+    x->url = *url;
+    rl__redisurl_where(url, x->where, sizeof x->where);
+    x->pool_size = xc->pool_size;
+    x->reconnect_max_ms = xc->reconnect_max_ms;
     x->alloc = xc->alloc;
     x->logger = xc->logger;
     x->kh = xc->kh;
     x->key_prefix = xc->key_prefix;
     x->timeout_ns = (uint64_t)xc->timeout_ms * 1000000u;
-    /* The instance's one per-request caller: the quota ledger's script
-     * runs on it too (quota/quota.c), so quotas reuse this pool. */
-    static const char *const sources[RL_EXACT_SCRIPTS] = {
-        [RL_EXACT_SCRIPT_EXACT] = rl__lua_exact,
-        [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
-    };
-    rl_redis_caller_cfg_t cfg = {
-        .alloc = xc->alloc,
-        .url = url,
-        .pool = xc->pool_size,
-        .slots = xc->pool_size * RL_EXACT_SLOTS_PER_CONN,
-        .backoff_cap_ms = xc->reconnect_max_ms,
-        .scripts = sources,
-        .nscripts = RL_EXACT_SCRIPTS,
-        .log = exact_log,
-        .owner = x,
-    };
-    int rc = rl__redis_caller_start(&x->caller, &cfg);
-    if (rc != 0) {
-        rl__free(xc->alloc, x, sizeof *x, 64);
+    *out = x;
+    return 0;
+}
+
+int rl__exact_connect(rl_exact_t *x)
+{
+    /* acquire: pairs with the release below; a caller seen is built. */
+    if (atomic_load_explicit(&x->caller, memory_order_acquire) != NULL)
+        return 0;
+    uv_mutex_lock(&x->start_mu);
+    int rc = 0;
+    if (atomic_load_explicit(&x->caller, memory_order_relaxed) == NULL) {
+        /* The instance's one per-request caller: the quota ledger's script
+         * runs on it too (quota/quota.c), so quotas reuse this pool. */
+        static const char *const sources[RL_EXACT_SCRIPTS] = {
+            [RL_EXACT_SCRIPT_EXACT] = rl__lua_exact,
+            [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
+        };
+        rl_redis_caller_cfg_t cfg = {
+            .alloc = x->alloc,
+            .url = &x->url,
+            .pool = x->pool_size,
+            .slots = x->pool_size * RL_EXACT_SLOTS_PER_CONN,
+            .backoff_cap_ms = x->reconnect_max_ms,
+            .scripts = sources,
+            .nscripts = RL_EXACT_SCRIPTS,
+            .log = exact_log,
+            .owner = x,
+        };
+        rl_redis_caller_t *c = NULL;
+        rc = rl__redis_caller_start(&c, &cfg);
+        if (rc == 0)
+            /* release: what the caller's start wrote, to every check and
+             * charge that loads it with acquire. */
+            atomic_store_explicit(&x->caller, c, memory_order_release);
+    }
+    uv_mutex_unlock(&x->start_mu);
+    return rc;
+}
+
+int rl__exact_start(const struct rl_redisurl *url, const rl_exact_cfg_t *xc, rl_exact_t **out)
+{
+    rl_exact_t *x = NULL;
+    int rc = rl__exact_create(url, xc, &x);
+    if (rc == 0 && (rc = rl__exact_connect(x)) != 0) {
+        rl__exact_forget(x);
         return rc;
     }
     *out = x;
-    return 0;
+    return rc;
+}
+
+/* The caller, or NULL before the first connect. */
+static rl_redis_caller_t *caller_of(rl_exact_t *x)
+{
+    /* acquire: as in rl__exact_connect. */
+    return atomic_load_explicit(&x->caller, memory_order_acquire);
+}
+
+static void free_exact(rl_exact_t *x)
+{
+    uv_mutex_destroy(&x->start_mu);
+    rl__free(x->alloc, x, sizeof *x, 64);
 }
 
 void rl__exact_forget(rl_exact_t *x)
 {
     if (x == NULL)
         return;
-    rl__redis_caller_forget(x->caller);
-    rl__free(x->alloc, x, sizeof *x, 64);
+    if (caller_of(x) != NULL)
+        rl__redis_caller_forget(caller_of(x));
+    free_exact(x);
 }
 
 void rl__exact_stop(rl_exact_t *x)
 {
     if (x == NULL)
         return;
-    rl__redis_caller_stop(x->caller);
-    rl__free(x->alloc, x, sizeof *x, 64);
+    if (caller_of(x) != NULL)
+        rl__redis_caller_stop(caller_of(x));
+    free_exact(x);
 }
 
 /* The bucket's TTL: at least the time to refill a whole burst (a key that
@@ -140,7 +199,8 @@ void rl__exact_check(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_answer_t *
     exact_args_t args;
     make_args(x, r, &args);
     memset(a, 0, sizeof *a);
-    if (rl__redis_caller_wait(x->caller, &args.call, parse, a) != RL_CALL_REPLY)
+    rl_redis_caller_t *c = caller_of(x);
+    if (c == NULL || rl__redis_caller_wait(c, &args.call, parse, a) != RL_CALL_REPLY)
         a->ok = 0;
 }
 
@@ -163,14 +223,15 @@ static void on_async(void *ud, int status, const redisReply *reply)
 int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_fn *done,
                           const void *ctx, size_t ctx_len)
 {
-    if (ctx_len > RL_EXACT_CTX_MAX)
+    rl_redis_caller_t *caller = caller_of(x);
+    if (ctx_len > RL_EXACT_CTX_MAX || caller == NULL)
         return -1;
     exact_args_t args;
     make_args(x, r, &args);
     async_ctx_t c;
     c.done = done;
     memcpy(c.user, ctx, ctx_len);
-    return rl__redis_caller_send(x->caller, &args.call, on_async, &c,
+    return rl__redis_caller_send(caller, &args.call, on_async, &c,
                                  offsetof(async_ctx_t, user) + ctx_len) == 0
                ? 0
                : -1;
@@ -184,9 +245,13 @@ void rl__exact_virtual_now(rl_exact_t *x, uint64_t us)
 
 void rl__exact_counters(rl_exact_t *x, rl_exact_counters_t *out)
 {
-    rl_redis_caller_counters_t k;
-    rl__redis_caller_counters(x->caller, &k);
+    rl_redis_caller_counters_t k = {0};
+    if (caller_of(x) != NULL)
+        rl__redis_caller_counters(caller_of(x), &k);
     *out = (rl_exact_counters_t){k.sent, k.replies, k.timeouts, k.late, k.unsent, k.lost, k.full};
 }
 
-struct rl_redis_caller *rl__exact_caller(rl_exact_t *x) { return x->caller; }
+struct rl_redis_caller *rl__exact_caller(rl_exact_t *x)
+{
+    return rl__exact_connect(x) == 0 ? caller_of(x) : NULL;
+}

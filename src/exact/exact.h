@@ -51,7 +51,17 @@ typedef struct rl_exact_cfg {
     const char *key_prefix;
 } rl_exact_cfg_t;
 
-/* Start the exact thread. 0 or RL_ENOMEM. */
+/* The exact path, without its thread and connections: rl__exact_connect
+ * starts them, at the first exact or tiered limit or quota (a program that
+ * has none opens no connection it never uses). 0 or RL_ENOMEM. */
+int rl__exact_create(const struct rl_redisurl *url, const rl_exact_cfg_t *cfg, rl_exact_t **out);
+
+/* Start the exact thread and its pool, once; any thread, concurrently
+ * (a mutex serialises the first). 0 (running) or RL_ENOMEM. Until it has
+ * run, a check answers as when Redis does not (ok 0; async: -1). */
+int rl__exact_connect(rl_exact_t *x);
+
+/* rl__exact_create and rl__exact_connect at once. 0 or RL_ENOMEM. */
 int rl__exact_start(const struct rl_redisurl *url, const rl_exact_cfg_t *cfg, rl_exact_t **out);
 
 /* Answer every check in flight (async ones: their callbacks run now, with
@@ -87,6 +97,8 @@ void rl__exact_virtual_now(rl_exact_t *x, uint64_t us);
  * per-request connections per instance. */
 enum { RL_EXACT_SCRIPT_EXACT, RL_EXACT_SCRIPT_QUOTA, RL_EXACT_SCRIPTS };
 struct rl_redis_caller;
+/* The caller, connected first if it is not yet (rl__exact_connect); NULL
+ * if that failed. */
 struct rl_redis_caller *rl__exact_caller(rl_exact_t *x);
 
 /* Statistics of the exact thread. */

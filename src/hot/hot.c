@@ -39,7 +39,8 @@ int rl__hot_init(rl_t *rl, int synced, int shared, size_t k)
         rl__hot_destroy(rl);
         return rc;
     }
-    h->req_last_fp = h->round_last_fp = rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+    /* rl_open's "now": the clock hook is called once per source there. */
+    h->req_last_fp = h->round_last_fp = RL_CLOCK_ORIGIN_FP;
     rl->table.hotcap = h->cap;
     return 0;
 }

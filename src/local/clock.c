@@ -30,6 +30,7 @@ void rl__clock_init(rl_clock_t *c, rl_clock_fn user, void *ud, uint64_t coarse_t
      * Modular: a raw reading below the origin wraps base, and differences
      * from it are still right. */
     uint64_t raw = rl__clock_raw(c, RL_CLOCK_PRECISE);
+    atomic_init(&c->horizon, 0);
     for (int s = 0; s < 2; s++) {
         c->base_ns[s] = raw - RL_CLOCK_ORIGIN_NS;
         atomic_init(&c->guard[s].offset_ns, 0);
@@ -96,6 +97,9 @@ uint64_t rl__clock_guard(rl_clock_t *c, int s, uint64_t raw, uint64_t off, uint6
             atomic_store_explicit(&c->guard[RL_CLOCK_COARSE].margin_fp, 0, memory_order_relaxed);
     }
     uint64_t unow = now <= 0 ? 0 : now > lim * 2 ? (uint64_t)(lim * 2) : (uint64_t)now;
+    /* relaxed: a self-contained flag (local/clock.h), written once. */
+    if (unow >= RL_CLOCK_HORIZON_NS && atomic_load_explicit(&c->horizon, memory_order_relaxed) == 0)
+        atomic_store_explicit(&c->horizon, 1, memory_order_relaxed);
     /* release: pairs with the acquire loads of the readers. */
     while (unow >= last + RL_CLOCK_LAST_GRAIN_NS &&
            !atomic_compare_exchange_weak_explicit(&c->guard[s].last_ns, &last, unow,

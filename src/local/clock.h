@@ -55,12 +55,23 @@
 
 #define RL_CLOCK_LAST_GRAIN_NS UINT64_C(1000000)
 #define RL_CLOCK_ORIGIN_NS UINT64_C(1000000000)
+/* Instance time at rl__clock_init's readings: what rl_open's other parts
+ * take for "now" (the hook is called once per source while it opens). */
+#define RL_CLOCK_ORIGIN_FP (RL_CLOCK_ORIGIN_NS << RL_FP_SHIFT)
+/* Instance time saturates here (RL_NOW_FP_MAX): 2^58 ns, about 9.1 years
+ * after rl_open. From then on no bucket refills; the guard's slow path,
+ * which runs at least once a grain while time advances, notices and says
+ * so (rl__clock_past_horizon), so a deny costs a check nothing before. */
+#define RL_CLOCK_HORIZON_NS (RL_NOW_FP_MAX >> RL_FP_SHIFT)
 
 typedef struct rl_clock {
     rl_clock_fn user; /* NULL: built-in clocks */
     void *user_ud;
     uint64_t base_ns[2];      /* raw reading that maps to RL_CLOCK_ORIGIN_NS */
     uint64_t coarse_tick_ns;
+    /* RL_CLOCK_HORIZON_NS reached: 0 not yet, 1 reached, 2 reached and
+     * told (rl__clock_horizon_told). Written once, by a guard. */
+    _Atomic uint32_t horizon;
     /* Backward-jump absorption, one line per source so precise and coarse
      * readers do not share a written line. Written about once per grain. */
     struct {
@@ -90,6 +101,23 @@ static inline uint64_t rl__clock_coarse_margin(rl_clock_t *c)
     /* relaxed: a self-contained value; a check that reads a stale one is
      * concurrent with the backward step that cleared it. */
     return atomic_load_explicit(&c->guard[RL_CLOCK_COARSE].margin_fp, memory_order_relaxed);
+}
+
+/* 1 once instance time has saturated (a bucket drained since never
+ * refills). Read on the deny path only. */
+static inline int rl__clock_past_horizon(rl_clock_t *c)
+{
+    /* relaxed: a self-contained flag, set once. */
+    return atomic_load_explicit(&c->horizon, memory_order_relaxed) != 0;
+}
+
+/* 1 for the one caller that gets to report the horizon (then it is told). */
+static inline int rl__clock_horizon_told(rl_clock_t *c)
+{
+    uint32_t want = 1;
+    /* relaxed: as above; only who logs is decided here. */
+    return atomic_compare_exchange_strong_explicit(&c->horizon, &want, 2, memory_order_relaxed,
+                                                   memory_order_relaxed);
 }
 
 /* The guard's slow path: a backward step, a reading before the origin, or

@@ -183,6 +183,8 @@ int rl__limits_add(rl_limits_t *ls, const rl_limit_t *lim, const rl_clock_t *clk
     atomic_store_explicit(&s->sync_usage_max_ppm, 0, memory_order_relaxed);
     atomic_store_explicit(&s->sync_skew_max_ppm, 0, memory_order_relaxed);
     atomic_store_explicit(&s->sync_nodes_max, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->deg_mark, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->deg_spells, 0, memory_order_relaxed);
     params_publish(s, &p);
     /* release: publishes name, params and zeroed counters with the id. */
     atomic_store_explicit(&s->id, id, memory_order_release);

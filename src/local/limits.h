@@ -139,6 +139,11 @@ typedef struct rl_limit_slot {
     _Atomic uint32_t sync_usage_max_ppm;
     _Atomic uint32_t sync_skew_max_ppm;
     _Atomic uint32_t sync_nodes_max;
+    /* Degraded spells (src/degraded.c): the instance time the current one
+     * began (0: none yet), and how many began. Written on degraded answers
+     * only, zeroed when the limit is added. */
+    _Atomic uint64_t deg_mark;
+    _Atomic uint64_t deg_spells;
 } rl_limit_slot_t;
 
 typedef struct rl_limits {

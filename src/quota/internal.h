@@ -143,9 +143,9 @@ int rl__quota_begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quo
 /* ------------------------------------------------------ quota/replay.c */
 
 /* The journal and the replay thread, at the first rl_quota_add (under mu);
- * charges go through the exact thread's caller x, started by rl_open (in a
- * shared instance: by this process's rl_shared_attach, which calls this
- * through rl__quotas_adopt; before it, definitions only). */
+ * charges go through the exact thread's caller x, connected here (in a
+ * shared instance: started by this process's rl_shared_attach, which calls
+ * this through rl__quotas_adopt; before it, definitions only). */
 int rl__quota_start_replay(rl_quotas_t *qs, struct rl_exact *x);
 
 #endif

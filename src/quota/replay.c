@@ -80,13 +80,16 @@ int rl__quota_start_replay(rl_quotas_t *qs, struct rl_exact *x)
         return 0;
     if (x == NULL)
         return qs->rl->shsync != NULL ? 0 : RL_ENOTSUP;
+    /* The first quota connects the exact path's pool (exact/exact.h). */
+    struct rl_redis_caller *caller = rl__exact_caller(x);
+    if (caller == NULL)
+        return RL_ENOMEM;
     int rc = rl__qjournal_init(&qs->journal, &qs->rl->alloc, qs->journal_max);
     if (rc != 0)
         return rc;
-    /* release: charges read the caller pointer with acquire; the caller was
-     * built by rl_open, before any rl_quota_add could run. */
-    atomic_store_explicit(&qs->caller_pub, rl__exact_caller(x),
-                          memory_order_release);
+    /* release: charges read the caller pointer with acquire; it was built
+     * just above, before this rl_quota_add returns. */
+    atomic_store_explicit(&qs->caller_pub, caller, memory_order_release);
     if (rl__thread_start(&qs->replay, replay_main, qs) != 0) {
         rl__qjournal_destroy(&qs->journal, &qs->rl->alloc);
         return RL_ENOMEM;

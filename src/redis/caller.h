@@ -62,7 +62,9 @@ typedef struct rl_redis_caller rl_redis_caller_t;
  * valid only during the call. */
 typedef void rl_redis_call_fn(void *ud, int status, const redisReply *reply);
 
-/* Events worth a log line: level RL_LOG_*, msg one line. Caller thread. */
+/* Events worth a log line: level RL_LOG_*, msg one line. Caller thread.
+ * The line names neither the client nor the server: the owner's hook
+ * prefixes what a user knows its connections by, and where they go. */
 typedef void rl_redis_caller_log_fn(void *owner, int level, const char *msg);
 
 typedef struct rl_redis_caller_cfg {

@@ -136,8 +136,7 @@ static void check_stall(rl_redis_caller_t *c, croute_t *rt)
     if (rt->inflight == 0 || uv_now(&c->loop) - rt->last_progress < RL_CALLER_STALL_MS)
         return;
     rl__caller_count(c, K_STALLS);
-    logf_(c, RL_LOG_WARN, "redis caller: no reply from %s:%d for 1 s: reconnecting", c->url.host,
-          c->url.port);
+    logf_(c, RL_LOG_WARN, "no reply for 1 s: reconnecting");
     rl__redis_route_reset(&rt->route);
 }
 
@@ -264,7 +263,7 @@ static void on_script(redisAsyncContext *ac, void *r, void *priv)
     if (reply == NULL)
         return;
     if (!rl__redis_sha_reply(reply, c->sha[ref->id]))
-        logf_(c, RL_LOG_WARN, "redis caller: SCRIPT LOAD failed (EVAL used instead): %.200s",
+        logf_(c, RL_LOG_WARN, "SCRIPT LOAD failed (EVAL used instead): %.200s",
               rl__redis_reply_text(reply));
 }
 
@@ -286,7 +285,7 @@ static void conn_failed(void *owner, const char *why, const char *detail)
 {
     croute_t *rt = owner;
     if (rl__redis_route_attempts(&rt->route) <= 1)
-        logf_(rt->c, RL_LOG_WARN, "redis caller: %s: %.200s", why, detail ? detail : "");
+        logf_(rt->c, RL_LOG_WARN, "%s: %.200s", why, detail ? detail : "");
 }
 
 static void conn_lost(void *owner) { (void)owner; }
@@ -294,7 +293,7 @@ static void conn_lost(void *owner) { (void)owner; }
 static void conn_setup_error(void *owner, const redisReply *reply)
 {
     croute_t *rt = owner;
-    logf_(rt->c, RL_LOG_ERROR, "redis caller: connection setup failed: %.200s",
+    logf_(rt->c, RL_LOG_ERROR, "connection setup failed: %.200s",
           rl__redis_reply_text(reply));
 }
 

@@ -71,10 +71,10 @@ int rl__shsync_create(rl_t *rl, const rl_redisurl_t *url, const rl_sync_cfg_t *s
      * attaches and its sync starts: with nobody syncing, global limits
      * answer by their on_failure policy and rl_health / rl_stats say so,
      * where a forgotten rl_shared_attach would otherwise run every key at
-     * its pre-sync share for ever, looking healthy. */
+     * its pre-sync share for ever, looking healthy. Since the open (whose
+     * clock hook is called once per source). */
     atomic_store_explicit(&rl->health.word,
-                          RL_HEALTH_MAKE(RL_HEALTH_DEGRADED,
-                                         rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
+                          RL_HEALTH_MAKE(RL_HEALTH_DEGRADED, RL_CLOCK_ORIGIN_FP),
                           memory_order_relaxed);
     return 0;
 }

@@ -124,6 +124,23 @@ typedef struct rl_synclimit {
     uint64_t w_nodes_max;
 } rl_synclimit_t;
 
+/* What the health transitions' log lines remember (sync thread only): one
+ * line a second at most, the transitions between two lines coalesced into
+ * the next, which a timer writes if no transition does. */
+typedef struct rl_healthlog {
+    uv_timer_t timer;       /* writes the coalesced line */
+    uint64_t last_line_ms;  /* uv_now of the last line */
+    int any_line;           /* a line was written */
+    uint64_t outage_fp;     /* instance time healthy was left (the outage's
+                               start); meaningful while not healthy */
+    uint64_t healthy_ms;    /* how long healthy lasted before it */
+    uint64_t ended_ms;      /* the length of the last outage that ended */
+    int line_state;         /* the state the last line named */
+    uint32_t coalesced;     /* transitions since the last line */
+    int end_pending;        /* an outage's end is among them */
+    char why[96];           /* the reason of the last of them */
+} rl_healthlog_t;
+
 struct rl_sync {
     struct rl *rl;
     rl_sync_cfg_t cfg;
@@ -151,8 +168,7 @@ struct rl_sync {
     /* Health (sync thread only; published through rl->health). */
     rl_health_counts_t health_counts; /* policy/policy.h */
     uint32_t timeouts_in_row;
-    uint64_t last_log_ms;     /* transition logs: at most one a second */
-    uint64_t logs_dropped;
+    rl_healthlog_t hlog;      /* the transitions' log lines (sync/healthlog.c) */
     /* Round state (sync thread only). */
     uint64_t round_id;     /* the store's, written through */
     uint32_t in_flight;    /* script calls of the current round unanswered */
@@ -290,6 +306,14 @@ void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
 /* sync/heartbeat.c: this node's heartbeat in the registry (rkeys keys of
  * rlimits limits report this round). */
 void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits);
+
+/* sync/healthlog.c: the log line of a transition old -> state at instance
+ * time now_fp, whose old state began at since_fp. The timer is initialised
+ * with the loop (rl__sync_healthlog_init) and closed with it. */
+void rl__sync_healthlog_init(rl_sync_t *s);
+void rl__sync_healthlog(rl_sync_t *s, int old, int state, const char *why, uint64_t since_fp,
+                        uint64_t now_fp);
+void rl__sync_healthlog_close(rl_sync_t *s);
 
 /* sync/sync.c */
 /* Every call of the round answered (or the round sent none): judge it. */

@@ -21,8 +21,6 @@
 #include "policy/policy.h"
 #include "redis/uvloop.h"
 
-/* Transition log lines: at most one in this many ms. */
-#define HEALTH_LOG_EVERY_MS 1000
 /* A round's replies are awaited 9/10 of the interval: the next round's
  * jittered start (at least 90% of it) never finds them outstanding. */
 #define ROUND_DEADLINE_NUM (RL_SYNC_JITTER_DEN - 1)
@@ -63,7 +61,7 @@ static void first_outcome(rl_sync_t *s, int outcome)
 }
 
 /* Move to a health state: publish it with the time it was entered, account
- * the time spent in the old one, and log (at most one line a second). */
+ * the time spent in the old one, and log it (sync/healthlog.c). */
 static void set_health(rl_sync_t *s, int state, const char *why)
 {
     rl_health_t *h = &s->rl->health;
@@ -82,17 +80,7 @@ static void set_health(rl_sync_t *s, int state, const char *why)
                           atomic_load_explicit(&s->store->counters[C_ROUNDS], memory_order_relaxed),
                           memory_order_relaxed);
     atomic_store_explicit(&h->word, RL_HEALTH_MAKE(state, now), memory_order_relaxed);
-    uint64_t now_ms = uv_now(&s->loop);
-    if (now_ms >= s->last_log_ms + HEALTH_LOG_EVERY_MS) {
-        rl__sync_log(s, state == RL_HEALTH_DEGRADED ? RL_LOG_WARN : RL_LOG_INFO,
-                     "sync: %s -> %s after %llu ms (%s)%s", rl__health_name(old),
-                     rl__health_name(state), (unsigned long long)stay_ms, why,
-                     s->logs_dropped ? "; earlier transitions not logged" : "");
-        s->last_log_ms = now_ms;
-        s->logs_dropped = 0;
-    } else {
-        s->logs_dropped++;
-    }
+    rl__sync_healthlog(s, old, state, why, since, now);
 }
 
 void rl__sync_drop_connection(rl_sync_t *s) { rl__redis_route_reset(&s->route); }
@@ -215,6 +203,7 @@ static void finish_loop(rl_sync_t *s)
     uv_timer_stop(&s->round_timer);
     uv_timer_stop(&s->deadline_timer);
     rl__redis_route_close(&s->route);
+    rl__sync_healthlog_close(s);
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
     uv_close((uv_handle_t *)&s->wake, NULL);
@@ -513,6 +502,7 @@ static int init_loop(rl_sync_t *s)
     uv_timer_init(&s->loop, &s->deadline_timer);
     uv_async_init(&s->loop, &s->wake, on_wake);
     s->round_timer.data = s->deadline_timer.data = s->wake.data = s;
+    rl__sync_healthlog_init(s);
     static const char *const sources[RL_SYNC_SCRIPT_N] = {
         [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
         [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
@@ -529,6 +519,7 @@ static int init_loop(rl_sync_t *s)
         .scripts = &s->scripts,
     };
     if (rl__redis_route_init(&s->route, &rc) != 0) {
+        rl__sync_healthlog_close(s);
         uv_close((uv_handle_t *)&s->round_timer, NULL);
         uv_close((uv_handle_t *)&s->deadline_timer, NULL);
         uv_close((uv_handle_t *)&s->wake, NULL);
@@ -547,6 +538,7 @@ static int start_thread(rl_sync_t *s)
         return 0;
     uv_close((uv_handle_t *)&s->round_timer, NULL);
     uv_close((uv_handle_t *)&s->deadline_timer, NULL);
+    rl__sync_healthlog_close(s);
     rl__redis_route_close(&s->route);
     uv_close((uv_handle_t *)&s->wake, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -600,10 +592,12 @@ static int sync_start(struct rl *rl, const rl_redisurl_t *url, const rl_sync_cfg
         resume_host(s);
     /* relaxed: published to the thread by its creation. Healthy until a
      * round fails: before its first sync each key runs at its pre-sync
-     * share, not at its on_failure policy. */
-    atomic_store_explicit(&rl->health.word,
-                          RL_HEALTH_MAKE(RL_HEALTH_HEALTHY,
-                                         rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)),
+     * share, not at its on_failure policy. Since rl_open (whose clock hook
+     * is called once per source), or since a host's new lease holder took
+     * over. */
+    uint64_t since = host != NULL ? rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE)
+                                  : RL_CLOCK_ORIGIN_FP;
+    atomic_store_explicit(&rl->health.word, RL_HEALTH_MAKE(RL_HEALTH_HEALTHY, since),
                           memory_order_relaxed);
     if (start_thread(s) != 0) {
         free_sync(s);

@@ -294,6 +294,8 @@ class LimitStats(ctypes.Structure):
         ("share_skew_max_ppm", _u32),
         ("nodes_max", _u32),
         ("reserved0", _u32),
+        # appended field: runs of degraded answers, each logged
+        ("degraded_spells", _u64),
     ]
 
 
