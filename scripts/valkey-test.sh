@@ -50,7 +50,7 @@ valkey-server --version
 
 # Every suite that starts a server, the fault suite (test_policy), Cluster
 # and Sentinel included.
-suites='^test_(sync|exact|tiered|quota|policy_faults|nodes|usage|fleet|caller|cluster|sentinel|unixsock|script_keys|restricted|share_lua|redisurl_live|safedefaults|shared_global|hot_fleet|hot_policy|lease)$'
+suites='^test_(sync|exact|tiered|quota|policy_faults|nodes|usage|fleet|caller|cluster|sentinel|unixsock|script_keys|restricted|share_lua|redisurl_live|safedefaults|shared_global|hot_fleet|hot_policy|lease|logs)$'
 # A slot moved by --cluster reshard costs tens of ms on Valkey 8 against
 # about one on Redis 7, so test_cluster's reshard of a whole master (5461
 # slots, while the fleet runs rounds) outlasts its case's 300 s on a loaded
