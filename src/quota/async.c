@@ -58,12 +58,8 @@ int rl_quota_charge_async(rl_t *rl, int quota, const void *key, size_t key_len, 
     int rc = rl__quota_begin(rl, quota, key, key_len, NULL, &c.q, &slot, &gen);
     if (rc != 0)
         return rc;
-    if (request_id == NULL && id_len > 0)
-        return RL_EINVAL;
-    if (id_len == 0 || id_len > RL_QUOTA_ID_MAX || cost == 0)
-        return RL_ERANGE;
-    if (cost > c.q.amount)
-        return RL_ECOST;
+    if ((rc = rl__quota_charge_args(&c.q, request_id, id_len, cost)) != 0)
+        return rc;
     rl_quotas_t *qs = rl__quotas_of(rl);
     c.qs = qs;
     c.cb = cb;

@@ -140,6 +140,21 @@ int rl__quota_degraded(rl_quotas_t *qs, const rl_quota_t *q, int journal, const 
 int rl__quota_begin(rl_t *rl, int quota, const void *key, size_t key_len, rl_quota_result_t *out,
                     rl_quota_t *q, uint32_t *slot, uint32_t *gen);
 
+/* A charge's own arguments against its quota, after rl__quota_begin: the
+ * request id (1..RL_QUOTA_ID_MAX bytes), a cost of 1..amount. 0 or an RL_E*
+ * code; the blocking and the asynchronous charge ask the same. */
+static inline int rl__quota_charge_args(const rl_quota_t *q, const void *request_id,
+                                        size_t id_len, uint64_t cost)
+{
+    if (request_id == NULL && id_len > 0)
+        return RL_EINVAL;
+    if (id_len == 0 || id_len > RL_QUOTA_ID_MAX || cost == 0)
+        return RL_ERANGE;
+    if (cost > q->amount)
+        return RL_ECOST;
+    return 0;
+}
+
 /* ------------------------------------------------------ quota/replay.c */
 
 /* The journal and the replay thread, at the first rl_quota_add (under mu);

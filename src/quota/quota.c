@@ -331,12 +331,8 @@ int rl_quota_charge(rl_t *rl, int quota, const void *key, size_t key_len, uint64
     int rc = rl__quota_begin(rl, quota, key, key_len, out, &q, &slot, &gen);
     if (rc != 0)
         return rc;
-    if (request_id == NULL && id_len > 0)
-        return RL_EINVAL;
-    if (id_len == 0 || id_len > RL_QUOTA_ID_MAX || cost == 0)
-        return RL_ERANGE;
-    if (cost > q.amount)
-        return RL_ECOST;
+    if ((rc = rl__quota_charge_args(&q, request_id, id_len, cost)) != 0)
+        return rc;
     rl_quotas_t *qs = rl__quotas_of(rl);
     rl_qjentry_t e = {slot, gen, cost, rl__keyhash(&rl->kh, key, key_len), {0, 0}};
     rl__redis_quota_rid(&rl->kh, request_id, id_len, e.rid);
