@@ -65,8 +65,10 @@ START_TEST(decode_matches_division_form_at_the_cap)
              * neighbours: the cap's edge for this (burst, exponent). */
             uint64_t edge = burst == 0 ? MANT_MAX : (RL_TAU_FP_MAX / burst) >> exp;
             for (uint64_t d = 0; d < 7; d++) {
+                if (edge + d < 3)
+                    continue;
                 uint64_t m = edge + d - 3;
-                if (edge + d < 3 || m > MANT_MAX)
+                if (m > MANT_MAX)
                     continue;
                 uint64_t w = word(m, exp, burst, next_u64(&s));
                 REQUIRE(same_decode(w, &capped), "word %016llx (mantissa %llu, exponent %u, "
