@@ -89,16 +89,22 @@ static rl_t *open_logged(const char *url, uint32_t interval_ms)
     return rl_test_hold(rl, rl_test_close_fn);
 }
 
-static void stop_server(void *srv) { rl_test_redis_stop(srv); }
+static void stop_server(void *srv)
+{
+    rl_test_redis_stop(srv);
+    free(srv);
+}
 
 /* A server of the test's own, to kill and restart (the fixture's lives in
- * the runner; one this test's process restarts dies with it). */
-static rl_test_redis_t *own_server(rl_test_redis_t *srv, char *url, size_t urllen)
+ * the runner; one this test's process restarts dies with it). On the heap:
+ * the hold stops it after the test's frame is gone. */
+static rl_test_redis_t *own_server(char *url, size_t urllen)
 {
     char err[256];
-    memset(srv, 0, sizeof *srv);
-    ck_assert_msg(rl_test_redis_start(srv, err, sizeof err) == 0, "%s", err);
+    rl_test_redis_t *srv = calloc(1, sizeof *srv);
+    ck_assert_ptr_nonnull(srv);
     rl_test_hold(srv, stop_server);
+    ck_assert_msg(rl_test_redis_start(srv, err, sizeof err) == 0, "%s", err);
     snprintf(url, urllen, "redis://127.0.0.1:%d", srv->port);
     return srv;
 }
@@ -119,9 +125,8 @@ static unsigned long long number_after(const char *line, const char *word)
  * outage's start says what its figure measures. */
 START_TEST(outage_end_warned_with_its_length)
 {
-    rl_test_redis_t own;
     char url[64];
-    rl_test_redis_t *srv = own_server(&own, url, sizeof url);
+    rl_test_redis_t *srv = own_server(url, sizeof url);
     rl_t *rl = open_logged(url, 50);
     WAIT_FOR(rl_test_health(rl) == RL_HEALTH_HEALTHY);
     uint64_t killed = now_ms();
@@ -153,9 +158,8 @@ END_TEST
  * coalesced and written when the window ends, never dropped. */
 START_TEST(last_transition_of_a_burst_written)
 {
-    rl_test_redis_t own;
     char url[64];
-    rl_test_redis_t *srv = own_server(&own, url, sizeof url);
+    rl_test_redis_t *srv = own_server(url, sizeof url);
     rl_t *rl = open_logged(url, 50);
     WAIT_FOR(rl_test_health(rl) == RL_HEALTH_HEALTHY);
     rl_test_redis_kill(srv);
