@@ -361,43 +361,12 @@ static void print_bucket(const inspect_t *in)
     }
 }
 
-static void print_text(const inspect_t *in, const char *where)
+/* The key's node entries, one row each: what each reported, its share and
+ * tokens now (with a spec), and how long its entry lives. */
+static void print_nodes(const inspect_t *in)
 {
     const ks_key_t *k = &in->ks;
-    char a[64], b[64], c[64], key[4 * RL_MAX_KEY_LEN + 8];
-    fmt_printable(key, sizeof key, in->key, in->key_len);
-    printf("key        %s in limit %s (prefix %s)\n", key, in->limit, in->prefix);
-    fmt_duration(a, sizeof a, in->pttl);
-    printf("redis key  %s at %s (expires in %s)\n", in->redis_key, where, a);
-    fmt_duration(a, sizeof a, age(in->now, k->c, k->have & KS_C));
-    fmt_duration(b, sizeof b, age(in->now, k->t, k->have & KS_T));
-    printf("created    %s ago; last report %s ago\n", a, b);
-    if (in->family == KS_EXACT)
-        printf("admitted   %" PRIu64 " since created (charged to the bucket)\n", k->xc);
-    else
-        printf("admitted   %" PRIu64 " since created, all nodes\n", k->a);
-    print_bucket(in);
-    if (in->have_spec) {
-        fmt_rate(a, sizeof a, in->lim.rate.count, in->lim.rate.period_ms);
-        printf("limit      %s, burst %" PRIu64 "\n", a, in->burst);
-    } else {
-        printf("limit      rate unknown: give LIMIT as a spec or --limits FILE to see rates and "
-               "shares\n");
-    }
-    if (k->malformed && in->family == KS_EXACT)
-        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
-               k->malformed, k->malformed == 1 ? "" : "s");
-    if (in->family == KS_EXACT)
-        return;
-    size_t live = live_count(in);
-    fmt_q(a, sizeof a, in, ks_live_admitted_q(k, in->now));
-    fmt_q(b, sizeof b, in, ks_live_demand_q(k, in->now));
-    printf("usage      admitted %s, offered %s of the limit, by %zu live node%s\n", a, b, live,
-           live == 1 ? "" : "s");
-    if (k->malformed)
-        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
-               k->malformed, k->malformed == 1 ? "" : "s");
-    printf("\n");
+    char a[64], b[64], c[64];
     static const char *const head[] = {"NODE",   "INSTANCE",   "STATE",       "EPOCH",
                                        "ADMITTED", "OFFERED",  "DEMAND",      "ADMIT RATE",
                                        "SHARE",  "TOKENS",     "LAST REPORT", "EXPIRES IN"};
@@ -444,6 +413,46 @@ static void print_text(const inspect_t *in, const char *where)
     }
     table_print(&t, stdout);
     table_free(&t);
+}
+
+static void print_text(const inspect_t *in, const char *where)
+{
+    const ks_key_t *k = &in->ks;
+    char a[64], b[64], key[4 * RL_MAX_KEY_LEN + 8];
+    fmt_printable(key, sizeof key, in->key, in->key_len);
+    printf("key        %s in limit %s (prefix %s)\n", key, in->limit, in->prefix);
+    fmt_duration(a, sizeof a, in->pttl);
+    printf("redis key  %s at %s (expires in %s)\n", in->redis_key, where, a);
+    fmt_duration(a, sizeof a, age(in->now, k->c, k->have & KS_C));
+    fmt_duration(b, sizeof b, age(in->now, k->t, k->have & KS_T));
+    printf("created    %s ago; last report %s ago\n", a, b);
+    if (in->family == KS_EXACT)
+        printf("admitted   %" PRIu64 " since created (charged to the bucket)\n", k->xc);
+    else
+        printf("admitted   %" PRIu64 " since created, all nodes\n", k->a);
+    print_bucket(in);
+    if (in->have_spec) {
+        fmt_rate(a, sizeof a, in->lim.rate.count, in->lim.rate.period_ms);
+        printf("limit      %s, burst %" PRIu64 "\n", a, in->burst);
+    } else {
+        printf("limit      rate unknown: give LIMIT as a spec or --limits FILE to see rates and "
+               "shares\n");
+    }
+    if (k->malformed && in->family == KS_EXACT)
+        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
+               k->malformed, k->malformed == 1 ? "" : "s");
+    if (in->family == KS_EXACT)
+        return;
+    size_t live = live_count(in);
+    fmt_q(a, sizeof a, in, ks_live_admitted_q(k, in->now));
+    fmt_q(b, sizeof b, in, ks_live_demand_q(k, in->now));
+    printf("usage      admitted %s, offered %s of the limit, by %zu live node%s\n", a, b, live,
+           live == 1 ? "" : "s");
+    if (k->malformed)
+        printf("warning    %zu field%s this tool cannot read (a newer data model?)\n",
+               k->malformed, k->malformed == 1 ? "" : "s");
+    printf("\n");
+    print_nodes(in);
     if (in->have_spec)
         printf("\nSHARE and TOKENS: what the share rule gives each live node from the demands "
                "now (each node's next report moves its demand one EWMA step).\n");
