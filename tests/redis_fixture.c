@@ -10,13 +10,15 @@
  * after another in the runner, and each forked test inherits the copy. */
 static rl_test_redis_t srv;
 static int srv_mode;
+static const char *const *srv_extra; /* a plain server's extra arguments */
 static int srv_skipped;
 static char srv_url[64];
 
 static void fixture_start(void)
 {
     char err[1024];
-    int rc = rl_test_redis_start_as(&srv, srv_mode, 0, err, sizeof err);
+    int rc = srv_extra != NULL ? rl_test_redis_start_args(&srv, srv_extra, err, sizeof err)
+                               : rl_test_redis_start_as(&srv, srv_mode, 0, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "%s: %s\n", program_invocation_short_name, err);
         exit(1);
@@ -36,6 +38,12 @@ void rl_test_redis_fixture_as(TCase *tc, int mode)
 }
 
 void rl_test_redis_fixture(TCase *tc) { rl_test_redis_fixture_as(tc, RL_TEST_REDIS_PLAIN); }
+
+void rl_test_redis_fixture_args(TCase *tc, const char *const *extra)
+{
+    srv_extra = extra;
+    rl_test_redis_fixture_as(tc, RL_TEST_REDIS_PLAIN);
+}
 
 rl_test_redis_t *rl_test_redis(void) { return &srv; }
 

@@ -26,6 +26,11 @@ void rl_test_redis_fixture(TCase *tc);
 /* The same in another mode: RL_TEST_REDIS_UNIX (also on <dir>/redis.sock). */
 void rl_test_redis_fixture_as(TCase *tc, int mode);
 
+/* A plain server started with extra arguments (a NULL-ended list that
+ * outlives the suite), e.g. --rename-command to stand in for a managed
+ * Redis that refuses commands. */
+void rl_test_redis_fixture_args(TCase *tc, const char *const *extra);
+
 /* The running server: its pid, port and files, for the tests that pause,
  * kill or restart it. */
 rl_test_redis_t *rl_test_redis(void);

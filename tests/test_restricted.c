@@ -11,44 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "instance.h"
 #include "redis/keys.h"
 #include "sync/nodes.h"
 
-static rl_test_redis_t srv;
-static int skipped;
-static char url[64];
 static const char secret[] = "restricted-test-secret-012345678";
 static const char *const restricted[] = {
     "--rename-command", "SCRIPT", "", "--rename-command", "CONFIG", "",
     "--rename-command", "DEBUG",  "", "--rename-command", "KEYS",   "", NULL};
 
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start_args(&srv, restricted, err, sizeof err);
-    if (rc == 1) {
-        skipped = 1;
-        printf("test_restricted: %s\n", err);
-        return;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "test_restricted: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
-static void free_client(void *r) { redisFree(r); }
-
 static redisReply *cmd(const char *fmt, const char *arg)
 {
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert(r != NULL && r->err == 0);
-    rl_test_hold(r, free_client);
+    redisContext *r = rl_test_redis_client(0);
     redisReply *rep = redisCommand(r, fmt, arg);
     ck_assert_ptr_nonnull(rep);
     rl_test_release(r);
@@ -71,7 +46,7 @@ static rl_t *open_node(const char *node)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = node;
     c.sync_interval_ms = 50;
     c.key_secret = secret;
@@ -94,7 +69,7 @@ static rl_stats_t stats(rl_t *rl)
 
 START_TEST(the_server_refuses_script)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     redisReply *rep = cmd("SCRIPT LOAD %s", "return 1");
     ck_assert_int_eq(rep->type, REDIS_REPLY_ERROR);
@@ -110,7 +85,7 @@ END_TEST
  * hash is what the node admitted) and the node is in the registry. */
 START_TEST(global_sync_runs_through_eval)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     rl_t *rl = open_node("restricted-g");
     int g = rl_test_add(rl, "name=g rate=1000/h burst=1000 mode=global");
@@ -143,7 +118,7 @@ END_TEST
 
 START_TEST(exact_and_quota_run_through_eval)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     rl_t *rl = open_node("restricted-x");
     int x = rl_test_add(rl, "name=x rate=1/h burst=3 mode=exact");
@@ -179,7 +154,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("restricted");
     TCase *tc = tcase_create("restricted");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture_args(tc, restricted);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, the_server_refuses_script);

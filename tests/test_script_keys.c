@@ -21,12 +21,9 @@
 #include <strings.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "redis_harness.h"
+#include "redis_fixture.h"
 #include "lua/scripts.h"
 
-static rl_test_redis_t srv;
-static int skipped;
-static char url[64];
 static const char secret[] = "script-keys-test-secret-01234567";
 
 /* Key positions of every command the scripts may send: all of these name
@@ -62,35 +59,6 @@ static const char *script_source(int i)
 {
     const char *const src[S_N] = {rl__lua_report, rl__lua_nodes, rl__lua_exact, rl__lua_quota};
     return src[i];
-}
-
-static void start_redis(void)
-{
-    char err[256];
-    int rc = rl_test_redis_start(&srv, err, sizeof err);
-    if (rc == 1) {
-        skipped = 1;
-        printf("test_script_keys: %s\n", err);
-        return;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "test_script_keys: %s\n", err);
-        exit(1);
-    }
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
-}
-
-static void stop_redis(void) { rl_test_redis_stop(&srv); }
-
-static void free_client(void *r) { redisFree(r); }
-
-static redisContext *client(void)
-{
-    redisContext *r = redisConnect("127.0.0.1", srv.port);
-    ck_assert_ptr_nonnull(r);
-    rl_test_hold(r, free_client);
-    ck_assert_int_eq(r->err, 0);
-    return r;
 }
 
 static redisReply *cmd(redisContext *r, const char *fmt, const char *arg)
@@ -222,7 +190,7 @@ static void monitor_start(monitor_t *m)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->end_mark, sizeof m->end_mark, "keycheck-end-%d", (int)getpid());
-    m->r = redisConnect("127.0.0.1", srv.port);
+    m->r = redisConnect("127.0.0.1", rl_test_redis()->port);
     ck_assert(m->r != NULL && m->r->err == 0);
     redisReply *rep = redisCommand(m->r, "MONITOR");
     ck_assert(rep != NULL && rep->type == REDIS_REPLY_STATUS);
@@ -232,7 +200,7 @@ static void monitor_start(monitor_t *m)
 
 static void monitor_stop(monitor_t *m)
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(cmd(r, "ECHO %s", m->end_mark));
     rl_test_release(r);
     pthread_join(m->thread, NULL);
@@ -266,7 +234,7 @@ static int script_of(const call_t *c, char sha[S_N][41])
  * script's count in seen[]. The first error reply fails the test. */
 static void replay(monitor_t *m, unsigned seen[S_N])
 {
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     char sha[S_N][41];
     char *wrapped[S_N];
     for (int i = 0; i < S_N; i++) {
@@ -324,7 +292,7 @@ static rl_t *open_node(void)
 {
     rl_config_t c;
     rl_config_init(&c);
-    c.redis_url = url;
+    c.redis_url = rl_test_redis_url();
     c.node_id = "keycheck";
     c.sync_interval_ms = 50;
     c.key_secret = secret;
@@ -387,7 +355,7 @@ static void drive(rl_t *rl)
 
 START_TEST(every_script_declares_every_key)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
     monitor_t m;
     monitor_start(&m);
@@ -408,9 +376,9 @@ END_TEST
  * it was named before (KEYS[1] .. the period start). */
 START_TEST(the_check_fails_on_a_built_key)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     const char body[] = "return redis.call('GET', KEYS[1] .. '1700000000000')";
     char *src = malloc(sizeof prelude + sizeof body);
     ck_assert_ptr_nonnull(src);
@@ -429,9 +397,9 @@ END_TEST
  * {-1, now} and writes nothing: the node asks again from that now. */
 START_TEST(quota_names_the_wrong_period_and_touches_nothing)
 {
-    if (skipped)
+    if (rl_test_redis_skipped())
         return;
-    redisContext *r = client();
+    redisContext *r = rl_test_redis_client(0);
     freeReplyObject(cmd(r, "FLUSHALL", NULL));
     const char *argv[] = {"EVAL", rl__lua_quota, "4", "{t}:p:0", "{t}:r:1", "{t}:p:0",
                           "{t}:p:3600000", "c", "1", "10", "0", "0", "60000", "0"};
@@ -456,7 +424,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("script_keys");
     TCase *tc = tcase_create("keys");
-    tcase_add_unchecked_fixture(tc, start_redis, stop_redis);
+    rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, the_check_fails_on_a_built_key);
