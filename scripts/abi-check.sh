@@ -109,8 +109,8 @@ classify() {
     /^[^ ]/ { type = ""; part = ""; next }
     /^  / && part == "added" { next }
     /^  type size changed from [0-9]+ to [0-9]+ \(in bits\)$/ { old = $5 + 0; part = ""; next }
-    /^  [0-9]+ data member insertions?:$/ { part = "insert"; next }
-    /^  [0-9]+ impacted interfaces?:?$/ { part = "impact"; next }
+    /^  ([0-9]+|one) data member insertions?:$/ { part = "insert"; next }
+    /^  ([0-9]+|one) impacted interfaces?:?$/ { part = "impact"; next }
     /^    / && part == "impact" { next }
     /^    \x27.*\x27, at offset [0-9]+ \(in bits\)/ && part == "insert" {
       off = $0; sub(/.*\x27, at offset /, "", off); off += 0

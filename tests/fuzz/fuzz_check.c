@@ -15,8 +15,9 @@
  * A key is a 16-bit length (mod 601: 0..600, past RL_MAX_KEY_LEN on
  * purpose) and that many bytes (NULs included), or NULL when a flag says so.
  *
- * Checks, for every call: the return value is a verdict or the one error the
- * header predicts for these arguments; a decision never reports more than
+ * Checks, for every call: the return value is a verdict (or, once the clock
+ * has moved forward past the 2^58 ns horizon in total, RL_ERANGE where a
+ * deny would be) or the one error the header predicts for these arguments; a decision never reports more than
  * the burst, never a reset or retry time longer than a whole refill (+2 ms
  * of clock grain; the closed no-slot answer's fixed 1000 ms aside), never a
  * retry on a plain allow; peeks are flagged and charge nothing; a batch is
@@ -33,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NLIM 8
 #define CAP 1024 /* table max_keys: small, so the table fills */
+#define CLOCK_AT_OPEN (UINT64_C(1) << 40) /* the hook's reading at every rl_open */
 
 typedef struct fz_limit {
     const char *spec;
@@ -76,7 +78,7 @@ static void setup(void)
     static const char secret[] = "fuzz-secret-0123456789";
     c.key_secret = secret;
     c.key_secret_len = sizeof secret - 1;
-    atomic_store(&clock_ns, UINT64_C(1) << 40);
+    atomic_store(&clock_ns, CLOCK_AT_OPEN);
     if (rl_open(&inst, &c) != 0)
         abort();
     for (int i = 0; i < NLIM; i++) {
@@ -218,6 +220,28 @@ static int peek_remaining(const arg_t *a, uint64_t *rem)
     return rc;
 }
 
+/*
+ * The sum of the clock's forward moves: instance time advances by no more
+ * (a backward jump is absorbed, not replayed), so before it reaches the
+ * horizon (2^58 ns, rl_clock_fn) no check may answer RL_ERANGE. Except once
+ * the raw reading has been 2^62 ns or more from where it was at rl_open:
+ * the instance clamps the distance there (local/clock.c), and a reading that
+ * then crosses the signed wrap looks like a leap of up to 2^63 ns either way.
+ */
+static uint64_t forward;
+static int raw_went_far;
+
+static int past_horizon_possible(void)
+{
+    return raw_went_far || forward >= (UINT64_C(1) << 58);
+}
+
+/* A verdict, or past the horizon RL_ERANGE where it would deny. */
+static int is_verdict(int rc)
+{
+    return rc == RL_ALLOW || rc == RL_DENY || (rc == RL_ERANGE && past_horizon_possible());
+}
+
 static void op_check(rd_t *r)
 {
     arg_t a;
@@ -229,7 +253,7 @@ static void op_check(rd_t *r)
     rl_decision_t d;
     rl_decision_init(&d);
     int rc = rl_check(inst, a.id, a.key, a.key_len, a.cost, &d);
-    if (want == 1 ? (rc != RL_ALLOW && rc != RL_DENY) : rc != want)
+    if (want == 1 ? !is_verdict(rc) : rc != want)
         abort();
     check_decision(&a, rc, &d);
     if (want == 1 && a.cost == 0) {
@@ -252,7 +276,7 @@ static void op_refund(rd_t *r)
     if (want == 1) {
         uint64_t rem;
         int prc = peek_remaining(&a, &rem);
-        if ((prc != RL_ALLOW && prc != RL_DENY) || rem > lims[a.lim_idx].burst)
+        if (!is_verdict(prc) || rem > lims[a.lim_idx].burst)
             abort();
         /* Giving back a whole burst or more leaves the bucket full (a huge
          * cost once wrapped around: docs/hardening.md). */
@@ -334,6 +358,8 @@ static void op_clock(rd_t *r)
         rl_close(inst);
         setup();
         swung = 0;
+        forward = 0;
+        raw_went_far = 0;
     }
 #endif
     swung += mag;
@@ -343,6 +369,11 @@ static void op_clock(rd_t *r)
         atomic_fetch_sub_explicit(&clock_ns, mag, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&clock_ns, mag, memory_order_relaxed);
+    if (!(sel & 0x80))
+        forward += mag;
+    int64_t dist = (int64_t)(atomic_load_explicit(&clock_ns, memory_order_relaxed) - CLOCK_AT_OPEN);
+    if (dist >= (INT64_C(1) << 62) || dist <= -(INT64_C(1) << 62))
+        raw_went_far = 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
