@@ -252,7 +252,7 @@ START_TEST(report_args_generated)
              RL_REPORT_KEY_ARGS_N);
     ck_assert_ptr_nonnull(strstr(rl__lua_report, line));
     ck_assert_uint_eq(RL_REPORT_ARGS_N, 15);
-    ck_assert_uint_eq(RL_REPORT_KEY_ARGS_N, 7);
+    ck_assert_uint_eq(RL_REPORT_KEY_ARGS_N, 8);
 }
 END_TEST
 

@@ -221,9 +221,9 @@ static redisReply *report_at(redisContext *r, const char *key, const char *inc, 
                              long fresh_ms)
 {
     /* Each report as the occupancy's first (new counts = cumulative ones),
-     * spanning 100 ms. */
+     * spanning 100 ms, from a node that saw no other on the key. */
     return redisCommand(r, "EVAL %s 1 %s %s 100 1000 10 32768 838860 65536 1677721 60000 %ld %ld %ld "
-                           "0 %ld 0 %ld %ld %ld 30000 %ld %ld 100",
+                           "0 %ld 0 %ld %ld %ld 30000 %ld %ld 100 0",
                         rl__lua_report, key, inc, leaving, now_ms, expected, fresh_ms, epoch,
                         cum_a, cum_o, cum_a, cum_o);
 }
@@ -783,6 +783,22 @@ static long long node_field(const char *limit, const char *node, char what)
     return v;
 }
 
+/* A key's own field (a, c, g, h...) in the one key hash of a limit under
+ * prefix "v"; -1 if absent. */
+static long long key_field(const char *limit, const char *what)
+{
+    redisContext *r = rl_test_redis_client(0);
+    redisReply *keys = redisCommand(r, "KEYS {v:v1:%s:*", limit);
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(keys->elements, 1);
+    redisReply *v = redisCommand(r, "HGET %s %s", keys->element[0]->str, what);
+    long long got = v->type == REDIS_REPLY_STRING ? atoll(v->str) : -1;
+    freeReplyObject(v);
+    freeReplyObject(keys);
+    rl_test_release(r);
+    return got;
+}
+
 /* Delete every key under prefix "v" of a limit, as FLUSHALL, eviction or an
  * empty restart would. */
 static void delete_limit_keys(const char *limit)
@@ -861,6 +877,79 @@ START_TEST(recreated_entry_is_not_a_spike)
                   "the quiet node's re-created entry reads %.3f of the limit (it offers 0.02)",
                   (double)quiet_d / RL_SHARE_ONE);
     for (int i = 0; i < 2; i++)
+        rl_test_release(nodes[i]);
+}
+END_TEST
+
+/* A key's local burst on one node (0 before its first share). */
+static uint64_t share_tokens(rl_t *rl, int id, const char *key)
+{
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, id);
+    rl_probe_t pr;
+    rl__probe_init(&pr, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, strlen(key)),
+                   rl__limit_ref(id), ls->salt);
+    rl_slotref_t ref;
+    ck_assert(rl__table_find(&rl->table, &pr, &ref));
+    rl_gcra_t g;
+    rl__shareword_decode(atomic_load(&ref.slot->share), &g);
+    return g.burst;
+}
+
+START_TEST(lost_hash_holds_every_share)
+{
+    /* 4 nodes at twice the limit, uneven (10, 20, 30, 40% of the offered
+     * load), settled; then the key's hash is lost. Each node that reports
+     * into the rebuilt hash keeps at most the share it held, so the shares
+     * the fleet holds never sum above the limit's rate and burst, whoever
+     * has reported; once all 4 are back the hold ends. Before, the first
+     * reporter took the whole limit, the second half of it: the shares
+     * held summed to 1.9 rates. */
+    static const char *const names[4] = {"ha", "hb", "hc", "hd"};
+    rl_test_clock_t clk;
+    rl_t *nodes[4];
+    int ids[4];
+    manual_fleet(nodes, ids, 4, names, &clk, UINT64_C(8000000000000),
+                 "name=hold rate=1000/s burst=40");
+    int checks[4] = {20, 40, 60, 80};
+    for (int round = 0; round < 30; round++)
+        burst_round(nodes, ids, 4, &clk, checks);
+    double rate0[4];
+    uint64_t tokens0[4];
+    for (int i = 0; i < 4; i++) {
+        rate0[i] = share_rate(nodes[i], ids[i], "key");
+        tokens0[i] = share_tokens(nodes[i], ids[i], "key");
+    }
+    delete_limit_keys("hold");
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < checks[i]; k++)
+            rl_check(nodes[i], ids[i], "key", 3, 1, NULL);
+    rl_test_clock_advance(&clk, 100000000);
+    uint64_t vms = atomic_load(&clk.precise_ns) / 1000000;
+    for (int j = 0; j < 4; j++) {
+        ck_assert_int_eq(rl__sync_step(nodes[j]->sync, vms), 0);
+        double sum = 0;
+        uint64_t tokens = 0;
+        for (int i = 0; i < 4; i++) {
+            double r = share_rate(nodes[i], ids[i], "key");
+            ck_assert_msg(r <= rate0[i] * 1.000001, "node %d's share grew from %.1f/s to %.1f/s "
+                          "on a partial view of the lost hash", i, rate0[i], r);
+            ck_assert_uint_le(share_tokens(nodes[i], ids[i], "key"), tokens0[i]);
+            sum += r;
+            tokens += share_tokens(nodes[i], ids[i], "key");
+        }
+        ck_assert_msg(sum <= 1000.0 * 1.000001, "after %d reports the shares sum to %.1f/s", j + 1,
+                      sum);
+        ck_assert_uint_le(tokens, 40);
+        if (j < 3)
+            ck_assert_int_eq(key_field("hold", "h"), 4); /* still waiting for the others */
+    }
+    ck_assert_int_eq(key_field("hold", "h"), -1); /* all 4 back: the hold is over */
+    /* And the shares follow demand again: the busiest node gets more than
+     * the quietest. */
+    for (int round = 0; round < 3; round++)
+        burst_round(nodes, ids, 4, &clk, checks);
+    ck_assert_double_gt(share_rate(nodes[3], ids[3], "key"), share_rate(nodes[0], ids[0], "key"));
+    for (int i = 0; i < 4; i++)
         rl_test_release(nodes[i]);
 }
 END_TEST
@@ -962,6 +1051,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sparse_keys_report_once_a_period);
     tcase_add_test(tc, quiet_key_announces_its_period_and_reports_after_expiry);
     tcase_add_test(tc, recreated_entry_is_not_a_spike);
+    tcase_add_test(tc, lost_hash_holds_every_share);
     tcase_add_test(tc, falling_demand_reaches_redis_in_two_rounds);
     tcase_add_test(tc, close_writes_back_only_live_or_unreported);
     suite_add_tcase(s, tc);

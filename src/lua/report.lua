@@ -15,6 +15,9 @@
 --          each report refills at the rate and charges what the node
 --          admitted locally since its last one (it may go below zero: the
 --          nodes admitted before Redis heard; 0 is returned then); else 0.
+--          Hold: 1 while the key's hash is being rebuilt after it was lost
+--          (evicted, flushed, a failover to an empty replica): the node
+--          keeps at most the rate and tokens it holds (fields g and h).
 --
 -- A key's shares are computed once per round, not once per report: the
 -- first report at least `fresh` ms (one round) after the last computation,
@@ -163,6 +166,16 @@ local function fleet(key, take)
 end
 -- What this report admitted that Redis's bucket has not been charged.
 local charge = 0
+-- The key's hold (see report_key), read by each key's report.
+local hold_until, hold_nodes, hold_now = nil, 0, 0
+
+-- 1 while the key's hold lasts; a hold that is over is removed.
+local function holding(key, now, live)
+  if not hold_until then return 0 end
+  if now < hold_until and live < hold_nodes then return 1 end
+  redis.call('HDEL', key, 'g', 'h')
+  return 0
+end
 
 local EXTRA = 4
 local MINE = {'e', 'a', 'o', 'd', 'r', 't', 'x', 'q', 'b'}
@@ -178,16 +191,19 @@ local function report_key(i)
   local new_a = tonumber(ARGV[base + K_new_a])
   local new_o = tonumber(ARGV[base + K_new_o])
   local span = math.max(1, tonumber(ARGV[base + K_span]))
+  local seen = tonumber(ARGV[base + K_seen])
   local first = new_a >= cum_a and new_o >= cum_o -- nothing sent before
   -- This node's fields and the key's own: O(1), whatever the node count.
-  local get = {'a', 't', 'c', 'k', 'u', 'l', 'n'}
-  for j, f in ipairs(MINE) do get[7 + j] = inc .. '|' .. f end
+  local get = {'a', 't', 'c', 'k', 'u', 'l', 'n', 'g', 'h'}
+  local OWN = #get
+  for j, f in ipairs(MINE) do get[OWN + j] = inc .. '|' .. f end
   local v = redis.call('HMGET', key, unpack(get))
   local now = math.max(wall, tonumber(v[2]) or 0)
+  hold_now = now
   local me = nil
-  if v[8] then
+  if v[OWN + 1] then
     me = {}
-    for j, f in ipairs(MINE) do me[f] = tonumber(v[7 + j]) end
+    for j, f in ipairs(MINE) do me[f] = tonumber(v[OWN + j]) end
   end
 
   -- Fold this report in: deltas since what Redis already has.
@@ -244,18 +260,36 @@ local function report_key(i)
     end
   end
   -- A hash made by a node that had reported it was lost, not new: not young.
+  -- The other nodes it last saw on the key still hold their shares, which
+  -- the lost hash no longer counts: until they are back (h live nodes) or
+  -- their entries would have gone stale (g), every node keeps at most what
+  -- it holds (the reply's hold), so no node's share grows on a partial view.
   local created = tonumber(v[3])
+  hold_until, hold_nodes = tonumber(v[8]), tonumber(v[9]) or 0
   if not created then
     created = first and now or now - young
     kv[#kv + 1] = 'c'
     kv[#kv + 1] = created
+    if not first and seen > 1 then
+      hold_until, hold_nodes = now + stale, seen
+      kv[#kv + 1] = 'g'
+      kv[#kv + 1] = hold_until
+      kv[#kv + 1] = 'h'
+      kv[#kv + 1] = hold_nodes
+    end
+  elseif hold_until and seen > hold_nodes then
+    hold_nodes = seen
+    kv[#kv + 1] = 'h'
+    kv[#kv + 1] = hold_nodes
   end
   redis.call('HSET', key, unpack(kv))
   if leaving then drop(key, inc) end
   redis.call('PEXPIRE', key, ttl)
 
   local computed, extra = tonumber(v[4]), tonumber(v[7]) or 0
-  if leaving or again or me.q == nil or computed == nil then
+  -- A hold that ran out: the stored shares may be a partial view's.
+  if leaving or again or me.q == nil or computed == nil or
+     (hold_until and now >= hold_until) then
     return compute(key, now, created, extra) -- zeros for a leaving node: not live
   end
   if now - computed >= fresh then
@@ -277,8 +311,10 @@ end
 local out = {}
 for i = 1, #KEYS do
   charge = 0
+  hold_until, hold_nodes = nil, 0
   local r = report_key(i)
   r[5] = tiered and fleet(KEYS[i], charge) or 0
+  r[6] = leaving and 0 or holding(KEYS[i], hold_now, r[4])
   out[i] = r
 end
 return out

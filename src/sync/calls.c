@@ -86,6 +86,16 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
         unsigned __int128 t = ((unsigned __int128)l->p.normal.t_fp * RL_SHARE_ONE + q - 1) / q;
         t_local = t > RL_SHAREWORD_T_MAX ? RL_SHAREWORD_T_MAX : (uint64_t)t;
     }
+    rl_gcra_t before, after, tmp;
+    before = *current_gcra(slot, l, &tmp);
+    if (r->hold) {
+        /* The key's hash was lost and is being rebuilt: the other nodes
+         * still hold shares it does not count, so this one keeps at most
+         * what it holds (its pre-sync share if it has none yet). */
+        if (t_local != 0 && t_local < before.t_fp)
+            t_local = before.t_fp;
+        tokens = tokens < before.burst ? tokens : before.burst;
+    }
     /* A tiered key near its limit: the fleet-wide remaining is under the
      * threshold, plus a token for each live node (each may admit one
      * before it hears of this round). Its checks then confirm in Redis,
@@ -110,8 +120,6 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
      * near) while the others' admits take the key under the threshold. */
     if (s->store->slots[i].watch)
         mark_again(&s->rl->table, i);
-    rl_gcra_t before, after, tmp;
-    before = *current_gcra(slot, l, &tmp);
     /* relaxed: a self-contained word. A slot cannot be retired and reused
      * while its reply is in flight: it reported activity this round, and
      * reclaim waits for key_ttl (>= 1 s) of idleness, longer than any reply
@@ -146,15 +154,18 @@ int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t 
          * it rather than trust it. */
         long long q = v[RL_REPLY_Q], tokens = v[RL_REPLY_TOKENS];
         long long usage = v[RL_REPLY_USAGE], nodes = v[RL_REPLY_NODES];
+        long long hold = v[RL_REPLY_HOLD];
         if (!ok || q < 0 || q > RL_SHARE_ONE || tokens < 0 ||
             (unsigned long long)tokens > RL_SHAREWORD_BURST_MAX || nodes < 0 ||
-            nodes > RL_SYNC_NODES_MAX || usage < 0 || usage > nodes * RL_SHARE_ONE)
+            nodes > RL_SYNC_NODES_MAX || usage < 0 || usage > nodes * RL_SHARE_ONE ||
+            (hold != 0 && hold != 1))
             continue;
         o->q = (uint64_t)q;
         o->tokens = (uint64_t)tokens;
         o->usage = (uint64_t)usage;
         o->nodes = (uint64_t)nodes;
         o->remaining = v[RL_REPLY_REMAINING] > 0 ? (uint64_t)v[RL_REPLY_REMAINING] : 0;
+        o->hold = (int)hold;
     }
     return 0;
 }
@@ -237,8 +248,10 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
                 continue;
             apply_share(s, call->slot[j], call->ctrl[j], &s->shares[j]);
             /* Only for the occupant the report was for. */
-            if (s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
+            if (s->store->slots[call->slot[j]].ctrl == call->ctrl[j]) {
                 s->store->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot/hot.c */
+                s->store->slots[call->slot[j]].seen = (uint32_t)s->shares[j].nodes;
+            }
             if (windowed && s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
         }
@@ -355,6 +368,9 @@ static void put_key_args(rl_sync_t *s, uint32_t i, argbuf_t *b)
         case RL_RK_SPAN:
             arg_u64(b, (s->round_id - ss->last_round) * s->rl->sync_interval_ms);
             break;
+        /* Nodes that may hold a share the key's hash counts: if the hash
+         * is gone, the script holds every node's share until they are back. */
+        case RL_RK_SEEN: arg_u64(b, ss->seen); break;
         }
     }
     ss->pend_a = 0;

@@ -50,6 +50,7 @@ typedef struct rl_share_reply {
     uint64_t usage;  /* the fleet's admitted rate, Q24 of the limit's rate */
     uint64_t nodes;  /* live nodes on the key */
     uint64_t remaining; /* tiered: the fleet-wide remaining, tokens */
+    int hold;        /* keep at most the share held (RL_REPLY_HOLD) */
 } rl_share_reply_t;
 
 /* What the sync thread remembers of one slot's occupant (sync thread only). */
@@ -65,6 +66,9 @@ typedef struct rl_syncslot {
                           of the limit's rate (hot-key marking, hot/hot.c) */
     uint32_t win_seen; /* the stats window (low 31 bits of window_no) that
                           counted this key; top bit: counted as over too */
+    uint32_t seen;     /* live nodes the last reply counted on the key: a
+                          report into a lost hash says how many still hold
+                          shares (report.lua's hold) */
     uint8_t queued;    /* listed in this round's reports */
     uint8_t linger;    /* rounds still to report every round after a busy one */
     uint8_t period;    /* rounds between reports the last report announced
@@ -197,6 +201,7 @@ struct rl_sync {
     uint64_t step_done;       /* under step_mu */
     int step_failed;          /* under step_mu */
     int hand_back;         /* the final round hands the shares back (leaving) */
+    char evict_warned[32]; /* the eviction policy last warned of (sync/evict.c) */
     /* Shared with other threads. */
     _Atomic int stopping;
     rl_sync_store_t own_store; /* a private instance's store */
@@ -280,9 +285,10 @@ int rl__sync_send_ping(rl_sync_t *s);
 /*
  * Interpret a report script's reply for n keys: per key {rate share (Q24),
  * burst tokens, the fleet's admitted rate (Q24 of the limit's rate, above
- * 2^24 when the fleet overshoots), live nodes}; q = UINT64_MAX for an
- * element that is not a well-formed, in-range quadruple (skipped). -1 if the
- * reply is not an array of n. Pure: fuzzed in tests/fuzz/fuzz_reply.c.
+ * 2^24 when the fleet overshoots), live nodes, fleet remaining, hold (0 or
+ * 1)}; q = UINT64_MAX for an element that is not a well-formed, in-range
+ * sextuple (skipped). -1 if the reply is not an array of n. Pure: fuzzed in
+ * tests/fuzz/fuzz_reply.c.
  */
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out);
 
@@ -306,6 +312,10 @@ void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
 /* sync/heartbeat.c: this node's heartbeat in the registry (rkeys keys of
  * rlimits limits report this round). */
 void rl__sync_heartbeat(rl_sync_t *s, uint64_t rkeys, uint64_t rlimits);
+
+/* sync/evict.c: ask the server whether it can evict the library's keys,
+ * and warn once per policy that can. */
+void rl__sync_check_eviction(rl_sync_t *s);
 
 /* sync/healthlog.c: the log line of a transition old -> state at instance
  * time now_fp, whose old state began at since_fp. The timer is initialised

@@ -35,7 +35,8 @@
     X(STALE, stale)       /* ms this node's entry lives unreported */              \
     X(NEW_A, new_a)       /* admitted since the node's last report */              \
     X(NEW_O, new_o)       /* offered since then */                                 \
-    X(SPAN, span)         /* the ms they span */
+    X(SPAN, span)         /* the ms they span */                                   \
+    X(SEEN, seen)         /* live nodes of the node's last reply for the key */
 
 /* What the script returns per key, in this order (report.lua's header). */
 enum {
@@ -44,6 +45,8 @@ enum {
     RL_REPLY_USAGE,
     RL_REPLY_NODES,
     RL_REPLY_REMAINING, /* tiered: the fleet bucket's tokens left (else 0) */
+    RL_REPLY_HOLD,      /* 1: the key's hash is rebuilt after a loss: keep at
+                           most the rate and tokens held (report.lua) */
     RL_REPORT_REPLY_N
 };
 

@@ -189,6 +189,7 @@ static void script_loaded(void *owner, unsigned id, const redisReply *reply)
         set_connected(s, 1);
         first_outcome(s, FIRST_OK);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s", s->where);
+        rl__sync_check_eviction(s);
     } else if (reply != NULL) {
         int cls = rl__redis_classify(reply);
         rl__sync_error(s, cls);

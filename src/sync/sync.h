@@ -78,6 +78,17 @@ typedef struct rl_report_action {
 void rl__sync_report_policy(const rl_report_view_t *v, rl_report_action_t *out);
 
 /*
+ * What an INFO memory reply (text, len bytes) says of eviction: the
+ * maxmemory-policy into policy (cap bytes, cut and terminated) and
+ * maxmemory into *maxmemory. 1 when the server can evict this library's
+ * keys (a maxmemory and any policy but noeviction: every key the library
+ * writes carries a TTL, so volatile-* policies may take them too), 0 when it
+ * cannot, -1 when the text names no policy. Pure (sync/evict.c).
+ */
+int rl__sync_evict_policy(const char *text, size_t len, uint64_t *maxmemory, char *policy,
+                          size_t cap);
+
+/*
  * Counters of the sync thread, read by rl__sync_counters (rl_stats, tests),
  * one table: each row is a field of rl_sync_counters_t and its index in the
  * thread's counter array (sync/internal.h: C_<NAME>), in field order; the error

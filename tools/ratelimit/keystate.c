@@ -90,14 +90,15 @@ int ks_add(ks_key_t *k, const char *field, size_t flen, const char *value, size_
     const char *bar = memchr(field, '|', flen);
     if (bar == NULL) {
         /* The key's own fields: a single letter. */
-        static const char own[] = "atckuln";
+        static const char own[] = "atckulngh";
         const char *at = flen == 1 && field[0] != '\0' ? strchr(own, field[0]) : NULL;
         if (at == NULL || !ok) {
             k->malformed++;
             return 0;
         }
-        static const unsigned bits[] = {KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N};
-        uint64_t *slot[] = {&k->a, &k->t, &k->c, &k->k, &k->u, &k->l, &k->extra};
+        static const unsigned bits[] = {KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N, KS_G, KS_H};
+        uint64_t *slot[] = {&k->a, &k->t, &k->c, &k->k, &k->u, &k->l, &k->extra,
+                            &k->hold_until, &k->hold_nodes};
         k->have |= bits[at - own];
         *slot[at - own] = v;
         return 0;

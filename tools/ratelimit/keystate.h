@@ -18,6 +18,10 @@
  *   k        Redis time of that last computation, ms; u and l the fleet's
  *            admitted rate (Q24) and the live nodes it saw; n the extra
  *            computations since the round's first
+ *   g, h     while the hash is rebuilt after it was lost (evicted, flushed):
+ *            the Redis time the hold ends, ms, and the live nodes it waits
+ *            for; until then every reply tells its node to keep at most
+ *            the share it holds
  *
  * and, for mode=exact and mode=tiered, the token bucket src/lua/exact.lua
  * keeps in the same hash (a tiered key's report.lua charges it too):
@@ -55,8 +59,10 @@ typedef struct ks_node {
 } ks_node_t;
 
 typedef struct ks_key {
-    unsigned have; /* KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N below: the key's own fields */
+    unsigned have; /* KS_A, KS_T, KS_C, KS_K, KS_U, KS_L, KS_N, KS_G, KS_H below: the
+                      key's own fields */
     uint64_t a, t, c, k, u, l, extra; /* extra: the field n */
+    uint64_t hold_until, hold_nodes;  /* the fields g and h */
     int64_t xn;                         /* the bucket's fields (KS_X*) */
     uint64_t xl, xr, xf, xc;
     ks_node_t *nodes; /* sorted by incarnation, as the script orders them */
@@ -65,7 +71,8 @@ typedef struct ks_key {
 } ks_key_t;
 
 enum { KS_C = 128, KS_K = 256, KS_U = 512, KS_L = 1024, KS_N = 2048, KS_XN = 4096,
-       KS_XL = 8192, KS_XR = 16384, KS_XF = 32768, KS_XC = 65536 };
+       KS_XL = 8192, KS_XR = 16384, KS_XF = 32768, KS_XC = 65536, KS_G = 131072,
+       KS_H = 262144 };
 
 /* The key families a hash can hold (above). */
 enum { KS_GLOBAL, KS_EXACT, KS_TIERED };
