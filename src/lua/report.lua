@@ -198,6 +198,11 @@ local function report_key(i)
   local OWN = #get
   for j, f in ipairs(MINE) do get[OWN + j] = inc .. '|' .. f end
   local v = redis.call('HMGET', key, unpack(get))
+  if leaving and not v[1] and not v[3] and new_a == 0 and new_o == 0 then
+    -- The hash is gone (expired, evicted, flushed) and nothing of this node
+    -- is unreported: no share to hand back, and a write would make it again.
+    return {0, 0, 0, 0}
+  end
   local now = math.max(wall, tonumber(v[2]) or 0)
   hold_now = now
   local me = nil
