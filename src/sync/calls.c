@@ -250,7 +250,12 @@ static void call_reply(redisAsyncContext *ac, void *r, void *priv)
             /* Only for the occupant the report was for. */
             if (s->store->slots[call->slot[j]].ctrl == call->ctrl[j]) {
                 s->store->slots[call->slot[j]].usage_q = s->shares[j].usage; /* hot/hot.c */
-                s->store->slots[call->slot[j]].seen = (uint32_t)s->shares[j].nodes;
+                /* A reply during a hold counts the nodes back so far: the
+                 * others still hold shares, and a loss again must wait for
+                 * them too. */
+                rl_syncslot_t *ss = &s->store->slots[call->slot[j]];
+                uint32_t nodes = (uint32_t)s->shares[j].nodes;
+                ss->seen = s->shares[j].hold && ss->seen > nodes ? ss->seen : nodes;
             }
             if (windowed && s->store->slots[call->slot[j]].ctrl == call->ctrl[j])
                 window_add(s, l, call->slot[j], &s->shares[j]);
