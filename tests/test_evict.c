@@ -33,7 +33,7 @@ enum {
     NODES = 5,
     HOT = 20,
     STEPS = 10,            /* 10 ms steps a 100 ms round */
-    COLD_PER_ROUND = 20,   /* new cold keys per node and round */
+    COLD_PER_ROUND = 10,   /* new cold keys per node and round */
     HOT_PER_ROUND = 4,     /* checks per node, hot key and round: 2x in all */
     RATE = 100,            /* per second, every hot and cold key */
     BURST = 30,
