@@ -105,8 +105,9 @@ int ks_node_state(const ks_node_t *n, uint64_t now);
  * The rate share (Q24) and burst tokens the share rule (src/sync/share.h, the
  * library's own rl__share_compute) gives each live node now, from the stored
  * demands, with the parameters the sync round sends: what the next report of
- * any of them would return, bar its own EWMA step and the young-key stand-ins
- * of the key's first two rounds. q and tokens have k->n entries; entries of
+ * any of them would return, bar its own EWMA step, the young-key stand-ins
+ * of the key's first two rounds, and a hold (g, h: the node then keeps at
+ * most what it holds). q and tokens have k->n entries; entries of
  * nodes that are not live are 0. Returns the live node count, or -1 (out of
  * memory, or more nodes than the rule takes).
  */
