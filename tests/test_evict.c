@@ -103,6 +103,7 @@ static void get(int fd, void *p, size_t n)
  * until it is told to close. Never returns. */
 static void node_main(int idx, const char *url, int in, int out)
 {
+    atomic_store(&evict_warnings, 0); /* this process's own, not its parent's */
     rl_test_clock_t clk;
     atomic_init(&clk.precise_ns, START_NS);
     clk.coarse_tick_ns = 0;
