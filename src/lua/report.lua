@@ -169,6 +169,26 @@ local charge = 0
 -- The key's hold (see report_key), read by each key's report.
 local hold_until, hold_nodes, hold_now = nil, 0, 0
 
+-- A hash made again by a node that had reported it (made, not first) was
+-- lost: the other nodes it last saw on the key still hold their shares,
+-- which the hash no longer counts. Until they are back (h live nodes) or
+-- their entries would have gone stale (g), every node keeps at most what it
+-- holds (the reply's hold), so no share grows on a partial view. A later
+-- reporter that saw more nodes raises h. Appends the fields to kv.
+local function hold_fields(kv, made, first, seen, now, stale)
+  if made and not first and seen > 1 then
+    hold_until, hold_nodes = now + stale, seen
+    kv[#kv + 1] = 'g'
+    kv[#kv + 1] = hold_until
+    kv[#kv + 1] = 'h'
+    kv[#kv + 1] = hold_nodes
+  elseif hold_until and seen > hold_nodes then
+    hold_nodes = seen
+    kv[#kv + 1] = 'h'
+    kv[#kv + 1] = hold_nodes
+  end
+end
+
 -- 1 while the key's hold lasts; a hold that is over is removed.
 local function holding(key, now, live)
   if not hold_until then return 0 end
@@ -265,28 +285,14 @@ local function report_key(i)
     end
   end
   -- A hash made by a node that had reported it was lost, not new: not young.
-  -- The other nodes it last saw on the key still hold their shares, which
-  -- the lost hash no longer counts: until they are back (h live nodes) or
-  -- their entries would have gone stale (g), every node keeps at most what
-  -- it holds (the reply's hold), so no node's share grows on a partial view.
   local created = tonumber(v[3])
   hold_until, hold_nodes = tonumber(v[8]), tonumber(v[9]) or 0
   if not created then
     created = first and now or now - young
     kv[#kv + 1] = 'c'
     kv[#kv + 1] = created
-    if not first and seen > 1 then
-      hold_until, hold_nodes = now + stale, seen
-      kv[#kv + 1] = 'g'
-      kv[#kv + 1] = hold_until
-      kv[#kv + 1] = 'h'
-      kv[#kv + 1] = hold_nodes
-    end
-  elseif hold_until and seen > hold_nodes then
-    hold_nodes = seen
-    kv[#kv + 1] = 'h'
-    kv[#kv + 1] = hold_nodes
   end
+  hold_fields(kv, not v[3], first, seen, now, stale)
   redis.call('HSET', key, unpack(kv))
   if leaving then drop(key, inc) end
   redis.call('PEXPIRE', key, ttl)
