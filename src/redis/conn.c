@@ -93,8 +93,13 @@ static void on_connect(const redisAsyncContext *ac, int status)
         uv_timer_stop(&c->connect_timer);
         c->connecting = 0;
         c->ac = NULL; /* hiredis frees a context whose connect failed */
+        void *tls = c->tls;
         c->tls = NULL;
-        c->ops->failed(c->owner, "cannot connect", ac->errstr);
+        char detail[512];
+        if (tls != NULL) /* the handshake may have begun: say how far it got */
+            rl__redis_tls_why(tls, &ac->c, &c->url->tls, c->host, c->port, detail, sizeof detail);
+        c->ops->failed(c->owner, tls != NULL ? "TLS handshake failed" : "cannot connect",
+                       tls != NULL ? detail : ac->errstr);
         rl__redis_conn_schedule(c);
         return;
     }
@@ -138,7 +143,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
          * server refused our certificate once it was done (TLS 1.3 says
          * so only on the first read). A connect that failed, and why. */
         char detail[512];
-        rl__redis_tls_why(tls, &ac->c, c->host, c->port, detail, sizeof detail);
+        rl__redis_tls_why(tls, &ac->c, &c->url->tls, c->host, c->port, detail, sizeof detail);
         c->ops->failed(c->owner, "TLS handshake failed", detail);
         rl__redis_conn_schedule(c);
         return;

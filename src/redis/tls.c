@@ -60,7 +60,14 @@ static SSL_CTX *make_ctx(const rl_redistls_t *t, char *err, size_t errlen)
                      t->cert, ossl_reason(why, sizeof why));
             goto fail;
         }
-        if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1) {
+        int loaded = SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM);
+        if (loaded != 1 && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+            rl__errf(err, errlen, RL_ERANGE, "redis_url: tls_key %s is not the key of tls_cert "
+                     "%s", t->key, t->cert);
+            ERR_clear_error();
+            goto fail;
+        }
+        if (loaded != 1) {
             rl__errf(err, errlen, RL_ERANGE, "redis_url: tls_key %s: cannot load (a PEM key "
                      "without a passphrase): %s", t->key, ossl_reason(why, sizeof why));
             goto fail;
@@ -122,7 +129,7 @@ void *rl__redis_tls_start(redisContext *c, const rl_redistls_t *t, const char *h
         /* A blocking context's whole handshake failed here (a connecting
          * one's fails later, on its events). Not taken: hiredict owns the
          * object only once it succeeds. */
-        rl__redis_tls_why(ssl, c, host, port, err, errlen);
+        rl__redis_tls_why(ssl, c, t, host, port, err, errlen);
         SSL_free(ssl);
         return NULL;
     }
@@ -155,10 +162,15 @@ static const char *verify_hint(long v)
     }
 }
 
-void rl__redis_tls_why(const void *ssl, const redisContext *c, const char *host, int port,
-                       char *buf, size_t cap)
+void rl__redis_tls_why(const void *ssl, const redisContext *c, const rl_redistls_t *t,
+                       const char *host, int port, char *buf, size_t cap)
 {
     char why[256];
+    /* A server that requires a client certificate says so in an alert,
+     * which a reset may discard before it is read. */
+    const char *hint = t->cert[0] == '\0' ? " (if the server requires a client certificate, "
+                                            "set tls_cert and tls_key)"
+                                          : "";
     long v = SSL_get_verify_result(ssl);
     if (v != X509_V_OK) {
         ERR_clear_error();
@@ -167,12 +179,13 @@ void rl__redis_tls_why(const void *ssl, const redisContext *c, const char *host,
         return;
     }
     if (ERR_peek_last_error() != 0) {
-        snprintf(buf, cap, "TLS with %s:%d: handshake failed: %s", host, port,
-                 ossl_reason(why, sizeof why));
+        snprintf(buf, cap, "TLS with %s:%d: handshake failed: %s%s", host, port,
+                 ossl_reason(why, sizeof why), hint);
         return;
     }
-    snprintf(buf, cap, "TLS with %s:%d: %s", host, port,
-             c != NULL && c->errstr[0] != '\0' ? c->errstr : "connection closed in the handshake");
+    snprintf(buf, cap, "TLS with %s:%d: %s%s", host, port,
+             c != NULL && c->errstr[0] != '\0' ? c->errstr : "connection closed in the handshake",
+             hint);
 }
 
 #else /* no TLS in this build: url.c refuses rediss before any of these */
@@ -196,10 +209,10 @@ void *rl__redis_tls_start(redisContext *c, const rl_redistls_t *t, const char *h
 
 int rl__redis_tls_done(const void *ssl) { return ssl == NULL; }
 
-void rl__redis_tls_why(const void *ssl, const redisContext *c, const char *host, int port,
-                       char *buf, size_t cap)
+void rl__redis_tls_why(const void *ssl, const redisContext *c, const rl_redistls_t *t,
+                       const char *host, int port, char *buf, size_t cap)
 {
-    (void)ssl, (void)c;
+    (void)ssl, (void)c, (void)t;
     snprintf(buf, cap, "TLS with %s:%d: %s", host, port, no_tls);
 }
 #endif

@@ -37,9 +37,10 @@ int rl__redis_tls_done(const void *ssl);
  * Why the handshake on ssl failed, naming host:port: the certificate's
  * verification result (expired, the wrong host, an unknown CA, ...) when
  * that failed, else OpenSSL's reason (the server refused our certificate),
- * else c's error text.
+ * else c's error text; without a client certificate in t, a hint that
+ * the server may require one.
  */
-void rl__redis_tls_why(const void *ssl, const redisContext *c, const char *host, int port,
-                       char *buf, size_t cap);
+void rl__redis_tls_why(const void *ssl, const redisContext *c, const rl_redistls_t *t,
+                       const char *host, int port, char *buf, size_t cap);
 
 #endif
