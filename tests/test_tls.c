@@ -24,8 +24,6 @@
 #include "redis/url.h"
 #include "sync/sync.h"
 
-static const char secret[] = "tls-fleet-secret-0123456789";
-
 START_TEST(url_takes_tls_settings)
 {
     rl_redisurl_t u;
@@ -91,6 +89,8 @@ END_TEST
 #ifdef RL_HAVE_TLS
 
 /* ------------------------------------------------------------- helpers */
+
+static const char secret[] = "tls-fleet-secret-0123456789";
 
 /* The log lines of one instance, for the refusals' messages. */
 typedef struct logcap {
