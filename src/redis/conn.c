@@ -160,7 +160,7 @@ static void on_connect_deadline(uv_timer_t *timer)
         if (c->tls != NULL && (c->ac->c.flags & REDIS_CONNECTED) && !rl__redis_tls_done(c->tls)) {
             char detail[320];
             snprintf(detail, sizeof detail, "TLS with %s:%d: handshake timed out after %d ms "
-                     "(is the port a TLS port?)", c->host, c->port, RL_REDIS_CONNECT_DEADLINE_MS);
+                     "(is the port a TLS port?)", c->host, c->port, RL_REDIS_TLS_CONNECT_DEADLINE_MS);
             c->ops->failed(c->owner, "TLS handshake timed out", detail);
         } else {
             c->ops->failed(c->owner, "connect timed out", NULL);
@@ -195,7 +195,7 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
         tls = rl__redis_tls_start(&ac->c, &u->tls, c->host, c->port, detail, sizeof detail);
         if (tls == NULL) {
             redisAsyncFree(ac);
-            c->ops->failed(c->owner, "TLS setup failed", detail);
+            c->ops->failed(c->owner, "TLS handshake failed", detail);
             rl__redis_conn_schedule(c);
             return;
         }
@@ -211,7 +211,8 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
     c->ac = ac;
     c->tls = tls;
     c->connecting = 1;
-    uv_timer_start(&c->connect_timer, on_connect_deadline, RL_REDIS_CONNECT_DEADLINE_MS, 0);
+    uv_timer_start(&c->connect_timer, on_connect_deadline,
+                   tls != NULL ? RL_REDIS_TLS_CONNECT_DEADLINE_MS : RL_REDIS_CONNECT_DEADLINE_MS, 0);
 }
 
 void rl__redis_client_name(char *out, const char *name)

@@ -20,6 +20,9 @@
 
 /* How long a connect, and a new connection's setup, may take. */
 #define RL_REDIS_CONNECT_DEADLINE_MS 1000
+/* The same over TLS: the handshake adds a round trip or two and the
+ * public-key work of both ends. */
+#define RL_REDIS_TLS_CONNECT_DEADLINE_MS 3000
 /* A connection's CLIENT SETNAME name, its terminator included: a prefix and
  * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit; a longer one
  * is cut. */
