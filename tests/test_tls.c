@@ -326,6 +326,26 @@ START_TEST(unknown_ca_refused)
 }
 END_TEST
 
+START_TEST(cluster_and_sentinel_connections_verify)
+{
+    /* A Cluster seed and a Sentinel are TLS servers too, verified the same
+     * way: each refused for its expired certificate, by name. */
+    side_t *s = side_start("expired", 0);
+    const char *dir = rl_test_tls_dir();
+    static const char *const forms[][2] = {{"rediss+cluster", ""}, {"rediss+sentinel", "/m"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char url[512], node[96];
+        snprintf(url, sizeof url, "%s://127.0.0.1:%d%s?tls_ca_file=%s/ca.crt", forms[i][0],
+                 s->args.port, forms[i][1], dir);
+        snprintf(node, sizeof node, "TLS with 127.0.0.1:%d: certificate verify failed",
+                 s->args.port);
+        const char *const want[] = {node, "certificate has expired", NULL};
+        refused_with(url, want);
+    }
+    rl_test_release(s);
+}
+END_TEST
+
 START_TEST(missing_client_certificate_refused)
 {
     side_t *s = side_start("server", 1);
@@ -521,6 +541,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wrong_host_refused);
     tcase_add_test(tc, unknown_ca_refused);
     tcase_add_test(tc, missing_client_certificate_refused);
+    tcase_add_test(tc, cluster_and_sentinel_connections_verify);
     tcase_add_test(tc, silent_port_is_a_handshake_timeout);
     tcase_add_test(tc, bad_tls_files_fail_rl_open);
     tcase_add_test(tc, exact_mode_over_tls);
