@@ -342,12 +342,19 @@ static inline void rl_config_init(rl_config_t *cfg) { rl_config_init_sized(cfg, 
  *                  (Redis Cluster seeds; db 0 only)
  *                redis+sentinel://[[user]:password@]host[:port][,...]/MASTER[/db]
  *                  (Sentinels, asked without AUTH, and the master's name)
- *              with at most 8 hosts; no rediss:// (TLS); a host is letters,
+ *              with at most 8 hosts; a host is letters,
  *              digits, '.', '-', '_', or a bracketed IPv6 address ([::1]);
  *              user and password are percent-decoded (RFC 3986: %40 is '@';
  *              a '%' not before two hex digits is itself); no control byte
  *              or space anywhere. A db the server refuses (SELECT) fails
- *              the connection: degraded, logged, never db 0
+ *              the connection: degraded, logged, never db 0. rediss://,
+ *              rediss+cluster:// and rediss+sentinel:// are the same over
+ *              TLS, in a build with TLS (RL_TLS; others refuse them), with
+ *              the query ?tls_ca_file=PEM, tls_ca_dir=DIR, tls_cert=PEM and
+ *              tls_key=PEM (together), tls_server_name=NAME (SNI and the
+ *              name verified); chain and name are always verified, and a
+ *              TLS file that does not load fails rl_open (its message
+ *              names the file)
  *   RL_ENOMEM  an allocation failed, or the system's random source
  *              (getrandom) did not answer (nothing is leaked)
  *   RL_EAUTH   Redis answered, and refused redis_url's user or password

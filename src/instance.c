@@ -16,6 +16,7 @@
 #include "local/limitdef.h"
 #include "sync/share.h"
 #include "redis/url.h"
+#include "redis/tls.h"
 #include "sync/sync.h"
 #include "exact/exact.h"
 #include "quota/quota.h"
@@ -135,6 +136,8 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
     if (c->redis_url != NULL) {
         rl_redisurl_t u;
         int rc = rl__redisurl_parse(c->redis_url, &u, err, errlen);
+        if (rc == 0 && u.tls.on)
+            rc = rl__redis_tls_check(&u.tls, err, errlen); /* a wrong path fails here */
         if (rc != 0)
             return rc;
         /* A random per-node secret would give each node its own keys in

@@ -49,4 +49,51 @@ redisContext *rl_test_redis_client(int port);
 /* FLUSHALL on the fixture's server: a test starts from an empty Redis. */
 void rl_test_redis_flushall(void);
 
+/* ------------------------------------------------------------------ TLS */
+
+/*
+ * Certificates for a TLS server, made with openssl(1) into dir: a CA
+ * (ca.crt, ca.key) and, signed by it unless said, <name>.crt and <name>.key
+ * for: server (DNS:localhost, IP:127.0.0.1), server2 (the same names, a new
+ * key: a rotation), client (a client certificate), expired (the server's
+ * names, its notAfter past), wronghost (DNS:wrong.example only) and
+ * unknownca (the server's names, signed by another CA). 0, or -1 with err.
+ */
+int rl_test_tls_certs(const char *dir, char *err, size_t errlen);
+
+/* A server's TLS arguments; they must outlive it (restarts use them). */
+typedef struct rl_test_tls_args {
+    int port; /* the TLS port; the server's plain port stays srv->port */
+    char port_s[16], cert[128], key[128], ca[128];
+    const char *argv[20];
+} rl_test_tls_args_t;
+
+/*
+ * Start srv on a plain port (the test's own look at the data) and on a TLS
+ * port (a->port) with dir's <cert>.crt and .key and its CA; a client's
+ * certificate is checked when it sends one, and required when
+ * require_client. Appends go to disk at once, so a kill loses nothing.
+ * 0, 1 (skipped) or -1 with err, as rl_test_redis_start.
+ */
+int rl_test_tls_server_start(rl_test_redis_t *srv, rl_test_tls_args_t *a, const char *dir,
+                             const char *cert, int require_client, char *err, size_t errlen);
+
+/* Kill the server and start it again on its ports with dir's <cert>: a
+ * certificate rotated. 0 or -1 with err. */
+int rl_test_tls_server_rotate(rl_test_redis_t *srv, rl_test_tls_args_t *a, const char *dir,
+                              const char *cert, char *err, size_t errlen);
+
+/* The fixture of the TLS suites: certificates (rl_test_tls_certs) in a
+ * directory of their own and a server on "server" around the case's tests;
+ * rl_test_redis() is that server (its plain port), rl_test_redis_url() its
+ * plain URL. */
+void rl_test_redis_fixture_tls(TCase *tc);
+
+/* The fixture's certificate directory, TLS arguments and
+ * "rediss://127.0.0.1:<tls port>?tls_ca_file=..&tls_cert=..&tls_key=.."
+ * (the client certificate). */
+const char *rl_test_tls_dir(void);
+rl_test_tls_args_t *rl_test_tls_args(void);
+const char *rl_test_redis_tls_url(void);
+
 #endif

@@ -89,6 +89,8 @@ static int free_loopback_port(void)
     return port;
 }
 
+int rl_test_free_port(void) { return free_loopback_port(); }
+
 /* Whether a loopback port can be bound right now. */
 static int port_free(int port)
 {

@@ -67,6 +67,10 @@ int rl_test_redis_start_args(rl_test_redis_t *srv, const char *const *extra, cha
 int rl_test_redis_start_as(rl_test_redis_t *srv, int mode, int peer_port, char *err,
                            size_t errlen);
 
+/* A loopback port nobody listens on right now (another process may take it
+ * first): for a second listener of a server, such as its TLS port. */
+int rl_test_free_port(void);
+
 /* Kill the server with SIGKILL and reap it (its files stay, for a restart
  * with rl_test_redis_restart). */
 void rl_test_redis_kill(rl_test_redis_t *srv);

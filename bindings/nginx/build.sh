@@ -37,7 +37,15 @@ cp -r "$ngx_src" "$work"
 . "$work/conf_flags" # NGX_CONF_FLAGS: the installed nginx's configure flags
 
 export RL_NGX_INC="$root/include"
-RL_NGX_LIBS="$lib_build/libratelimit.a $(pkg-config --libs hiredis libuv libxxhash) -lpthread"
+# A TLS build (-DRL_TLS=ON) links hiredict and OpenSSL in place of hiredis,
+# as shared libraries: LGPL-3.0's terms for a dynamically linked hiredict
+# (docs/deployment.md, "The client library, and its licence").
+client_pc=hiredis
+if grep -qs '^RL_TLS:BOOL=ON$' "$lib_build/CMakeCache.txt"; then
+  client_pc="hiredict_ssl hiredict libssl libcrypto"
+fi
+# shellcheck disable=SC2086 # one word per package
+RL_NGX_LIBS="$lib_build/libratelimit.a $(pkg-config --libs $client_pc libuv libxxhash) -lpthread"
 export RL_NGX_LIBS
 
 cd "$work"

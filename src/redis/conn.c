@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "redis/conn.h"
 #include "redis/reply.h"
+#include "redis/tls.h"
 #include "redis/uv.h"
 #include "base/backoff.h"
 
@@ -34,6 +35,7 @@ void rl__redis_conn_drop(rl_redis_conn_t *c)
     if (c->ac != NULL) {
         redisAsyncContext *ac = c->ac;
         c->ac = NULL;
+        c->tls = NULL;
         redisAsyncFree(ac); /* pending callbacks get NULL replies; on_disconnect runs */
     }
     rl__redis_conn_schedule(c);
@@ -91,7 +93,13 @@ static void on_connect(const redisAsyncContext *ac, int status)
         uv_timer_stop(&c->connect_timer);
         c->connecting = 0;
         c->ac = NULL; /* hiredis frees a context whose connect failed */
-        c->ops->failed(c->owner, "cannot connect", ac->errstr);
+        void *tls = c->tls;
+        c->tls = NULL;
+        char detail[512];
+        if (tls != NULL) /* the handshake may have begun: say how far it got */
+            rl__redis_tls_why(tls, &ac->c, &c->url->tls, c->host, c->port, detail, sizeof detail);
+        c->ops->failed(c->owner, tls != NULL ? "TLS handshake failed" : "cannot connect",
+                       tls != NULL ? detail : ac->errstr);
         rl__redis_conn_schedule(c);
         return;
     }
@@ -124,9 +132,22 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     rl_redis_conn_t *c = ac->data;
     (void)status;
+    void *tls = c->tls;
+    int connecting = c->connecting;
     c->ac = NULL;
+    c->tls = NULL;
     c->connecting = 0;
     uv_timer_stop(&c->connect_timer);
+    if (tls != NULL && connecting) {
+        /* Gone before the setup was answered: the handshake failed, or the
+         * server refused our certificate once it was done (TLS 1.3 says
+         * so only on the first read). A connect that failed, and why. */
+        char detail[512];
+        rl__redis_tls_why(tls, &ac->c, &c->url->tls, c->host, c->port, detail, sizeof detail);
+        c->ops->failed(c->owner, "TLS handshake failed", detail);
+        rl__redis_conn_schedule(c);
+        return;
+    }
     c->ops->lost(c->owner);
     rl__redis_conn_schedule(c); /* not when stopping */
 }
@@ -136,7 +157,14 @@ static void on_connect_deadline(uv_timer_t *timer)
     rl_redis_conn_t *c = timer->data;
     if (c->ac != NULL && c->connecting) {
         c->connecting = 0;
-        c->ops->failed(c->owner, "connect timed out", NULL);
+        if (c->tls != NULL && (c->ac->c.flags & REDIS_CONNECTED) && !rl__redis_tls_done(c->tls)) {
+            char detail[320];
+            snprintf(detail, sizeof detail, "TLS with %s:%d: handshake timed out after %d ms "
+                     "(is the port a TLS port?)", c->host, c->port, RL_REDIS_TLS_CONNECT_DEADLINE_MS);
+            c->ops->failed(c->owner, "TLS handshake timed out", detail);
+        } else {
+            c->ops->failed(c->owner, "connect timed out", NULL);
+        }
         rl__redis_conn_drop(c);
     }
 }
@@ -159,6 +187,19 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
         rl__redis_conn_schedule(c);
         return;
     }
+    void *tls = NULL;
+    if (u->tls.on) {
+        /* Started at once, as the connect goes on: the handshake follows it
+         * on the same events, within the same deadline. */
+        char detail[512];
+        tls = rl__redis_tls_start(&ac->c, &u->tls, c->host, c->port, detail, sizeof detail);
+        if (tls == NULL) {
+            redisAsyncFree(ac);
+            c->ops->failed(c->owner, "TLS handshake failed", detail);
+            rl__redis_conn_schedule(c);
+            return;
+        }
+    }
     ac->data = c;
     if (rl__redisuv_attach(ac, c->loop, c->alloc) != REDIS_OK) {
         redisAsyncFree(ac);
@@ -168,8 +209,10 @@ void rl__redis_conn_open(rl_redis_conn_t *c)
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     c->ac = ac;
+    c->tls = tls;
     c->connecting = 1;
-    uv_timer_start(&c->connect_timer, on_connect_deadline, RL_REDIS_CONNECT_DEADLINE_MS, 0);
+    uv_timer_start(&c->connect_timer, on_connect_deadline,
+                   tls != NULL ? RL_REDIS_TLS_CONNECT_DEADLINE_MS : RL_REDIS_CONNECT_DEADLINE_MS, 0);
 }
 
 void rl__redis_client_name(char *out, const char *name)
@@ -186,6 +229,7 @@ void rl__redis_conn_init(rl_redis_conn_t *c, uv_loop_t *loop, const rl_allocator
                          const rl_redis_conn_ops_t *ops, void *owner)
 {
     c->ac = NULL;
+    c->tls = NULL;
     c->connecting = 0;
     c->attempt = 0;
     c->backoff_cap_ms = backoff_cap_ms;
@@ -210,6 +254,7 @@ void rl__redis_conn_idle(rl_redis_conn_t *c)
     if (c->ac != NULL) {
         redisAsyncContext *ac = c->ac;
         c->ac = NULL;
+        c->tls = NULL;
         redisAsyncFree(ac); /* on_disconnect: the owner's stopping() says no reconnect */
     }
 }
@@ -223,6 +268,7 @@ void rl__redis_conn_close_cb(rl_redis_conn_t *c, uv_close_cb cb)
     if (c->ac != NULL) {
         redisAsyncContext *ac = c->ac;
         c->ac = NULL;
+        c->tls = NULL;
         redisAsyncFree(ac);
     }
     uv_close((uv_handle_t *)&c->connect_timer, cb);

@@ -3,6 +3,9 @@
  * One Redis connection on a libuv loop (the loop's thread only): connect
  * with a deadline, pipeline the setup (AUTH, SELECT, CLIENT SETNAME) before
  * anything the owner sends, and reconnect after a loss with the backoff of base/backoff.h.
+ * A rediss URL's connections are TLS (redis/tls.h): a failed handshake is
+ * a failed connect whose detail says why (expired, wrong host, unknown CA,
+ * timed out), naming the server.
  * It decides nothing: what a failure means (an error counted, a health
  * state, a log line) is the owner's, told through rl_redis_conn_ops_t.
  */
@@ -17,6 +20,9 @@
 
 /* How long a connect, and a new connection's setup, may take. */
 #define RL_REDIS_CONNECT_DEADLINE_MS 1000
+/* The same over TLS: the handshake adds a round trip or two and the
+ * public-key work of both ends. */
+#define RL_REDIS_TLS_CONNECT_DEADLINE_MS 3000
 /* A connection's CLIENT SETNAME name, its terminator included: a prefix and
  * an incarnation (a 64-byte node_id, ':', 16 hex digits) fit; a longer one
  * is cut. */
@@ -52,6 +58,8 @@ typedef struct rl_redis_conn_ops {
 
 typedef struct rl_redis_conn {
     redisAsyncContext *ac; /* NULL while not connected */
+    void *tls;             /* a rediss URL's: ac's SSL object (ac owns it);
+                              NULL with ac, and for a plain connection */
     int connecting;        /* connect sent, or its setup not yet answered */
     unsigned setup_pending; /* setup commands not yet answered */
     uint32_t attempt;      /* reconnect attempts since the last success */

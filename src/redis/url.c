@@ -87,7 +87,8 @@ static int query_refused(const char *q, char *err, size_t errlen)
 {
     return rl__errf(err, errlen, RL_ERANGE,
                     "redis_url: query \"%.40s\" is not understood (write the db as /N after "
-                    "the host; only a unix socket's URL takes ?db=N)",
+                    "the host; only a unix socket's URL takes ?db=N, and a rediss:// URL "
+                    "its tls_ settings)",
                     q);
 }
 
@@ -125,13 +126,10 @@ static int unknown_scheme(const char *url, char *err, size_t errlen)
     if (strncmp(url + n, "://", 3) != 0)
         return rl__errf(err, errlen, RL_ERANGE,
                         "redis_url: no scheme: write redis://host[:port][/db]");
-    if ((n == 6 && strncmp(url, "rediss", 6) == 0) || strncmp(url, "rediss+", 7) == 0)
-        return rl__errf(err, errlen, RL_ERANGE,
-                        "redis_url: rediss:// (TLS) is not supported by this build: "
-                        "use redis:// (through a TLS tunnel if the network needs one)");
     return rl__errf(err, errlen, RL_ERANGE,
                     "redis_url: must start with redis://, redis+unix:// (or unix://), "
-                    "redis+cluster:// or redis+sentinel:// (scheme \"%.*s\" unknown)",
+                    "redis+cluster://, redis+sentinel:// or their rediss forms (TLS) "
+                    "(scheme \"%.*s\" unknown)",
                     (int)(n < 32 ? n : 32), url);
 }
 
@@ -256,7 +254,7 @@ static int parse_sentinel_tail(const char *p, rl_redisurl_t *out, char *err, siz
     return *p == '/' ? parse_db(p + 1, out, err, errlen) : 0;
 }
 
-int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t errlen)
+static int parse_plain(const char *url, rl_redisurl_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->port = 6379;
@@ -322,6 +320,51 @@ int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t er
     return 0;
 }
 
+/* A rediss URL: the redis URL it is over TLS, then its query. */
+static int parse_tls(const char *url, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    if (strncmp(url, "rediss+unix://", 14) == 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: rediss+unix://: TLS over a unix socket is not supported "
+                        "(a local socket needs none: use redis+unix://)");
+#ifndef RL_HAVE_TLS
+    (void)out;
+    return rl__errf(err, errlen, RL_ERANGE,
+                    "redis_url: rediss:// (TLS): this build has no TLS (built on hiredis 0.14; "
+                    "build with -DRL_TLS=ON on hiredict, or use redis:// through a TLS tunnel, "
+                    "docs/deployment.md)");
+#else
+    /* The query starts after the credentials, which end at the last '@'. */
+    const char *at = strrchr(url, '@');
+    const char *q = strchr(at != NULL ? at : url, '?');
+    size_t n = q != NULL ? (size_t)(q - url) : strlen(url);
+    char plain[4096];
+    if (n - 1 >= sizeof plain)
+        return rl__errf(err, errlen, RL_ERANGE, "redis_url: longer than %zu bytes before its "
+                        "query", sizeof plain);
+    memcpy(plain, url, 5); /* "rediss..." less its 's' */
+    memcpy(plain + 5, url + 6, n - 6);
+    plain[n - 1] = '\0';
+    int rc = parse_plain(plain, out, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (out->kind == RL_REDISURL_UNIX)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "redis_url: TLS over a unix socket is not supported");
+    out->tls.on = 1;
+    return q != NULL ? rl__redisurl_tls_query(q + 1, &out->tls, err, errlen) : 0;
+#endif
+}
+
+int rl__redisurl_parse(const char *url, rl_redisurl_t *out, char *err, size_t errlen)
+{
+    if (url != NULL && strncmp(url, "rediss", 6) == 0 && (url[6] == '+' || url[6] == ':')) {
+        memset(out, 0, sizeof *out);
+        return parse_tls(url, out, err, errlen);
+    }
+    return parse_plain(url, out, err, errlen);
+}
+
 void rl__redisurl_where(const rl_redisurl_t *u, char *buf, size_t cap)
 {
     if (u->kind == RL_REDISURL_UNIX) {
@@ -331,7 +374,7 @@ void rl__redisurl_where(const rl_redisurl_t *u, char *buf, size_t cap)
     const char *what = u->kind == RL_REDISURL_CLUSTER    ? "cluster "
                        : u->kind == RL_REDISURL_SENTINEL ? "sentinel "
                                                          : "";
-    int w = snprintf(buf, cap, "%s", what);
+    int w = snprintf(buf, cap, "%s%s", u->tls.on ? "tls " : "", what);
     for (int i = 0; i < u->nhosts && w >= 0 && (size_t)w < cap; i++) {
         int v6 = strchr(u->hosts[i].host, ':') != NULL; /* bracketed, as written */
         w += snprintf(buf + w, cap - (size_t)w, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "",

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "redisconn.h"
+#include "redis/tls.h"
 
 static int fail(cli_redis_t *r, int status, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -84,6 +85,9 @@ static int connect_to(cli_redis_t *r, const char *host, int port)
     if (r->c->err)
         return fail(r, CLI_RUNTIME, "redis_unreachable", "cannot reach Redis at %s: %s",
                     r->where, r->c->errstr);
+    char why[512];
+    if (u->tls.on && rl__redis_tls_start(r->c, &u->tls, host, port, why, sizeof why) == NULL)
+        return fail(r, CLI_RUNTIME, "redis_tls", "cannot reach Redis at %s: %s", r->where, why);
     redisSetTimeout(r->c, tv);
     redisReply *reply = NULL;
     if (u->password[0] != '\0') {
@@ -156,10 +160,15 @@ redisReply *cli_redis_cmd(cli_redis_t *r, int want, const char *fmt, ...)
 static int sentinel_master(cli_redis_t *r, char *host, size_t cap, int *port)
 {
     struct timeval tv = {CLI_REDIS_TIMEOUT_MS / 1000, (CLI_REDIS_TIMEOUT_MS % 1000) * 1000};
+    char tls_why[512] = "";
     for (int i = 0; i < r->u.nhosts; i++) {
         redisContext *c = redisConnectWithTimeout(r->u.hosts[i].host, r->u.hosts[i].port, tv);
         redisReply *a = NULL;
-        if (c != NULL && c->err == 0) {
+        if (c != NULL && c->err == 0 && r->u.tls.on &&
+            rl__redis_tls_start(c, &r->u.tls, r->u.hosts[i].host, r->u.hosts[i].port, tls_why,
+                                sizeof tls_why) == NULL) {
+            /* told below, if no other Sentinel answers */
+        } else if (c != NULL && c->err == 0) {
             redisSetTimeout(c, tv);
             a = redisCommand(c, "SENTINEL get-master-addr-by-name %s", r->u.master);
         }
@@ -178,7 +187,8 @@ static int sentinel_master(cli_redis_t *r, char *host, size_t cap, int *port)
             return 0;
     }
     return fail(r, CLI_RUNTIME, "redis_unreachable",
-                "no Sentinel of %d named a master \"%s\"", r->u.nhosts, r->u.master);
+                "no Sentinel of %d named a master \"%s\"%s%s", r->u.nhosts, r->u.master,
+                tls_why[0] != '\0' ? "; " : "", tls_why);
 }
 
 int cli_redis_open(cli_redis_t *r, const char *url)
