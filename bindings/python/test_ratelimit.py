@@ -372,6 +372,9 @@ class StructLayout(unittest.TestCase):
         "rl_decision_t": rlm.Decision_t,
         "rl_stats_t": rlm.Stats,
         "rl_limit_stats_t": rlm.LimitStats,
+        "rl_quota_t": rlm.Quota,
+        "rl_quota_result_t": rlm.QuotaResult_t,
+        "rl_hotkey_t": rlm.Hotkey,
     }
 
     def test_offsets_match_c(self):
@@ -407,7 +410,10 @@ class StructLayout(unittest.TestCase):
                           ("rl_request_init_sized", rlm.Request),
                           ("rl_decision_init_sized", rlm.Decision_t),
                           ("rl_stats_init_sized", rlm.Stats),
-                          ("rl_limit_stats_init_sized", rlm.LimitStats)):
+                          ("rl_limit_stats_init_sized", rlm.LimitStats),
+                          ("rl_quota_init_sized", rlm.Quota),
+                          ("rl_quota_result_init_sized", rlm.QuotaResult_t),
+                          ("rl_hotkey_init_sized", rlm.Hotkey)):
             s = cls()
             getattr(lib, init)(ctypes.byref(s), ctypes.sizeof(s))
             self.assertEqual(s.size, ctypes.sizeof(cls), init)
@@ -432,9 +438,9 @@ def _ping(port):
         return False
 
 
-@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
-class GlobalTier(unittest.TestCase):
-    """Two instances (nodes) sharing a limit through a real redis-server."""
+class PrivateRedis:
+    """A private redis-server on a free loopback port for each test, stopped
+    by its PID (never a fixed port)."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -455,6 +461,11 @@ class GlobalTier(unittest.TestCase):
         self.proc.terminate()
         self.proc.wait(10)
         self.tmp.cleanup()
+
+
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
+class GlobalTier(PrivateRedis, unittest.TestCase):
+    """Two instances (nodes) sharing a limit through a real redis-server."""
 
     def node(self, name):
         return RateLimiter(f"redis://127.0.0.1:{self.port}", node_id=name,
@@ -492,6 +503,119 @@ class GlobalTier(unittest.TestCase):
         finally:
             a.close()
             b.close()
+
+
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
+class Quotas(PrivateRedis, unittest.TestCase):
+    """rl_quota_*: parse, add, charge once per request id, read, remove,
+    against a private redis-server."""
+
+    def limiter(self, **kw):
+        return RateLimiter(f"redis://127.0.0.1:{self.port}", node_id="quota-node",
+                           key_secret=b"python-quota-secret-0123", key_prefix="pyq",
+                           log_quiet=True, **kw)
+
+    def test_charge_is_idempotent_per_request_id(self):
+        with self.limiter() as rl:
+            plan = rl.add_quota("name=plan amount=5 period=day dedup=1h")
+            first = rl.charge_quota(plan, "tenant", "req-1", cost=2)
+            self.assertTrue(first)
+            self.assertIsInstance(first, rlm.QuotaResult)
+            self.assertEqual((first.used, first.remaining, first.amount), (2, 3, 5))
+            self.assertFalse(first.duplicate or first.degraded)
+            again = rl.charge_quota("plan", "tenant", b"req-1", cost=2)  # a retry
+            self.assertTrue(again.duplicate)
+            self.assertEqual((again.allowed, again.used, again.remaining), (True, 2, 3))
+            self.assertEqual(rl.charge_quota(plan, "tenant", "req-2", cost=3).remaining, 0)
+            over = rl.charge_quota(plan, "tenant", "req-3")
+            self.assertFalse(over)
+            self.assertEqual((over.used, over.remaining), (5, 0))
+            self.assertTrue(rl.charge_quota(plan, "other", "req-3"))  # ids are per key
+            got = rl.get_quota(plan, "tenant")
+            self.assertEqual((got.allowed, got.used, got.remaining), (False, 5, 0))
+            self.assertGreater(got.reset_unix_ms, time.time() * 1000)
+            self.assertLessEqual(got.reset_unix_ms, time.time() * 1000 + 86400000)
+            st = rl.stats()
+            self.assertEqual((st["quota_charges"], st["quota_duplicates"]), (5, 1))
+            with self.assertRaises(rlm.CostError):
+                rl.charge_quota(plan, "tenant", "req-4", cost=6)
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.charge_quota(plan, "tenant", "", cost=1)  # an empty request id
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.charge_quota(plan, "tenant", "req-5", cost=-1)
+            with self.assertRaises(rlm.LimitExistsError):
+                rl.add_quota("name=plan amount=9")
+            rl.remove_quota("plan")
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.charge_quota(plan, "tenant", "req-6")
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.get_quota("plan", "tenant")
+
+    def test_usage_is_in_redis_not_the_node(self):
+        # A second node (another instance) sees the first one's charges, and
+        # a retry sent to it is still recognised.
+        with self.limiter() as a, self.limiter() as b:
+            qa = a.add_quota(rlm.parse_quota("name=sms amount=3 period=1h"))
+            qb = b.add_quota("name=sms amount=3 period=1h")
+            self.assertTrue(a.charge_quota(qa, "u", "x"))
+            retried = b.charge_quota(qb, "u", "x")
+            self.assertTrue(retried.duplicate)
+            self.assertEqual(b.get_quota(qb, "u").used, 1)
+
+    def test_refusals(self):
+        with self.assertRaises(rlm.SpecError) as cm:
+            rlm.parse_quota("name=p amount=10 period=fortnight")
+        self.assertIn("fortnight", cm.exception.detail)
+        with self.assertRaises(rlm.ModeError):
+            rlm.parse_quota("name=p amount=10 on_failure=local")
+        q = rlm.parse_quota("name=p amount=10 period=week on_failure=open dedup=600s")
+        self.assertEqual((q.amount, q.period, q.on_failure, q.dedup_ms),
+                         (10, rlm.RL_PERIOD_WEEK, rlm.RL_FAIL_OPEN, 600000))
+        with RateLimiter() as local:  # no redis_url: a quota in memory is no quota
+            with self.assertRaises(rlm.NotSupportedError):
+                local.add_quota(q)
+            with self.assertRaises(rlm.LimitNotFoundError):
+                local.charge_quota(7, "k", "r")
+            with self.assertRaises(TypeError):
+                local.charge_quota(1.5, "k", "r")
+
+
+class HotKeys(unittest.TestCase):
+    """rl_hotkeys through hot_keys(): a local-only instance's busiest keys."""
+
+    def test_the_busiest_key_is_reported_and_marked(self):
+        with RateLimiter(hotkeys_k=4) as rl:
+            hot = rl.add_limit("name=h rate=100/s burst=100 mode=local hot=0.5")
+            calm = rl.add_limit("name=c rate=100/s burst=100 mode=local")
+            self.assertEqual(rl.hot_keys(hot), [])
+            reports = []
+            for _ in range(4):  # hot marks need RL_HOT_ENTER evaluations in a row
+                for _ in range(2000):
+                    rl.check(hot, b"busy")
+                for i in range(20):
+                    rl.check(hot, f"quiet-{i}")
+                for _ in range(500):  # second busiest: within the K=4 reported
+                    rl.check(calm, "c-key")
+                time.sleep(0.01)
+                reports.append(rl.hot_keys(hot, n=8))
+            last = reports[-1]
+            self.assertGreater(len(last), 0)
+            top = last[0]
+            self.assertIsInstance(top, rlm.HotKey)
+            self.assertEqual((top.key, top.key_len, top.limit), (b"busy", 4, hot))
+            self.assertFalse(top.truncated)
+            self.assertTrue(top.hot)
+            self.assertGreater(top.demand_per_s, 0)
+            self.assertGreaterEqual(top.count, top.count_err)
+            self.assertTrue(rl.check(hot, b"busy").flags & rlm.RL_FLAG_HOT)
+            self.assertTrue(all(k.limit == hot for k in last))
+            every = rl.hot_keys(None, n=64)
+            self.assertIn(calm, {k.limit for k in every})
+            self.assertEqual(len(rl.hot_keys(None, n=1)), 1)
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.hot_keys(12345)
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.hot_keys(hot, n=0)
 
 
 class FirstClass(unittest.TestCase):
