@@ -1574,6 +1574,10 @@ typedef uint64_t (*rl_retry_random_fn)(void *ud);
  *   2000: K = 2); 0 turns the budget off.
  * - budget_window_ms: how far back the budget counts (1000..3600000,
  *   default 120000, the SRE book's two minutes), in 8 slots.
+ * - budget_min_requests: below this many requests in the window the budget
+ *   rejects nothing (0..1000000, default 10): the formula's p is 1/2 after
+ *   a client's first refusal, and a client that has sent one request has
+ *   no history worth throttling on. 0: the formula from the first request.
  * - seed: the object's PRNG seed (xorshift64*, jitter only, never
  *   security); 0 takes one from getrandom(2) at rl_retry_new, so clients
  *   differ. Tests set it for a reproducible sequence.
@@ -1589,7 +1593,7 @@ typedef struct rl_retry_config {
     uint32_t max_retries;
     uint32_t budget_k_milli;
     uint32_t budget_window_ms;
-    uint32_t reserved0; /* must be zero */
+    uint32_t budget_min_requests;
     uint64_t seed;
     rl_retry_random_fn random;
     void *random_ud;
@@ -1623,8 +1627,9 @@ RL_EXTERN void rl_retry_free(rl_retry_t *r);
  * RL_DENY to fail it locally (the retry budget: with `requests` attempts
  * and `accepts` RL_RETRY_OK outcomes in the window, each attempt is
  * rejected with probability max(0, (requests - K x accepts) / (requests +
- * 1)), the SRE book's client-side throttling; RL_DENY when the budget is
- * off never happens). Either answer counts as a request, as the book's
+ * 1)), the SRE book's client-side throttling, once requests reaches
+ * budget_min_requests; with the budget off, always RL_ALLOW). Either
+ * answer counts as a request, as the book's
  * formula wants: a client that keeps failing locally stays throttled until
  * accepts come back or the window forgets. Thread-safe.
  * Errors: RL_EINVAL (r NULL).
@@ -1671,7 +1676,8 @@ RL_EXTERN int rl_retry_hint(const char *retry_after, const char *ratelimit,
 /*
  * The budget's state at now_ms: requests and accepts in the window, and the
  * probability rl_retry_admit rejects with, in parts per million (0 when the
- * budget is off). Any output may be NULL. Thread-safe.
+ * budget is off or requests is below budget_min_requests). Any output may
+ * be NULL. Thread-safe.
  * Errors: RL_EINVAL (r NULL).
  */
 RL_EXTERN int rl_retry_budget(rl_retry_t *r, uint64_t now_ms, uint64_t *requests,

@@ -43,6 +43,7 @@ START_TEST(defaults_are_documented)
     ck_assert_uint_eq(c.max_retries, 5);
     ck_assert_uint_eq(c.budget_k_milli, 2000);
     ck_assert_uint_eq(c.budget_window_ms, 120000);
+    ck_assert_uint_eq(c.budget_min_requests, 10);
     ck_assert_uint_eq(c.seed, 0);
     rl_retry_t *r = NULL;
     ck_assert_int_eq(rl_retry_new(&r, NULL, NULL, 0), 0); /* seed from getrandom */
@@ -191,6 +192,7 @@ START_TEST(budget_formula)
         c.random = next_value;
         c.random_ud = &value;
         c.budget_k_milli = ks[ki];
+        c.budget_min_requests = 0; /* the formula from the first request */
         rl_retry_t *r = make(&c);
         uint64_t req = 0, acc = 0, lcg = 88172645463325252u;
         for (int i = 0; i < 3000; i++) {
@@ -231,6 +233,18 @@ START_TEST(budget_formula)
         rl_retry_admit(r, 0);
         value = 1000 + 2000 * 12345;
         ck_assert_int_eq(rl_retry_admit(r, 0), RL_ALLOW); /* 1000 is not below 1000 */
+        rl_retry_free(r);
+        /* Below budget_min_requests nothing is rejected, whatever the draw;
+         * from it on, the formula: 3 requests, 0 accepts, p = 3/4. */
+        c.budget_min_requests = 3;
+        r = make(&c);
+        value = 0;
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(rl_retry_admit(r, 0), RL_ALLOW);
+        uint32_t ppm3;
+        rl_retry_budget(r, 0, NULL, NULL, &ppm3);
+        ck_assert_uint_eq(ppm3, 750000);
+        ck_assert_int_eq(rl_retry_admit(r, 0), RL_DENY);
         ck_assert_int_eq(rl_retry_record(r, 1000, 3), RL_EINVAL);
         ck_assert_int_eq(rl_retry_admit(NULL, 0), RL_EINVAL);
         ck_assert_int_eq(rl_retry_budget(NULL, 0, NULL, NULL, NULL), RL_EINVAL);
@@ -306,7 +320,7 @@ START_TEST(config_refusals_name_the_field)
         {offsetof(rl_retry_config_t, budget_k_milli), 999, "budget_k_milli"},
         {offsetof(rl_retry_config_t, budget_k_milli), 100001, "budget_k_milli"},
         {offsetof(rl_retry_config_t, budget_window_ms), 999, "budget_window_ms"},
-        {offsetof(rl_retry_config_t, reserved0), 1, "reserved0"},
+        {offsetof(rl_retry_config_t, budget_min_requests), 1000001, "budget_min_requests"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rl_retry_config_t c;

@@ -375,6 +375,7 @@ class StructLayout(unittest.TestCase):
         "rl_quota_t": rlm.Quota,
         "rl_quota_result_t": rlm.QuotaResult_t,
         "rl_hotkey_t": rlm.Hotkey,
+        "rl_retry_config_t": rlm.RetryConfig,
     }
 
     def test_offsets_match_c(self):
@@ -413,7 +414,8 @@ class StructLayout(unittest.TestCase):
                           ("rl_limit_stats_init_sized", rlm.LimitStats),
                           ("rl_quota_init_sized", rlm.Quota),
                           ("rl_quota_result_init_sized", rlm.QuotaResult_t),
-                          ("rl_hotkey_init_sized", rlm.Hotkey)):
+                          ("rl_hotkey_init_sized", rlm.Hotkey),
+                          ("rl_retry_config_init_sized", rlm.RetryConfig)):
             s = cls()
             getattr(lib, init)(ctypes.byref(s), ctypes.sizeof(s))
             self.assertEqual(s.size, ctypes.sizeof(cls), init)
@@ -616,6 +618,155 @@ class HotKeys(unittest.TestCase):
                 rl.hot_keys(12345)
             with self.assertRaises(rlm.OutOfRangeError):
                 rl.hot_keys(hot, n=0)
+
+
+class ClientRetry(unittest.TestCase):
+    """libratelimit.retry: the C helper's rule through the class and the
+    decorator, on a fake clock (nothing sleeps)."""
+
+    def setUp(self):
+        from libratelimit import retry as rmod
+        self.rmod = rmod
+        self.now = 1000.0
+        self.slept = []
+
+    def fake(self, **kw):
+        def sleep(s):
+            self.slept.append(s)
+            self.now += s
+        return self.rmod.Retry(clock=lambda: self.now, sleep=sleep, **kw)
+
+    def test_delays_follow_the_rule(self):
+        with self.fake(seed=11, max_retries=50) as a, self.fake(seed=11, max_retries=50) as b:
+            for retry in range(12):
+                ceiling = min(20.0, 1.0 * 2 ** retry)
+                da = a.delay(retry, self.rmod.THROTTLED, hint_ms=3000)
+                self.assertEqual(da, b.delay(retry, self.rmod.THROTTLED, hint_ms=3000))
+                self.assertGreaterEqual(da, 3.0)
+                self.assertLessEqual(da, 3.0 + ceiling)
+                dn = a.delay(retry, self.rmod.FAILED)
+                b.delay(retry, self.rmod.FAILED)
+                self.assertLessEqual(dn, min(20.0, 0.1 * 2 ** retry))
+            self.assertIsNone(a.delay(50))                       # max_retries
+            self.assertIsNone(a.delay(0, hint_ms=60001))         # past hint_cap_ms
+        with self.fake(random=lambda: 12345) as r:
+            self.assertEqual(r.delay(0, self.rmod.FAILED), (12345 % 101) / 1000)
+            self.assertEqual(r.delay(1, self.rmod.THROTTLED, 250), (250 + 12345 % 2001) / 1000)
+
+    def test_hints(self):
+        h = self.rmod.hint_ms
+        self.assertEqual(h("120"), 120000)
+        self.assertEqual(h(None, '"api";r=0;t=5'), 5000)
+        self.assertEqual(h("3", '"api";r=0;t=7'), 7000)
+        self.assertIsNone(h(None, '"api";r=2;t=7'))
+        self.assertIsNone(h("soon"))
+        self.assertIsNone(h())
+        self.assertEqual(h("Sun, 06 Nov 1994 08:49:47 GMT", now_unix_ms=784111777000), 10000)
+
+    def test_call_retries_after_the_hint(self):
+        calls = []
+
+        def flaky():
+            calls.append(self.now)
+            if len(calls) < 3:
+                raise self.rmod.Throttled(hint_ms=1000)
+            return "done"
+        with self.fake(seed=3) as r:
+            self.assertEqual(r.call(flaky), "done")
+            self.assertEqual(len(calls), 3)
+            self.assertEqual(len(self.slept), 2)
+            self.assertTrue(1.0 <= self.slept[0] <= 2.0, self.slept)
+            self.assertTrue(1.0 <= self.slept[1] <= 3.0, self.slept)
+            self.assertEqual(r.budget()["requests"], 3)
+            self.assertEqual(r.budget()["accepts"], 1)
+
+    def test_gives_up_and_reraises(self):
+        calls = []
+
+        def always_down():
+            calls.append(1)
+            raise ConnectionResetError("reset")
+        with self.fake(seed=4, max_retries=3, budget_k=0) as r:
+            with self.assertRaises(ConnectionResetError):
+                r.call(always_down)
+            self.assertEqual(len(calls), 4)
+            for i, s in enumerate(self.slept):
+                self.assertLessEqual(s, 0.1 * 2 ** i)
+
+        def not_retryable():
+            calls.append(1)
+            raise ValueError("bad request")
+        calls.clear()
+        with self.fake(seed=4) as r:
+            with self.assertRaises(ValueError):
+                r.call(not_retryable)
+            self.assertEqual(len(calls), 1)
+            self.assertEqual(r.budget()["accepts"], 1)  # answered: not the server's load
+
+    def test_http_429_reads_its_headers(self):
+        import email.message
+        import urllib.error
+        hdrs = email.message.Message()
+        hdrs["Retry-After"] = "2"
+        calls = []
+
+        def fetch():
+            calls.append(1)
+            if len(calls) == 1:
+                raise urllib.error.HTTPError("http://x", 429, "Too Many Requests", hdrs, None)
+            return 200
+        with self.fake(seed=5) as r:
+            self.assertEqual(r.call(fetch), 200)
+            self.assertTrue(2.0 <= self.slept[0] <= 3.0, self.slept)
+
+    def test_budget_rejects_locally(self):
+        sent = []
+
+        def refused():
+            sent.append(1)
+            raise self.rmod.Throttled()
+        with self.fake(seed=6, max_retries=0) as r:
+            rejected = 0
+            for _ in range(200):
+                try:
+                    r.call(refused)
+                except self.rmod.RetryBudgetExceeded:
+                    rejected += 1
+                except self.rmod.Throttled:
+                    pass
+            b = r.budget()
+            self.assertEqual(b["requests"], 200)
+            self.assertEqual(len(sent) + rejected, 200)
+            self.assertGreater(rejected, 150)
+            self.assertAlmostEqual(b["reject_probability"], 200 / 201, places=5)
+
+    def test_decorator_and_refusals(self):
+        retry = self.fake(seed=7)
+        n = []
+
+        @self.rmod.retrying(retry)
+        def twice():
+            n.append(1)
+            if len(n) == 1:
+                raise TimeoutError()
+            return len(n)
+        self.assertEqual(twice(), 2)
+        self.assertIs(twice.retry, retry)
+
+        @retry
+        def once():
+            return "ok"
+        self.assertEqual(once(), "ok")
+        retry.close()
+        with self.assertRaises(ValueError):
+            retry.admit()
+        with self.assertRaises(rlm.OutOfRangeError) as cm:
+            self.rmod.Retry(base_ms=0)
+        self.assertTrue(cm.exception.detail.startswith("base_ms:"), cm.exception.detail)
+        with self.assertRaises(rlm.OutOfRangeError):
+            self.rmod.Retry(budget_k=0.5)
+        with self.assertRaises(TypeError):
+            self.rmod.Retry(cap_ms="20s")
 
 
 class FirstClass(unittest.TestCase):

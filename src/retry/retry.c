@@ -57,6 +57,7 @@ static const rl_retry_config_t defaults = {
     .max_retries = 5,
     .budget_k_milli = 2000,
     .budget_window_ms = 120000,
+    .budget_min_requests = 10,
 };
 
 void rl_retry_config_init_sized(rl_retry_config_t *cfg, size_t size)
@@ -79,6 +80,7 @@ static int check_config(const rl_retry_config_t *c, char *err, size_t errlen)
         {"hint_cap_ms", offsetof(rl_retry_config_t, hint_cap_ms), 0, 86400000},
         {"max_retries", offsetof(rl_retry_config_t, max_retries), 0, 1000},
         {"budget_window_ms", offsetof(rl_retry_config_t, budget_window_ms), 1000, 3600000},
+        {"budget_min_requests", offsetof(rl_retry_config_t, budget_min_requests), 0, 1000000},
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
         uint32_t v;
@@ -91,8 +93,6 @@ static int check_config(const rl_retry_config_t *c, char *err, size_t errlen)
         return rl__errf(err, errlen, RL_ERANGE,
                         "budget_k_milli: %u is outside 1000..100000 (K 1 to 100), or 0 (off)",
                         (unsigned)c->budget_k_milli);
-    if (c->reserved0 != 0)
-        return rl__errf(err, errlen, RL_ERANGE, "reserved0: must be zero");
     return 0;
 }
 
@@ -188,13 +188,16 @@ static void window_counts(const rl_retry_t *r, uint64_t now_ms, uint64_t *req, u
 }
 
 /* The rejection probability's numerator and denominator, in thousandths:
- * p = max(0, requests - K accepts) / (requests + 1). */
+ * p = max(0, requests - K accepts) / (requests + 1), or 0 below
+ * budget_min_requests. */
 static void reject_fraction(const rl_retry_t *r, uint64_t req, uint64_t acc, uint64_t *num,
                             uint64_t *den)
 {
     uint64_t k_acc = acc > UINT64_MAX / 100000 ? UINT64_MAX : acc * r->cfg.budget_k_milli;
     uint64_t req_m = req > UINT64_MAX / 1000 - 1 ? UINT64_MAX / 1000 - 1 : req;
-    *num = r->cfg.budget_k_milli == 0 || req_m * 1000 <= k_acc ? 0 : req_m * 1000 - k_acc;
+    *num = r->cfg.budget_k_milli == 0 || req < r->cfg.budget_min_requests || req_m * 1000 <= k_acc
+               ? 0
+               : req_m * 1000 - k_acc;
     *den = (req_m + 1) * 1000;
 }
 

@@ -51,7 +51,7 @@ __all__ = [
     "version", "parse_limit", "parse_quota", "read_key_secret", "__version__",
     "QuotaResult", "HotKey",
     "Config", "Limit", "Rate", "Decision_t", "Request", "Stats", "LimitStats", "Allocator",
-    "Quota", "QuotaResult_t", "Hotkey",
+    "Quota", "QuotaResult_t", "Hotkey", "RetryConfig",
     # one exception class per RL_E* code, each a RateLimitError
     "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
     "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
@@ -309,6 +309,27 @@ RL_QUOTA_AMOUNT_MAX = (1 << 53) - 1
 RL_HOTKEY_KEY_BYTES = 64
 
 
+RETRY_RANDOM_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)
+
+
+class RetryConfig(ctypes.Structure):
+    """rl_retry_config_t (libratelimit.retry.Retry builds one)"""
+    _fields_ = [
+        ("size", _size),
+        ("base_ms", _u32),
+        ("throttled_base_ms", _u32),
+        ("cap_ms", _u32),
+        ("hint_cap_ms", _u32),
+        ("max_retries", _u32),
+        ("budget_k_milli", _u32),
+        ("budget_window_ms", _u32),
+        ("budget_min_requests", _u32),
+        ("seed", _u64),
+        ("random", RETRY_RANDOM_FN),
+        ("random_ud", ctypes.c_void_p),
+    ]
+
+
 class Quota(ctypes.Structure):
     """rl_quota_t"""
     _fields_ = [
@@ -406,12 +427,25 @@ _PROTOTYPES = {
                                     _P(QuotaResult_t)]),
     "rl_hotkey_init_sized": (None, [_P(Hotkey), _size]),
     "rl_hotkeys": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Hotkey), _size]),
+    "rl_retry_config_init_sized": (None, [_P(RetryConfig), _size]),
+    "rl_retry_new": (ctypes.c_int, [_P(ctypes.c_void_p), _P(RetryConfig), _P(ctypes.c_char),
+                                    _size]),
+    "rl_retry_free": (None, [ctypes.c_void_p]),
+    "rl_retry_admit": (ctypes.c_int, [ctypes.c_void_p, _u64]),
+    "rl_retry_record": (ctypes.c_int, [ctypes.c_void_p, _u64, ctypes.c_int]),
+    "rl_retry_delay": (ctypes.c_int, [ctypes.c_void_p, _u32, ctypes.c_int, ctypes.c_int64,
+                                      _P(_u64)]),
+    "rl_retry_hint": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _u64,
+                                     _P(ctypes.c_int64)]),
+    "rl_retry_budget": (ctypes.c_int, [ctypes.c_void_p, _u64, _P(_u64), _P(_u64), _P(_u32)]),
 }
 # Newer than the first 0.x releases: a library without them still loads,
 # and the methods that need them raise NotSupportedError.
 _OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized", "rl_quota_init_sized",
              "rl_quota_result_init_sized", "rl_quota_parse", "rl_quota_add", "rl_quota_remove",
-             "rl_quota_charge", "rl_quota_get", "rl_hotkey_init_sized", "rl_hotkeys"}
+             "rl_quota_charge", "rl_quota_get", "rl_hotkey_init_sized", "rl_hotkeys",
+             "rl_retry_config_init_sized", "rl_retry_new", "rl_retry_free", "rl_retry_admit",
+             "rl_retry_record", "rl_retry_delay", "rl_retry_hint", "rl_retry_budget"}
 
 _libs: dict = {}
 _libs_lock = threading.Lock()
