@@ -564,6 +564,34 @@ class Quotas(PrivateRedis, unittest.TestCase):
             self.assertTrue(retried.duplicate)
             self.assertEqual(b.get_quota(qb, "u").used, 1)
 
+    @unittest.skipUnless(hasattr(os, "fork"), "needs fork()")
+    def test_quotas_survive_the_reopen_after_fork(self):
+        # A pre-fork server: the quota is added in the master, charged in a
+        # worker, whose reopened instance adds it again (the usage is Redis's).
+        with self.limiter() as rl:
+            plan = rl.add_quota("name=plan amount=5 period=day")
+            rl.remove_quota(rl.add_quota("name=gone amount=1"))  # ids now differ from a re-add
+            sms = rl.add_quota("name=sms amount=3 period=day")
+            self.assertTrue(rl.charge_quota(plan, "t", "r1"))
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    a = rl.charge_quota(plan, "t", "r1")  # a retry in the worker
+                    b = rl.charge_quota(sms, "t", "s1", cost=2)
+                    out = f"{a.duplicate} {a.used} {b.used} {rl.get_quota('sms', 't').used}"
+                except BaseException as e:  # noqa: BLE001
+                    out = f"raised {e!r}"
+                os.write(w, out.encode())
+                os._exit(0)
+            os.close(w)
+            got = os.read(r, 4096).decode()
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            self.assertEqual(got, "True 1 2 2")
+            self.assertEqual(rl.get_quota(sms, "t").used, 2)
+
     def test_refusals(self):
         with self.assertRaises(rlm.SpecError) as cm:
             rlm.parse_quota("name=p amount=10 period=fortnight")
