@@ -13,7 +13,8 @@
  *            requests in its window before the herd).
  * Reported, medians over seeds: the peak of retries per 100 ms, the time
  * until the last client is admitted, the retries sent, how many of them
- * were refused, and clients that gave up (budget or max_retries).
+ * were refused, and clients that gave up (budget or max_retries). Then
+ * the budget's own scene (run_outage).
  *   rl_bench_retryherd [seeds]   (default 21)
  */
 #include <stdio.h>
@@ -180,6 +181,92 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/*
+ * The budget's scene: a server that refuses everything (429, Retry-After:
+ * 1) for OUTAGE_MS, then admits everything. Each client starts a new call
+ * every second, each call retried by the helper (5 retries). Reported: the
+ * attempts that reach the server per second during the outage, and the
+ * calls started in the RECOVERY_MS after it that fail without an attempt
+ * reaching the server (the budget's price: it forgets slowly).
+ */
+enum { OUTAGE_MS = 30000, RECOVERY_MS = 10000, END_MS = OUTAGE_MS + RECOVERY_MS,
+       PENDING = 64 };
+
+typedef struct call {
+    uint64_t at;    /* next attempt */
+    uint32_t retry; /* 0: the first attempt */
+    uint64_t born;
+    int sent;       /* an attempt reached the server */
+} call_t;
+
+typedef struct outage {
+    double outage_rate, lost_after;
+} outage_t;
+
+static outage_t run_outage(int budget, uint32_t window_ms, uint64_t seed)
+{
+    rl_retry_t *cl[CLIENTS];
+    call_t calls[CLIENTS][PENDING];
+    int ncalls[CLIENTS];
+    uint64_t next_new[CLIENTS];
+    char err[128];
+    for (int i = 0; i < CLIENTS; i++) {
+        rl_retry_config_t c;
+        rl_retry_config_init(&c);
+        c.seed = seed * 1000003u + (uint64_t)i + 1;
+        c.budget_k_milli = budget ? 2000 : 0;
+        c.budget_window_ms = window_ms;
+        int rc = rl_retry_new(&cl[i], &c, err, sizeof err);
+        if (rc != 0)
+            die(err, rc);
+        ncalls[i] = 0;
+        next_new[i] = (uint64_t)i * 10; /* the clients' calls are spread over the second */
+    }
+    uint64_t to_server = 0, lost = 0;
+    for (;;) {
+        int who = -1, idx = -1;
+        uint64_t best = UINT64_MAX;
+        for (int i = 0; i < CLIENTS; i++) {
+            if (next_new[i] < best)
+                best = next_new[i], who = i, idx = -1;
+            for (int k = 0; k < ncalls[i]; k++)
+                if (calls[i][k].at < best)
+                    best = calls[i][k].at, who = i, idx = k;
+        }
+        if (best >= END_MS)
+            break;
+        if (idx < 0) { /* a new call */
+            if (ncalls[who] < PENDING)
+                calls[who][ncalls[who]++] = (call_t){best, 0, best, 0};
+            next_new[who] += 1000;
+            continue;
+        }
+        call_t *c = &calls[who][idx];
+        int done = 0;
+        if (rl_retry_admit(cl[who], best) != RL_ALLOW) {
+            done = 1; /* failed locally */
+            lost += !c->sent && c->born >= OUTAGE_MS;
+        } else if (best >= OUTAGE_MS) {
+            rl_retry_record(cl[who], best, RL_RETRY_OK);
+            done = 1;
+        } else {
+            to_server++;
+            c->sent = 1;
+            rl_retry_record(cl[who], best, RL_RETRY_THROTTLED);
+            uint64_t delay;
+            if (rl_retry_delay(cl[who], c->retry, RL_RETRY_THROTTLED, 1000, &delay) != RL_ALLOW)
+                done = 1;
+            c->retry++;
+            c->at = best + delay;
+        }
+        if (done)
+            calls[who][idx] = calls[who][--ncalls[who]];
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        rl_retry_free(cl[i]);
+    return (outage_t){(double)to_server / (OUTAGE_MS / 1000), (double)lost};
+}
+
 int main(int argc, char **argv)
 {
     int seeds = argc > 1 ? atoi(argv[1]) : 21;
@@ -212,6 +299,23 @@ int main(int argc, char **argv)
             base_peak = m[0];
         printf("%-32s %8.0f (%3.0f%%) %12.0f %10.0f %10.0f %9.0f\n", names[s], m[0],
                base_peak > 0 ? 100.0 * m[0] / base_peak : 0, m[1], m[2], m[3], m[4]);
+    }
+    printf("\noutage: every attempt refused (Retry-After: 1) for %d s, then all admitted; "
+           "%d clients starting a call a second, 5 retries each\n",
+           OUTAGE_MS / 1000, CLIENTS);
+    printf("%-32s %22s %26s\n", "retry budget", "attempts/s in outage",
+           "calls failed locally after");
+    static const char *const rows[3] = {"off", "on (K = 2, 120 s window)",
+                                        "on (K = 2, 20 s window)"};
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < seeds; i++) {
+            outage_t o = run_outage(b > 0, b == 2 ? 20000 : 120000, (uint64_t)i + 1);
+            v[0][i] = o.outage_rate;
+            v[1][i] = o.lost_after;
+        }
+        double rate = median(v[0], seeds), lost = median(v[1], seeds);
+        printf("%-32s %22.0f %15.0f of %d\n", rows[b], rate, lost,
+               CLIENTS * RECOVERY_MS / 1000);
     }
     for (int k = 0; k < 5; k++)
         free(v[k]);
