@@ -5,6 +5,7 @@ package ratelimit
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestRefundUpdateRemove(t *testing.T) {
@@ -47,5 +48,18 @@ func TestRefundUpdateRemove(t *testing.T) {
 	}
 	if err = l.RemoveLimit(api); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("removed twice: %v", err)
+	}
+}
+
+func TestGetLimit(t *testing.T) {
+	l := newLocal(t)
+	api, _ := l.AddLimit("name=api rate=5/10s burst=7 mode=local shadow=1 max_keys=100")
+	got, err := l.GetLimit(api)
+	if err != nil || got.Name != "api" || got.Rate != 5 || got.Window != 10*time.Second ||
+		got.Burst != 7 || got.Mode != 1 || !got.Shadow || got.MaxKeys != 100 {
+		t.Fatalf("GetLimit: %+v, %v", got, err)
+	}
+	if _, err = l.GetLimit(Limit{id: 4242}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown limit: %v", err)
 	}
 }
