@@ -63,3 +63,27 @@ func TestGetLimit(t *testing.T) {
 		t.Fatalf("an unknown limit: %v", err)
 	}
 }
+
+func TestCheckMulti(t *testing.T) {
+	l := newLocal(t)
+	a, _ := l.AddLimit("name=a rate=1/h burst=2")
+	b, _ := l.AddLimit("name=b rate=1/h burst=1")
+	m, err := l.CheckMulti([]Request{{a, "k", 1}, {b, "k", 1}})
+	if err != nil || !m.Allowed || m.DeniedIndex != 2 || len(m.Decisions) != 2 ||
+		!m.Decisions[0].Allowed || m.Decisions[1].Policy != "b" {
+		t.Fatalf("first: %+v, %v", m, err)
+	}
+	m, err = l.CheckMulti([]Request{{a, "k", 1}, {b, "k", 1}}) // b is spent: nothing charged
+	if err != nil || m.Allowed || m.DeniedIndex != 1 || m.Decisions[1].Allowed {
+		t.Fatalf("second: %+v, %v", m, err)
+	}
+	if d, _ := l.Allow(a, "k"); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("a's second token was charged by a denied batch: %+v", d)
+	}
+	if _, err = l.CheckMulti([]Request{{a, "k", 1}, {a, "", 1}}); !errors.Is(err, ErrKeyLen) {
+		t.Fatalf("an empty key: %v", err)
+	}
+	if _, err = l.CheckMulti(nil); !errors.Is(err, ErrRange) {
+		t.Fatalf("no requests: %v", err)
+	}
+}
