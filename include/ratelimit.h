@@ -1530,6 +1530,166 @@ static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, si
  */
 RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
 
+/* ------------------------------------------------------------ client retry */
+
+/*
+ * Client retry: the other side of a 429. A client (an SDK, a job worker,
+ * a service calling a limited API) asks this helper when to try again, so
+ * a fleet of clients refused together does not come back together:
+ * full-jitter exponential backoff (base x 2^n, capped), a longer base after
+ * a throttling answer, a server's Retry-After or RateLimit hint honoured up
+ * to a cap, and a retry budget (client-side throttling: while the server
+ * accepts less than 1/K of what a client sends, the client rejects that
+ * share of its own requests locally, before they load the server). Pure:
+ * no clock (the caller passes now_ms, any monotonic milliseconds), no I/O,
+ * no thread, no global state; each object has its own seeded PRNG or uses
+ * the caller's randomness. The Python and Go bindings wrap it (Retry,
+ * retrying(); ratelimit.Retry). bench/retryherd measures the herd it
+ * spreads (bench/README.md, "Retry herd").
+ */
+
+/* rl_retry_record's outcome of one attempt. */
+enum {
+    RL_RETRY_OK = 0,        /* the server accepted the request (any answer
+                               but a refusal for load: a 404 is accepted) */
+    RL_RETRY_THROTTLED = 1, /* refused for load: 429, or 503 with a hint */
+    RL_RETRY_FAILED = 2     /* no answer or a transient failure (timeout,
+                               reset, 502): not accepted either */
+};
+
+/*
+ * Randomness for rl_retry_t: a uniformly distributed 64-bit value per call.
+ * Called with the object's lock held, from the thread that called
+ * rl_retry_admit or rl_retry_delay; it must not call back into the object.
+ */
+typedef uint64_t (*rl_retry_random_fn)(void *ud);
+
+/*
+ * A retry helper's settings. Initialise with rl_retry_config_init, then set
+ * what you need (rl_retry_new answers RL_ERANGE, naming the field, for a
+ * value outside its range):
+ * - base_ms: the first retry's ceiling (1..60000, default 100: AWS's full
+ *   jitter); retry n (from 0) waits U(0, min(cap_ms, base x 2^n)).
+ * - throttled_base_ms: the base after RL_RETRY_THROTTLED (base_ms..60000,
+ *   default 1000): a server refusing for load needs longer than a lost
+ *   packet does.
+ * - cap_ms: the largest backoff (throttled_base_ms..3600000, default 20000).
+ * - hint_cap_ms: the longest server hint (Retry-After, RateLimit's t)
+ *   waited for (0..86400000, default 60000); a longer one gives up.
+ * - max_retries: retries after the first attempt (0..1000, default 5).
+ * - budget_k_milli: K x 1000 of the retry budget (1000..100000, default
+ *   2000: K = 2); 0 turns the budget off.
+ * - budget_window_ms: how far back the budget counts (1000..3600000,
+ *   default 120000, the SRE book's two minutes), in 8 slots.
+ * - budget_min_requests: below this many requests in the window the budget
+ *   rejects nothing (0..1000000, default 10): the formula's p is 1/2 after
+ *   a client's first refusal, and a client that has sent one request has
+ *   no history worth throttling on. 0: the formula from the first request.
+ * - seed: the object's PRNG seed (xorshift64*, jitter only, never
+ *   security); 0 takes one from getrandom(2) at rl_retry_new, so clients
+ *   differ. Tests set it for a reproducible sequence.
+ * - random, random_ud: non-NULL: the caller's randomness instead of the
+ *   PRNG (seed is then ignored).
+ */
+typedef struct rl_retry_config {
+    size_t size; /* set by rl_retry_config_init */
+    uint32_t base_ms;
+    uint32_t throttled_base_ms;
+    uint32_t cap_ms;
+    uint32_t hint_cap_ms;
+    uint32_t max_retries;
+    uint32_t budget_k_milli;
+    uint32_t budget_window_ms;
+    uint32_t budget_min_requests;
+    uint64_t seed;
+    rl_retry_random_fn random;
+    void *random_ud;
+} rl_retry_config_t;
+
+/* A retry helper: opaque; one per client (its budget is the client's). */
+typedef struct rl_retry rl_retry_t;
+
+/* Zero a config, set its size and the defaults above (see the initialisers
+ * above rl_open). Thread-safe. */
+RL_EXTERN void rl_retry_config_init_sized(rl_retry_config_t *cfg, size_t size);
+static inline void rl_retry_config_init(rl_retry_config_t *cfg)
+{
+    rl_retry_config_init_sized(cfg, sizeof *cfg);
+}
+
+/*
+ * Create a retry helper (malloc; cfg NULL: the defaults). The config is
+ * copied. On error *out is NULL and err (when errlen > 0) names the field.
+ * Errors: RL_EINVAL (out NULL), RL_ESIZE, RL_ERANGE, RL_ENOMEM (malloc, or
+ * getrandom failed for seed 0).
+ */
+RL_EXTERN int rl_retry_new(rl_retry_t **out, const rl_retry_config_t *cfg, char *err,
+                           size_t errlen);
+
+/* Free a retry helper. NULL is a no-op; no call may race it. */
+RL_EXTERN void rl_retry_free(rl_retry_t *r);
+
+/*
+ * Before each attempt, the first and every retry: RL_ALLOW to send it, or
+ * RL_DENY to fail it locally (the retry budget: with `requests` attempts
+ * and `accepts` RL_RETRY_OK outcomes in the window, each attempt is
+ * rejected with probability max(0, (requests - K x accepts) / (requests +
+ * 1)), the SRE book's client-side throttling, once requests reaches
+ * budget_min_requests; with the budget off, always RL_ALLOW). Either
+ * answer counts as a request, as the book's
+ * formula wants: a client that keeps failing locally stays throttled until
+ * accepts come back or the window forgets. Thread-safe.
+ * Errors: RL_EINVAL (r NULL).
+ */
+RL_EXTERN int rl_retry_admit(rl_retry_t *r, uint64_t now_ms);
+
+/*
+ * After each attempt that was sent: its outcome (RL_RETRY_*); OK counts as
+ * an accept. Thread-safe. Errors: RL_EINVAL (r NULL, or an unknown outcome).
+ */
+RL_EXTERN int rl_retry_record(rl_retry_t *r, uint64_t now_ms, int outcome);
+
+/*
+ * How long to wait before retry number `retry` (0 for the first retry)
+ * after an attempt ended with `outcome` (RL_RETRY_THROTTLED or
+ * RL_RETRY_FAILED), given the server's hint in milliseconds (hint_ms < 0:
+ * none; rl_retry_hint reads one from the headers). With c = min(cap_ms,
+ * base x 2^retry), base being throttled_base_ms after THROTTLED:
+ *   no hint:  *delay_ms = U(0, c)            (full jitter)
+ *   a hint h: *delay_ms = h + U(0, c)        (never before the server
+ *             asked; the jitter spreads the clients it refused together,
+ *             who were all handed the same h)
+ * Returns RL_ALLOW (retry after *delay_ms) or RL_DENY (give up: retry >=
+ * max_retries, or h > hint_cap_ms; *delay_ms is then h, or 0). Thread-safe.
+ * Errors: RL_EINVAL (r or delay_ms NULL, outcome not THROTTLED or FAILED).
+ */
+RL_EXTERN int rl_retry_delay(rl_retry_t *r, uint32_t retry, int outcome, int64_t hint_ms,
+                             uint64_t *delay_ms);
+
+/*
+ * A server's hint from its response headers' values (either may be NULL):
+ * Retry-After as delta-seconds or an IMF-fixdate (RFC 9110, "Sun, 06 Nov
+ * 1994 08:49:37 GMT", read against now_unix_ms: a date past is 0), and
+ * RateLimit (draft-ietf-httpapi-ratelimit-headers, as rl_headers writes
+ * it: `"name";r=0;t=5`, items separated by commas): the largest t of an
+ * item whose r is 0. With both, the later. Returns 1 and sets *hint_ms, or
+ * 0 when neither says when (*hint_ms = -1). Thread-safe, pure.
+ * Errors: RL_EINVAL (hint_ms NULL), RL_ESPEC (a value that is neither form;
+ * *hint_ms = -1: treat it as no hint).
+ */
+RL_EXTERN int rl_retry_hint(const char *retry_after, const char *ratelimit,
+                            uint64_t now_unix_ms, int64_t *hint_ms);
+
+/*
+ * The budget's state at now_ms: requests and accepts in the window, and the
+ * probability rl_retry_admit rejects with, in parts per million (0 when the
+ * budget is off or requests is below budget_min_requests). Any output may
+ * be NULL. Thread-safe.
+ * Errors: RL_EINVAL (r NULL).
+ */
+RL_EXTERN int rl_retry_budget(rl_retry_t *r, uint64_t now_ms, uint64_t *requests,
+                              uint64_t *accepts, uint32_t *reject_ppm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,15 @@ typedef struct rlgo_decision {
 	uint64_t limit, remaining, reset_ms, retry_after_ms, window_ms, burst;
 } rlgo_decision_t;
 
+// Config.Log's trampoline (log.go exports it).
+extern void rlgoLog(void *ud, int32_t level, char *msg);
+// The handle travels as an integer: it is not a Go pointer.
+static void rlgo_set_log(rl_config_t *c, uintptr_t handle)
+{
+	c->log = (rl_log_fn)rlgoLog;
+	c->log_ud = (void *)handle;
+}
+
 static rlgo_decision_t rlgo_check(uintptr_t h, int limit, _GoString_ key, uint32_t cost)
 {
 	rl_t *rl = (rl_t *)h;
@@ -61,6 +70,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime/cgo"
 	"sync"
 	"time"
 	"unsafe"
@@ -114,13 +124,20 @@ type Config struct {
 	QuotaJournalMax int
 
 	HotkeysK int  // keys each top-K sketch reports (rl_hotkeys), 1..1024; 0: 32
-	LogQuiet bool // with no log hook: true writes nothing to stderr
+	LogQuiet bool // with no Log: true writes nothing to stderr
+
+	// Log, when set, gets every line the library logs (Log* levels, no
+	// trailing newline), unfiltered and not rate-limited, on the library's
+	// own threads; it must not call back into the Limiter and should be
+	// quick. nil: warnings and errors go to stderr, rate-limited.
+	Log func(level int, msg string)
 }
 
 // Limiter is an instance (rl_t). Safe for concurrent use.
 type Limiter struct {
-	mu sync.RWMutex // read: every call; write: Close
-	rl *C.rl_t
+	mu  sync.RWMutex // read: every call; write: Close
+	rl  *C.rl_t
+	log cgo.Handle // Config.Log's, freed after rl_close; 0: none
 }
 
 // Limit names one limit of a Limiter, as AddLimit or FindLimit return it.
@@ -209,7 +226,14 @@ func New(cfg Config) (*Limiter, error) {
 	defer C.free(unsafe.Pointer(msg))
 	c.err, c.errlen = msg, 512
 	l := &Limiter{}
+	if cfg.Log != nil {
+		l.log = cgo.NewHandle(cfg.Log)
+		C.rlgo_set_log(&c, C.uintptr_t(l.log))
+	}
 	if rc := C.rl_open(&l.rl, &c); rc < 0 {
+		if l.log != 0 {
+			l.log.Delete()
+		}
 		return nil, &Error{Code: Code(rc), Op: "rl_open", Detail: C.GoString(msg)}
 	}
 	return l, nil
@@ -281,6 +305,10 @@ func (l *Limiter) Close() error {
 	if l.rl != nil {
 		C.rl_close(l.rl)
 		l.rl = nil
+		if l.log != 0 { // no library thread logs after rl_close
+			l.log.Delete()
+			l.log = 0
+		}
 	}
 	return nil
 }
@@ -365,34 +393,4 @@ func msDuration(ms uint64) time.Duration {
 		return time.Duration(1<<63 - 1)
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-// Stats are an instance's counters (a subset of rl_stats_t).
-type Stats struct {
-	Admitted, Denied, Degraded, KeysLive uint64
-	Health                               int // 0 healthy, 1 degraded, 2 recovering
-	SyncRounds, SyncRoundsCompleted      uint64
-	SyncReports, SyncErrors              uint64
-	SyncConnected                        bool
-}
-
-// Stats reads the instance's counters (rl_stats): for monitoring, not per request.
-func (l *Limiter) Stats() (Stats, error) {
-	var s C.rl_stats_t
-	C.rl_stats_init_sized(&s, C.sizeof_rl_stats_t)
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.rl == nil {
-		return Stats{}, ErrClosed
-	}
-	if rc := C.rl_stats(l.rl, &s); rc < 0 {
-		return Stats{}, &Error{Code: Code(rc), Op: "rl_stats"}
-	}
-	return Stats{
-		Admitted: uint64(s.admitted), Denied: uint64(s.denied), Degraded: uint64(s.degraded),
-		KeysLive: uint64(s.keys_live), Health: int(s.health),
-		SyncRounds: uint64(s.sync_rounds), SyncRoundsCompleted: uint64(s.sync_rounds_completed),
-		SyncReports: uint64(s.sync_reports), SyncErrors: uint64(s.sync_errors),
-		SyncConnected: s.sync_connected != 0,
-	}, nil
 }

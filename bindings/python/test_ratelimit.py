@@ -372,6 +372,10 @@ class StructLayout(unittest.TestCase):
         "rl_decision_t": rlm.Decision_t,
         "rl_stats_t": rlm.Stats,
         "rl_limit_stats_t": rlm.LimitStats,
+        "rl_quota_t": rlm.Quota,
+        "rl_quota_result_t": rlm.QuotaResult_t,
+        "rl_hotkey_t": rlm.Hotkey,
+        "rl_retry_config_t": rlm.RetryConfig,
     }
 
     def test_offsets_match_c(self):
@@ -407,7 +411,11 @@ class StructLayout(unittest.TestCase):
                           ("rl_request_init_sized", rlm.Request),
                           ("rl_decision_init_sized", rlm.Decision_t),
                           ("rl_stats_init_sized", rlm.Stats),
-                          ("rl_limit_stats_init_sized", rlm.LimitStats)):
+                          ("rl_limit_stats_init_sized", rlm.LimitStats),
+                          ("rl_quota_init_sized", rlm.Quota),
+                          ("rl_quota_result_init_sized", rlm.QuotaResult_t),
+                          ("rl_hotkey_init_sized", rlm.Hotkey),
+                          ("rl_retry_config_init_sized", rlm.RetryConfig)):
             s = cls()
             getattr(lib, init)(ctypes.byref(s), ctypes.sizeof(s))
             self.assertEqual(s.size, ctypes.sizeof(cls), init)
@@ -432,9 +440,9 @@ def _ping(port):
         return False
 
 
-@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
-class GlobalTier(unittest.TestCase):
-    """Two instances (nodes) sharing a limit through a real redis-server."""
+class PrivateRedis:
+    """A private redis-server on a free loopback port for each test, stopped
+    by its PID (never a fixed port)."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -455,6 +463,11 @@ class GlobalTier(unittest.TestCase):
         self.proc.terminate()
         self.proc.wait(10)
         self.tmp.cleanup()
+
+
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
+class GlobalTier(PrivateRedis, unittest.TestCase):
+    """Two instances (nodes) sharing a limit through a real redis-server."""
 
     def node(self, name):
         return RateLimiter(f"redis://127.0.0.1:{self.port}", node_id=name,
@@ -492,6 +505,296 @@ class GlobalTier(unittest.TestCase):
         finally:
             a.close()
             b.close()
+
+
+@unittest.skipIf(shutil.which("redis-server") is None, "redis-server not on PATH")
+class Quotas(PrivateRedis, unittest.TestCase):
+    """rl_quota_*: parse, add, charge once per request id, read, remove,
+    against a private redis-server."""
+
+    def limiter(self, **kw):
+        return RateLimiter(f"redis://127.0.0.1:{self.port}", node_id="quota-node",
+                           key_secret=b"python-quota-secret-0123", key_prefix="pyq",
+                           log_quiet=True, **kw)
+
+    def test_charge_is_idempotent_per_request_id(self):
+        with self.limiter() as rl:
+            plan = rl.add_quota("name=plan amount=5 period=day dedup=1h")
+            first = rl.charge_quota(plan, "tenant", "req-1", cost=2)
+            self.assertTrue(first)
+            self.assertIsInstance(first, rlm.QuotaResult)
+            self.assertEqual((first.used, first.remaining, first.amount), (2, 3, 5))
+            self.assertFalse(first.duplicate or first.degraded)
+            again = rl.charge_quota("plan", "tenant", b"req-1", cost=2)  # a retry
+            self.assertTrue(again.duplicate)
+            self.assertEqual((again.allowed, again.used, again.remaining), (True, 2, 3))
+            self.assertEqual(rl.charge_quota(plan, "tenant", "req-2", cost=3).remaining, 0)
+            over = rl.charge_quota(plan, "tenant", "req-3")
+            self.assertFalse(over)
+            self.assertEqual((over.used, over.remaining), (5, 0))
+            self.assertTrue(rl.charge_quota(plan, "other", "req-3"))  # ids are per key
+            got = rl.get_quota(plan, "tenant")
+            self.assertEqual((got.allowed, got.used, got.remaining), (False, 5, 0))
+            self.assertGreater(got.reset_unix_ms, time.time() * 1000)
+            self.assertLessEqual(got.reset_unix_ms, time.time() * 1000 + 86400000)
+            st = rl.stats()
+            self.assertEqual((st["quota_charges"], st["quota_duplicates"]), (5, 1))
+            with self.assertRaises(rlm.CostError):
+                rl.charge_quota(plan, "tenant", "req-4", cost=6)
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.charge_quota(plan, "tenant", "", cost=1)  # an empty request id
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.charge_quota(plan, "tenant", "req-5", cost=-1)
+            with self.assertRaises(rlm.LimitExistsError):
+                rl.add_quota("name=plan amount=9")
+            rl.remove_quota("plan")
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.charge_quota(plan, "tenant", "req-6")
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.get_quota("plan", "tenant")
+
+    def test_usage_is_in_redis_not_the_node(self):
+        # A second node (another instance) sees the first one's charges, and
+        # a retry sent to it is still recognised.
+        with self.limiter() as a, self.limiter() as b:
+            qa = a.add_quota(rlm.parse_quota("name=sms amount=3 period=1h"))
+            qb = b.add_quota("name=sms amount=3 period=1h")
+            self.assertTrue(a.charge_quota(qa, "u", "x"))
+            retried = b.charge_quota(qb, "u", "x")
+            self.assertTrue(retried.duplicate)
+            self.assertEqual(b.get_quota(qb, "u").used, 1)
+
+    @unittest.skipUnless(hasattr(os, "fork"), "needs fork()")
+    def test_quotas_survive_the_reopen_after_fork(self):
+        # A pre-fork server: the quota is added in the master, charged in a
+        # worker, whose reopened instance adds it again (the usage is Redis's).
+        with self.limiter() as rl:
+            plan = rl.add_quota("name=plan amount=5 period=day")
+            rl.remove_quota(rl.add_quota("name=gone amount=1"))  # ids now differ from a re-add
+            sms = rl.add_quota("name=sms amount=3 period=day")
+            self.assertTrue(rl.charge_quota(plan, "t", "r1"))
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    a = rl.charge_quota(plan, "t", "r1")  # a retry in the worker
+                    b = rl.charge_quota(sms, "t", "s1", cost=2)
+                    out = f"{a.duplicate} {a.used} {b.used} {rl.get_quota('sms', 't').used}"
+                except BaseException as e:  # noqa: BLE001
+                    out = f"raised {e!r}"
+                os.write(w, out.encode())
+                os._exit(0)
+            os.close(w)
+            got = os.read(r, 4096).decode()
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            self.assertEqual(got, "True 1 2 2")
+            self.assertEqual(rl.get_quota(sms, "t").used, 2)
+
+    def test_refusals(self):
+        with self.assertRaises(rlm.SpecError) as cm:
+            rlm.parse_quota("name=p amount=10 period=fortnight")
+        self.assertIn("fortnight", cm.exception.detail)
+        with self.assertRaises(rlm.ModeError):
+            rlm.parse_quota("name=p amount=10 on_failure=local")
+        q = rlm.parse_quota("name=p amount=10 period=week on_failure=open dedup=600s")
+        self.assertEqual((q.amount, q.period, q.on_failure, q.dedup_ms),
+                         (10, rlm.RL_PERIOD_WEEK, rlm.RL_FAIL_OPEN, 600000))
+        with RateLimiter() as local:  # no redis_url: a quota in memory is no quota
+            with self.assertRaises(rlm.NotSupportedError):
+                local.add_quota(q)
+            with self.assertRaises(rlm.LimitNotFoundError):
+                local.charge_quota(7, "k", "r")
+            with self.assertRaises(TypeError):
+                local.charge_quota(1.5, "k", "r")
+
+
+class HotKeys(unittest.TestCase):
+    """rl_hotkeys through hot_keys(): a local-only instance's busiest keys."""
+
+    def test_the_busiest_key_is_reported_and_marked(self):
+        with RateLimiter(hotkeys_k=4) as rl:
+            hot = rl.add_limit("name=h rate=100/s burst=100 mode=local hot=0.5")
+            calm = rl.add_limit("name=c rate=100/s burst=100 mode=local")
+            self.assertEqual(rl.hot_keys(hot), [])
+            reports = []
+            for _ in range(4):  # hot marks need RL_HOT_ENTER evaluations in a row
+                for _ in range(2000):
+                    rl.check(hot, b"busy")
+                for i in range(20):
+                    rl.check(hot, f"quiet-{i}")
+                for _ in range(500):  # second busiest: within the K=4 reported
+                    rl.check(calm, "c-key")
+                time.sleep(0.01)
+                reports.append(rl.hot_keys(hot, n=8))
+            last = reports[-1]
+            self.assertGreater(len(last), 0)
+            top = last[0]
+            self.assertIsInstance(top, rlm.HotKey)
+            self.assertEqual((top.key, top.key_len, top.limit), (b"busy", 4, hot))
+            self.assertFalse(top.truncated)
+            self.assertTrue(top.hot)
+            self.assertGreater(top.demand_per_s, 0)
+            self.assertGreaterEqual(top.count, top.count_err)
+            self.assertTrue(rl.check(hot, b"busy").flags & rlm.RL_FLAG_HOT)
+            self.assertTrue(all(k.limit == hot for k in last))
+            every = rl.hot_keys(None, n=64)
+            self.assertIn(calm, {k.limit for k in every})
+            self.assertEqual(len(rl.hot_keys(None, n=1)), 1)
+            with self.assertRaises(rlm.LimitNotFoundError):
+                rl.hot_keys(12345)
+            with self.assertRaises(rlm.OutOfRangeError):
+                rl.hot_keys(hot, n=0)
+
+
+class ClientRetry(unittest.TestCase):
+    """libratelimit.retry: the C helper's rule through the class and the
+    decorator, on a fake clock (nothing sleeps)."""
+
+    def setUp(self):
+        from libratelimit import retry as rmod
+        self.rmod = rmod
+        self.now = 1000.0
+        self.slept = []
+
+    def fake(self, **kw):
+        def sleep(s):
+            self.slept.append(s)
+            self.now += s
+        return self.rmod.Retry(clock=lambda: self.now, sleep=sleep, **kw)
+
+    def test_delays_follow_the_rule(self):
+        with self.fake(seed=11, max_retries=50) as a, self.fake(seed=11, max_retries=50) as b:
+            for retry in range(12):
+                ceiling = min(20.0, 1.0 * 2 ** retry)
+                da = a.delay(retry, self.rmod.THROTTLED, hint_ms=3000)
+                self.assertEqual(da, b.delay(retry, self.rmod.THROTTLED, hint_ms=3000))
+                self.assertGreaterEqual(da, 3.0)
+                self.assertLessEqual(da, 3.0 + ceiling)
+                dn = a.delay(retry, self.rmod.FAILED)
+                b.delay(retry, self.rmod.FAILED)
+                self.assertLessEqual(dn, min(20.0, 0.1 * 2 ** retry))
+            self.assertIsNone(a.delay(50))                       # max_retries
+            self.assertIsNone(a.delay(0, hint_ms=60001))         # past hint_cap_ms
+        with self.fake(random=lambda: 12345) as r:
+            self.assertEqual(r.delay(0, self.rmod.FAILED), (12345 % 101) / 1000)
+            self.assertEqual(r.delay(1, self.rmod.THROTTLED, 250), (250 + 12345 % 2001) / 1000)
+
+    def test_hints(self):
+        h = self.rmod.hint_ms
+        self.assertEqual(h("120"), 120000)
+        self.assertEqual(h(None, '"api";r=0;t=5'), 5000)
+        self.assertEqual(h("3", '"api";r=0;t=7'), 7000)
+        self.assertIsNone(h(None, '"api";r=2;t=7'))
+        self.assertIsNone(h("soon"))
+        self.assertIsNone(h())
+        self.assertEqual(h("Sun, 06 Nov 1994 08:49:47 GMT", now_unix_ms=784111777000), 10000)
+
+    def test_call_retries_after_the_hint(self):
+        calls = []
+
+        def flaky():
+            calls.append(self.now)
+            if len(calls) < 3:
+                raise self.rmod.Throttled(hint_ms=1000)
+            return "done"
+        with self.fake(seed=3) as r:
+            self.assertEqual(r.call(flaky), "done")
+            self.assertEqual(len(calls), 3)
+            self.assertEqual(len(self.slept), 2)
+            self.assertTrue(1.0 <= self.slept[0] <= 2.0, self.slept)
+            self.assertTrue(1.0 <= self.slept[1] <= 3.0, self.slept)
+            self.assertEqual(r.budget()["requests"], 3)
+            self.assertEqual(r.budget()["accepts"], 1)
+
+    def test_gives_up_and_reraises(self):
+        calls = []
+
+        def always_down():
+            calls.append(1)
+            raise ConnectionResetError("reset")
+        with self.fake(seed=4, max_retries=3, budget_k=0) as r:
+            with self.assertRaises(ConnectionResetError):
+                r.call(always_down)
+            self.assertEqual(len(calls), 4)
+            for i, s in enumerate(self.slept):
+                self.assertLessEqual(s, 0.1 * 2 ** i)
+
+        def not_retryable():
+            calls.append(1)
+            raise ValueError("bad request")
+        calls.clear()
+        with self.fake(seed=4) as r:
+            with self.assertRaises(ValueError):
+                r.call(not_retryable)
+            self.assertEqual(len(calls), 1)
+            self.assertEqual(r.budget()["accepts"], 1)  # answered: not the server's load
+
+    def test_http_429_reads_its_headers(self):
+        import email.message
+        import urllib.error
+        hdrs = email.message.Message()
+        hdrs["Retry-After"] = "2"
+        calls = []
+
+        def fetch():
+            calls.append(1)
+            if len(calls) == 1:
+                raise urllib.error.HTTPError("http://x", 429, "Too Many Requests", hdrs, None)
+            return 200
+        with self.fake(seed=5) as r:
+            self.assertEqual(r.call(fetch), 200)
+            self.assertTrue(2.0 <= self.slept[0] <= 3.0, self.slept)
+
+    def test_budget_rejects_locally(self):
+        sent = []
+
+        def refused():
+            sent.append(1)
+            raise self.rmod.Throttled()
+        with self.fake(seed=6, max_retries=0) as r:
+            rejected = 0
+            for _ in range(200):
+                try:
+                    r.call(refused)
+                except self.rmod.RetryBudgetExceeded:
+                    rejected += 1
+                except self.rmod.Throttled:
+                    pass
+            b = r.budget()
+            self.assertEqual(b["requests"], 200)
+            self.assertEqual(len(sent) + rejected, 200)
+            self.assertGreater(rejected, 150)
+            self.assertAlmostEqual(b["reject_probability"], 200 / 201, places=5)
+
+    def test_decorator_and_refusals(self):
+        retry = self.fake(seed=7)
+        n = []
+
+        @self.rmod.retrying(retry)
+        def twice():
+            n.append(1)
+            if len(n) == 1:
+                raise TimeoutError()
+            return len(n)
+        self.assertEqual(twice(), 2)
+        self.assertIs(twice.retry, retry)
+
+        @retry
+        def once():
+            return "ok"
+        self.assertEqual(once(), "ok")
+        retry.close()
+        with self.assertRaises(ValueError):
+            retry.admit()
+        with self.assertRaises(rlm.OutOfRangeError) as cm:
+            self.rmod.Retry(base_ms=0)
+        self.assertTrue(cm.exception.detail.startswith("base_ms:"), cm.exception.detail)
+        with self.assertRaises(rlm.OutOfRangeError):
+            self.rmod.Retry(budget_k=0.5)
+        with self.assertRaises(TypeError):
+            self.rmod.Retry(cap_ms="20s")
 
 
 class FirstClass(unittest.TestCase):

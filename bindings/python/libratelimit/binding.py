@@ -48,8 +48,10 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "RateLimiter", "Decision", "MultiDecision", "LimitInfo", "RateLimitError", "load",
-    "version", "parse_limit", "read_key_secret", "__version__",
+    "version", "parse_limit", "parse_quota", "read_key_secret", "__version__",
+    "QuotaResult", "HotKey",
     "Config", "Limit", "Rate", "Decision_t", "Request", "Stats", "LimitStats", "Allocator",
+    "Quota", "QuotaResult_t", "Hotkey", "RetryConfig",
     # one exception class per RL_E* code, each a RateLimitError
     "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
     "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
@@ -100,6 +102,7 @@ RL_FLAG_HOT = 0x04
 RL_FLAG_SHADOW = 0x08
 RL_FLAG_NOSLOT = 0x10
 RL_FLAG_PEEK = 0x20
+RL_FLAG_DUPLICATE = 0x40
 
 # ------------------------------------------------------------------ structs
 
@@ -299,6 +302,78 @@ class LimitStats(ctypes.Structure):
     ]
 
 
+RL_PERIOD_HOUR, RL_PERIOD_DAY, RL_PERIOD_WEEK, RL_PERIOD_MONTH, RL_PERIOD_FIXED = 0, 1, 2, 3, 4
+RL_QUOTA_MAX = 256
+RL_QUOTA_ID_MAX = 256
+RL_QUOTA_AMOUNT_MAX = (1 << 53) - 1
+RL_HOTKEY_KEY_BYTES = 64
+
+
+RETRY_RANDOM_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)
+
+
+class RetryConfig(ctypes.Structure):
+    """rl_retry_config_t (libratelimit.retry.Retry builds one)"""
+    _fields_ = [
+        ("size", _size),
+        ("base_ms", _u32),
+        ("throttled_base_ms", _u32),
+        ("cap_ms", _u32),
+        ("hint_cap_ms", _u32),
+        ("max_retries", _u32),
+        ("budget_k_milli", _u32),
+        ("budget_window_ms", _u32),
+        ("budget_min_requests", _u32),
+        ("seed", _u64),
+        ("random", RETRY_RANDOM_FN),
+        ("random_ud", ctypes.c_void_p),
+    ]
+
+
+class Quota(ctypes.Structure):
+    """rl_quota_t"""
+    _fields_ = [
+        ("size", _size),
+        ("name", ctypes.c_char * RL_NAME_MAX),
+        ("amount", _u64),
+        ("period", _i32),
+        ("on_failure", _i32),
+        ("period_ms", _u64),
+        ("dedup_ms", _u64),
+    ]
+
+
+class QuotaResult_t(ctypes.Structure):
+    """rl_quota_result_t (the Python-side result is QuotaResult)"""
+    _fields_ = [
+        ("size", _size),
+        ("allowed", _i32),
+        ("flags", _u32),
+        ("amount", _u64),
+        ("used", _u64),
+        ("remaining", _u64),
+        ("reset_unix_ms", _u64),
+    ]
+
+
+class Hotkey(ctypes.Structure):
+    """rl_hotkey_t (the Python-side result is HotKey)"""
+    _fields_ = [
+        ("size", _size),
+        ("limit", _i32),
+        ("hot", _i32),
+        ("key_len", _u64),
+        ("key_kept", _u32),
+        ("reserved0", _u32),
+        ("key", ctypes.c_ubyte * RL_HOTKEY_KEY_BYTES),
+        ("demand_per_s", ctypes.c_double),
+        ("share_per_s", ctypes.c_double),
+        ("fleet_per_s", ctypes.c_double),
+        ("count", _u64),
+        ("count_err", _u64),
+    ]
+
+
 def _as_dict(s: ctypes.Structure) -> dict:
     """A stats struct's counters, without the size and reserved fields."""
     return {name: getattr(s, name) for name, _ in s._fields_
@@ -341,8 +416,36 @@ _PROTOTYPES = {
     "rl_version": (ctypes.c_char_p, []),
     "rl_version_hex": (_u32, []),
     "rl_metrics_text": (ctypes.c_int, [_c_rl, _P(ctypes.c_char), _size]),
+    "rl_quota_init_sized": (None, [_P(Quota), _size]),
+    "rl_quota_result_init_sized": (None, [_P(QuotaResult_t), _size]),
+    "rl_quota_parse": (ctypes.c_int, [_P(Quota), ctypes.c_char_p, _P(ctypes.c_char), _size]),
+    "rl_quota_add": (ctypes.c_int, [_c_rl, _P(Quota)]),
+    "rl_quota_remove": (ctypes.c_int, [_c_rl, ctypes.c_int]),
+    "rl_quota_charge": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u64,
+                                       ctypes.c_char_p, _size, _P(QuotaResult_t)]),
+    "rl_quota_get": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size,
+                                    _P(QuotaResult_t)]),
+    "rl_hotkey_init_sized": (None, [_P(Hotkey), _size]),
+    "rl_hotkeys": (ctypes.c_int, [_c_rl, ctypes.c_int, _P(Hotkey), _size]),
+    "rl_retry_config_init_sized": (None, [_P(RetryConfig), _size]),
+    "rl_retry_new": (ctypes.c_int, [_P(ctypes.c_void_p), _P(RetryConfig), _P(ctypes.c_char),
+                                    _size]),
+    "rl_retry_free": (None, [ctypes.c_void_p]),
+    "rl_retry_admit": (ctypes.c_int, [ctypes.c_void_p, _u64]),
+    "rl_retry_record": (ctypes.c_int, [ctypes.c_void_p, _u64, ctypes.c_int]),
+    "rl_retry_delay": (ctypes.c_int, [ctypes.c_void_p, _u32, ctypes.c_int, ctypes.c_int64,
+                                      _P(_u64)]),
+    "rl_retry_hint": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _u64,
+                                     _P(ctypes.c_int64)]),
+    "rl_retry_budget": (ctypes.c_int, [ctypes.c_void_p, _u64, _P(_u64), _P(_u64), _P(_u32)]),
 }
-_OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized"}
+# Newer than the first 0.x releases: a library without them still loads,
+# and the methods that need them raise NotSupportedError.
+_OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized", "rl_quota_init_sized",
+             "rl_quota_result_init_sized", "rl_quota_parse", "rl_quota_add", "rl_quota_remove",
+             "rl_quota_charge", "rl_quota_get", "rl_hotkey_init_sized", "rl_hotkeys",
+             "rl_retry_config_init_sized", "rl_retry_new", "rl_retry_free", "rl_retry_admit",
+             "rl_retry_record", "rl_retry_delay", "rl_retry_hint", "rl_retry_budget"}
 
 _libs: dict = {}
 _libs_lock = threading.Lock()
@@ -578,6 +681,31 @@ def parse_limit(spec: str, library: Optional[str] = None) -> Limit:
     return _parse(lib, spec)
 
 
+def parse_quota(spec: str, library: Optional[str] = None) -> Quota:
+    """rl_quota_parse: a quota spec ("name=plan amount=1000000 period=month
+    dedup=24h on_failure=open") as an rl_quota_t (raises RateLimitError
+    whose detail names the offending word)."""
+    return _parse_quota(load(library), spec)
+
+
+def _need(lib: _Lib, name: str) -> None:
+    if getattr(lib, name) is None:
+        raise RateLimitError(RL_ENOTSUP, name, f"this libratelimit has no {name}", lib)
+
+
+def _parse_quota(lib: _Lib, spec: Union[str, Quota]) -> Quota:
+    if isinstance(spec, Quota):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be str or Quota, not {type(spec).__name__}")
+    _need(lib, "rl_quota_parse")
+    q = Quota()
+    err = ctypes.create_string_buffer(256)
+    rc = lib.rl_quota_parse(ctypes.byref(q), spec.encode("utf-8"), err, ctypes.sizeof(err))
+    _check_rc(lib, rc, "rl_quota_parse", err.value.decode("utf-8", "replace"))
+    return q
+
+
 def _parse(lib: _Lib, spec: Union[str, Limit]) -> Limit:
     if isinstance(spec, Limit):
         return spec
@@ -670,6 +798,68 @@ class MultiDecision(tuple):
     def __repr__(self) -> str:
         return (f"MultiDecision(allowed={self[0]}, denied_index={self[2]}, "
                 f"decisions={self[1]!r})")
+
+
+class QuotaResult:
+    """The answer to a quota charge or read (rl_quota_result_t): allowed
+    (bool; the object is false when denied), amount (per period), used (in
+    the period, after this charge), remaining, reset_unix_ms (the period's
+    end, Unix ms), flags (RL_FLAG_*), duplicate (a request id seen before:
+    its first answer, nothing charged), degraded (Redis did not answer in
+    time: the quota's on_failure decided and used is unknown, 0)."""
+
+    __slots__ = ("allowed", "amount", "used", "remaining", "reset_unix_ms", "flags")
+
+    def __init__(self, r: QuotaResult_t):
+        self.allowed = r.allowed == RL_ALLOW
+        self.amount = r.amount
+        self.used = r.used
+        self.remaining = r.remaining
+        self.reset_unix_ms = r.reset_unix_ms
+        self.flags = r.flags
+
+    duplicate = property(lambda self: bool(self.flags & RL_FLAG_DUPLICATE))
+    degraded = property(lambda self: bool(self.flags & RL_FLAG_DEGRADED))
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    def __repr__(self) -> str:
+        return (f"QuotaResult(allowed={self.allowed}, used={self.used}/{self.amount}, "
+                f"remaining={self.remaining}, reset_unix_ms={self.reset_unix_ms}, "
+                f"flags={self.flags:#x})")
+
+
+class HotKey:
+    """One of a limit's busiest keys, as hot_keys() reports it (rl_hotkey_t):
+    limit (the id as this RateLimiter hands it out), hot (bool: marked hot
+    by the limit's hot_ppm), key (the key's first bytes, at most
+    RL_HOTKEY_KEY_BYTES; None until the library has kept them), key_len
+    (the key's full length; 0 until kept), truncated (the key is longer
+    than what key holds), demand_per_s (offered on this node), share_per_s
+    (this node's share of the rate; 0 for a local limit), fleet_per_s (what
+    hot_ppm is compared with), count and count_err (the sketch's ranking
+    count and how much of it may be another key's)."""
+
+    __slots__ = ("limit", "hot", "key", "key_len", "demand_per_s", "share_per_s",
+                 "fleet_per_s", "count", "count_err")
+
+    def __init__(self, hk: Hotkey, limit: int):
+        self.limit = limit
+        self.hot = bool(hk.hot)
+        self.key_len = hk.key_len
+        self.key = bytes(hk.key[:hk.key_kept]) if hk.key_len else None
+        self.demand_per_s = hk.demand_per_s
+        self.share_per_s = hk.share_per_s
+        self.fleet_per_s = hk.fleet_per_s
+        self.count = hk.count
+        self.count_err = hk.count_err
+
+    truncated = property(lambda self: self.key is not None and len(self.key) < self.key_len)
+
+    def __repr__(self) -> str:
+        return (f"HotKey(limit={self.limit}, key={self.key!r}, hot={self.hot}, "
+                f"demand_per_s={self.demand_per_s:.1f}, fleet_per_s={self.fleet_per_s:.1f})")
 
 
 _MODES = {RL_MODE_GLOBAL: "global", RL_MODE_LOCAL: "local", RL_MODE_EXACT: "exact",
@@ -845,6 +1035,12 @@ class RateLimiter:
         self._u2c: Optional[dict] = None  # caller's id -> this process's id, once reopened
         self._c2u: dict = {}
         self._synth_id = 1 << 31  # above any id the library hands out (< 2**31)
+        # Quotas likewise: caller's id -> its definition, and -> this
+        # process's id (the library's ids are never reused, so the caller's
+        # stay unique across a reopen); a name -> the caller's id.
+        self._qdefs: dict = {}
+        self._q_u2c: dict = {}
+        self._q_names: dict = {}
         self._reopen_lock = threading.Lock()
         self._rl = self._open()
         self._pid = _pid[0]
@@ -886,10 +1082,16 @@ class RateLimiter:
                     cid = _check_rc(self._lib, self._lib.rl_limit_add(rl, ctypes.byref(lim)),
                                     "rl_limit_add")
                     u2c[uid], c2u[cid] = cid, uid
+                q_u2c = {}
+                for uid in sorted(self._qdefs):
+                    q = Quota.from_buffer_copy(self._qdefs[uid])
+                    q_u2c[uid] = _check_rc(self._lib, self._lib.rl_quota_add(rl, ctypes.byref(q)),
+                                           "rl_quota_add")
             except RateLimitError:
                 self._lib.rl_close(rl)
                 raise
             self._u2c, self._c2u = u2c, c2u
+            self._q_u2c = q_u2c
             self._rl = rl
             self._pid = _pid[0]
 
@@ -1084,3 +1286,110 @@ class RateLimiter:
             raise RateLimitError(RL_ENOTSUP, "rl_metrics_text",
                                  "this libratelimit has no rl_metrics_text", self._lib)
         return _snprintf_text(self._lib, fn, "rl_metrics_text", self._h("rl_metrics_text"))
+
+    # ---------------------------------------------------------------- quotas
+
+    def add_quota(self, spec: Union[str, Quota]) -> int:
+        """Add a quota from a spec ("name=plan amount=1000000 period=month
+        dedup=24h on_failure=open") or a Quota struct (rl_quota_add); returns
+        its id. Needs a redis_url: a local-only instance raises
+        NotSupportedError (a quota in volatile memory is not a quota)."""
+        lib = self._lib
+        q = _parse_quota(lib, spec)
+        _need(lib, "rl_quota_add")
+        cid = _check_rc(lib, lib.rl_quota_add(self._h("rl_quota_add"), ctypes.byref(q)),
+                        "rl_quota_add", q.name.decode("utf-8", "replace"))
+        uid = cid
+        while uid in self._q_u2c:  # reopened: the caller holds ids of the parent's numbering
+            self._synth_id += 1
+            uid = self._synth_id
+        self._q_u2c[uid] = cid
+        self._qdefs[uid] = Quota.from_buffer_copy(q)
+        self._q_names[q.name.decode("utf-8")] = uid
+        return uid
+
+    def remove_quota(self, quota: LimitRef) -> None:
+        """rl_quota_remove: the quota's usage stays in Redis until it expires;
+        its journaled charges not yet replayed are dropped (quota_lost)."""
+        uid = self._quota_uid(quota)
+        _need(self._lib, "rl_quota_remove")
+        rc = self._lib.rl_quota_remove(self._h("rl_quota_remove"), self._quota_id(uid))
+        _check_rc(self._lib, rc, "rl_quota_remove")
+        q = self._qdefs.pop(uid, None)
+        self._q_u2c.pop(uid, None)
+        if q is not None:
+            self._q_names.pop(q.name.decode("utf-8"), None)
+
+    def charge_quota(self, quota: LimitRef, key: KeyType, request_id: KeyType,
+                     cost: int = 1) -> QuotaResult:
+        """Charge cost units of a quota to key, once per request_id
+        (rl_quota_charge): the same id again within the quota's dedup window
+        (a retry) gets the first answer, duplicate=True, and charges
+        nothing. Blocks at most quota_timeout_ms (the GIL released); when
+        Redis does not answer, the quota's on_failure decides
+        (degraded=True). quota is an id or the name of a quota added here."""
+        lib = self._lib
+        _need(lib, "rl_quota_charge")
+        k, rid = _key_bytes(key), _key_bytes(request_id)
+        if not isinstance(cost, int) or isinstance(cost, bool):
+            raise TypeError(f"cost must be an int, not {type(cost).__name__}")
+        if not 0 <= cost < 1 << 64:
+            raise RateLimitError(RL_ERANGE, "rl_quota_charge", f"cost {cost} is outside "
+                                 "0..2**64-1", lib)
+        r = QuotaResult_t()
+        lib.rl_quota_result_init_sized(ctypes.byref(r), ctypes.sizeof(r))
+        qid = self._quota_id(self._quota_uid(quota))
+        rc = lib.rl_quota_charge(self._h("rl_quota_charge"), qid, k, len(k), cost, rid,
+                                 len(rid), ctypes.byref(r))
+        _check_rc(lib, rc, "rl_quota_charge")
+        return QuotaResult(r)
+
+    def get_quota(self, quota: LimitRef, key: KeyType) -> QuotaResult:
+        """A key's usage of a quota in the current period, charging nothing
+        (rl_quota_get); allowed while remaining > 0. Blocks like
+        charge_quota."""
+        lib = self._lib
+        _need(lib, "rl_quota_get")
+        k = _key_bytes(key)
+        r = QuotaResult_t()
+        lib.rl_quota_result_init_sized(ctypes.byref(r), ctypes.sizeof(r))
+        qid = self._quota_id(self._quota_uid(quota))
+        rc = lib.rl_quota_get(self._h("rl_quota_get"), qid, k, len(k), ctypes.byref(r))
+        _check_rc(lib, rc, "rl_quota_get")
+        return QuotaResult(r)
+
+    def _quota_uid(self, quota: LimitRef) -> int:
+        if isinstance(quota, str):
+            uid = self._q_names.get(quota)
+            if uid is None:
+                raise RateLimitError(RL_ENOTFOUND, "rl_quota_charge",
+                                     f"no quota named {quota!r} was added here", self._lib)
+            return uid
+        if isinstance(quota, bool) or not isinstance(quota, int):
+            raise TypeError(f"quota must be an id (int) or a name (str), "
+                            f"not {type(quota).__name__}")
+        return quota
+
+    def _quota_id(self, uid: int) -> int:
+        if self._pid != _pid[0]:
+            self._reopen()
+        # an id this RateLimiter never handed out: -1, which the library
+        # answers RL_ENOTFOUND
+        return self._q_u2c.get(uid, -1)
+
+    # -------------------------------------------------------------- hot keys
+
+    def hot_keys(self, limit: Optional[LimitRef] = None, n: int = 32) -> List[HotKey]:
+        """The busiest keys of one limit (an id or a name) or of every limit
+        (None), highest demand first, at most n (rl_hotkeys). A scrape, not
+        a per-request call: it walks the key table for local limits."""
+        lib = self._lib
+        _need(lib, "rl_hotkeys")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= 65536:
+            raise RateLimitError(RL_ERANGE, "rl_hotkeys", f"n={n!r}: 1..65536", lib)
+        out = (Hotkey * n)()
+        for i in range(n):
+            lib.rl_hotkey_init_sized(ctypes.byref(out[i]), ctypes.sizeof(Hotkey))
+        lid = -1 if limit is None else self._id(limit)
+        got = _check_rc(lib, lib.rl_hotkeys(self._h("rl_hotkeys"), lid, out, n), "rl_hotkeys")
+        return [HotKey(out[i], self._c2u.get(out[i].limit, out[i].limit)) for i in range(got)]
