@@ -377,6 +377,63 @@ START_TEST(global_refused_with_redis)
 }
 END_TEST
 
+/* One window's worth of releases: n permits held at once, then released
+ * with `outcome` and `lat_ns`, and the clock moved past the window. */
+static void window_of(rl_t *rl, int id, int n, int32_t outcome, uint64_t lat_ns)
+{
+    rl_permit_t p[16];
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p[i], NULL),
+                         RL_ALLOW);
+    rl_test_clock_advance(&clk, (uint64_t)RL_INFLIGHT_WINDOW_MS * 1000000u);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(rl_inflight_release(rl, &p[i], outcome, lat_ns), 0);
+}
+
+static uint64_t limit_now(rl_t *rl, int id)
+{
+    rl_limit_stats_t st;
+    rl_limit_stats_init(&st);
+    ck_assert_int_eq(rl_limit_stats(rl, id, &st), 0);
+    return st.inflight_limit;
+}
+
+START_TEST(adaptive_through_releases)
+{
+    rl_t *rl = rl_test_open(&clk, 0);
+    int id = rl_test_add(rl, "name=db kind=inflight limit=adaptive algo=aimd min=5 max=50");
+    ck_assert_uint_eq(limit_now(rl, id), 20);
+    window_of(rl, id, 10, RL_INFLIGHT_DROPPED, 0);
+    ck_assert_uint_eq(limit_now(rl, id), 18); /* x 0.9 on drops */
+    /* Under the floor, or ignored: no samples, no window. */
+    window_of(rl, id, 12, RL_INFLIGHT_SUCCESS, RL_INFLIGHT_RTT_FLOOR_NS - 1);
+    window_of(rl, id, 12, RL_INFLIGHT_IGNORED, 0);
+    ck_assert_uint_eq(limit_now(rl, id), 18);
+    /* Used (10 of 18 held at once), served in 5 ms: +1. */
+    window_of(rl, id, 10, RL_INFLIGHT_SUCCESS, 5000000u);
+    ck_assert_uint_eq(limit_now(rl, id), 19);
+    rl_permit_t p[20];
+    rl_decision_t d;
+    rl_decision_init(&d);
+    for (int i = 0; i < 19; i++)
+        ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p[i], NULL),
+                         RL_ALLOW);
+    ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p[19], &d),
+                     RL_DENY);
+    ck_assert_uint_eq(d.limit, 19);
+    ck_assert_uint_eq(d.retry_after_ms, 5); /* the last window's mean latency */
+    for (int i = 0; i < 19; i++)
+        ck_assert_int_eq(rl_inflight_release(rl, &p[i], RL_INFLIGHT_IGNORED, 0), 0);
+    /* An update to fixed: the limit is its max from then on. */
+    rl_limit_t lim;
+    char err[128];
+    ck_assert_int_eq(parse("name=db kind=inflight max=7", &lim, err, sizeof err), 0);
+    ck_assert_int_eq(rl_limit_update(rl, id, &lim), 0);
+    ck_assert_uint_eq(limit_now(rl, id), 7);
+    rl_close(rl);
+}
+END_TEST
+
 /* ------------------------------------------------------ racing threads */
 
 #define RACE_THREADS 8
@@ -491,6 +548,7 @@ static Suite *suite(void)
     tcase_add_test(tc, partitions_borrow);
     tcase_add_test(tc, no_entry_or_permit);
     tcase_add_test(tc, global_refused_with_redis);
+    tcase_add_test(tc, adaptive_through_releases);
     tcase_add_test(tc, race_never_past_max);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);

@@ -3,16 +3,16 @@
  * Gradient2, Vegas and AIMD, each as concurrency-limits' _update
  * (Gradient2Limit, VegasLimit, AIMDLimit) with its builder's defaults, fed
  * one window at a time as its WindowedLimit feeds them. One departure, on
- * purpose each. Gradient2's long RTT rises only from a window that did not
- * fill the limit, or while the limit is at its floor (it falls from any):
- * Netflix's rises from every window, so under sustained load it chases the
- * short RTT up as the limit grows, the gradient stays 1 and the limit
- * climbs to its ceiling whatever the service's knee (a simulated service
- * shows it: tests/test_inflight_adaptive.c). And a window of drops only
- * counts as a window. WindowedLimit counts
+ * purpose: a window of drops only counts as a window. WindowedLimit counts
  * no dropped sample towards a window, so a service whose every request
  * fails never closes one and its limit freezes where it was; here such a
- * window closes, and each algorithm reads it as overload.
+ * window closes, and each algorithm reads it as overload (Gradient2, which
+ * reads no drops, takes its lowest gradient, 0.5). A service whose latency
+ * rises slowly past its knee and never drops is one Gradient2 does not
+ * find: its long RTT follows the short one up as the limit grows, the
+ * gradient stays at 1 and the limit climbs to its ceiling (a latency
+ * linear in the load past a knee of 100 took it to 200, its max, in the
+ * simulation of tests/test_inflight_adaptive.c; Vegas settled at 106).
  */
 #include "ratelimit.h"
 #include "inflight/adaptive.h"
@@ -67,11 +67,10 @@ static double gradient2(rl_adapt_t *a, double rtt, const rl_adapt_window_t *w)
     double l = a->limit;
     if (rtt <= 0.0) /* drops only: the lowest gradient, 0.5 */
         return clamp(a, l * (1 - RL_G2_SMOOTHING) + (l * 0.5 + RL_G2_QUEUE) * RL_G2_SMOOTHING);
-    int saturated = (double)w->max_inflight >= floor_pos(l);
     if (a->long_n < RL_G2_WARMUP) {
         a->long_n++;
         a->long_rtt += (rtt - a->long_rtt) / a->long_n;
-    } else if (rtt < a->long_rtt || !saturated || l <= a->min) {
+    } else {
         double f = 2.0 / (RL_G2_LONG_WINDOW + 1.0);
         a->long_rtt = a->long_rtt * (1 - f) + rtt * f;
     }
