@@ -2,10 +2,11 @@
 /*
  * The in-flight module's lifetime and its blocks: one per in-flight limit,
  * allocated by rl_limit_add (keys, permit records and the block in one
- * allocation), updated in place, and on removal kept on a list until
- * rl_close (an acquire or release racing the removal may still hold it).
+ * allocation), updated in place, and freed by its removal once no call is
+ * inside it (internal.h, rl__ifl_enter).
  * Statistics, class names, and the refusal of checks.
  */
+#include <sched.h>
 #include <string.h>
 #include "inflight/keys.h"
 
@@ -33,6 +34,19 @@ static void block_free(struct rl_inflight *m, rl_ifl_t *b)
     rl__free(&m->alloc, b, b->bytes, 64);
 }
 
+/* Free an unpublished block once no call is inside it (rl__ifl_enter):
+ * the calls it waits for are a few atomic operations long (or a sweep). */
+static void block_retire(struct rl_inflight *m, rl_ifl_t *b)
+{
+    unsigned spins = 0;
+    /* seq_cst: pairs with the entry's fetch_add (rl__ifl_enter); acquire
+     * with its leave's release, so its accesses are done. */
+    while (atomic_load(&b->users) != 0)
+        if (++spins % 64 == 0)
+            sched_yield();
+    block_free(m, b);
+}
+
 void rl__inflight_destroy(struct rl_inflight *m)
 {
     if (m == NULL)
@@ -42,11 +56,6 @@ void rl__inflight_destroy(struct rl_inflight *m)
         rl_ifl_t *b = atomic_load_explicit(&m->blocks[i], memory_order_relaxed);
         if (b != NULL)
             block_free(m, b);
-    }
-    while (m->retired != NULL) {
-        rl_ifl_t *b = m->retired;
-        m->retired = b->retired;
-        block_free(m, b);
     }
     pthread_mutex_destroy(&m->lock);
     rl__free(&m->alloc, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
@@ -110,14 +119,12 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
     pthread_mutex_lock(&m->lock);
     params_store(b, lim, &d);
     rl__ifl_sampler_reset(b, &d, now);
-    /* release: the block's contents before an acquire that loads it. The
-     * one it replaces (a removal not yet seen here) retires. */
-    rl_ifl_t *old = atomic_exchange_explicit(&m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK], b,
-                                             memory_order_acq_rel);
-    if (old != NULL) {
-        old->retired = m->retired;
-        m->retired = old;
-    }
+    /* seq_cst (a release, and more): the block's contents before an
+     * acquire that loads it; and the one it replaces (a removal whose own
+     * step has not run yet) is unpublished here, as remove would. */
+    rl_ifl_t *old = atomic_exchange(&m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK], b);
+    if (old != NULL)
+        block_retire(m, old);
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -125,18 +132,21 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
 int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
 {
     struct rl_inflight *m = rl->inflight;
-    rl_ifl_t *b = rl__ifl_get(m, id);
-    if (b == NULL)
-        return RL_ENOTFOUND;
     rl_inflight_def_t d;
     rl__inflight_resolve(lim, &d);
-    if (pow2_at_least((uint64_t)d.keys * 2) != b->mask + 1u) {
+    pthread_mutex_lock(&m->lock); /* removals take it too: b stays */
+    rl_ifl_t *b = rl__ifl_enter(m, id);
+    if (b != NULL)
+        rl__ifl_leave(b);
+    if (b == NULL || pow2_at_least((uint64_t)d.keys * 2) != b->mask + 1u) {
+        pthread_mutex_unlock(&m->lock);
+        if (b == NULL)
+            return RL_ENOTFOUND;
         rl__log(&rl->logger, RL_LOG_ERROR,
                 "limit %.64s: an in-flight limit's max_keys is fixed when it is added (remove "
                 "and add it again to change it)", lim->name);
         return RL_ERANGE;
     }
-    pthread_mutex_lock(&m->lock);
     params_store(b, lim, &d);
     /* A change of algorithm or bounds starts the algorithm afresh; the
      * same ones keep the limit they reached. */
@@ -159,9 +169,8 @@ void rl__inflight_remove(rl_t *rl, int id)
     /* relaxed: under the lock, which orders every store of the pointer. */
     rl_ifl_t *b = atomic_load_explicit(at, memory_order_relaxed);
     if (b != NULL && b->id == id) {
-        atomic_store_explicit(at, NULL, memory_order_relaxed);
-        b->retired = m->retired;
-        m->retired = b;
+        atomic_store(at, NULL); /* seq_cst: see rl__ifl_enter */
+        block_retire(m, b);
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -174,8 +183,10 @@ int rl__inflight_refuse_check(rl_t *rl, const rl_limit_slot_t *ls)
     uint32_t idx = (uint32_t)(ls - rl->limits.slots);
     /* relaxed: the id's acquire load paired with its add already. */
     int id = (int)atomic_load_explicit(&ls->id, memory_order_relaxed);
-    rl_ifl_t *b = rl__ifl_get(m, id);
-    if (b == NULL || ((uint32_t)id & RL_LIMIT_IDX_MASK) != idx)
+    if (((uint32_t)id & RL_LIMIT_IDX_MASK) != idx)
+        return 0;
+    rl_ifl_t *b = rl__ifl_enter(m, id);
+    if (b == NULL)
         return 0;
     /* relaxed: only who logs is decided. */
     if (atomic_exchange_explicit(&b->told_check, 1, memory_order_relaxed) == 0)
@@ -183,13 +194,16 @@ int rl__inflight_refuse_check(rl_t *rl, const rl_limit_slot_t *ls)
                 "limit %.64s: an in-flight limit is taken with rl_inflight_acquire and given "
                 "back with rl_inflight_release; rl_check and its forms refuse it "
                 "(RL_ENOTSUP; logged once)", ls->name);
+    rl__ifl_leave(b);
     return RL_ENOTSUP;
 }
 
 void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
 {
-    rl_ifl_t *b = rl__ifl_get(rl->inflight, id);
-    if (b == NULL || s->size < offsetof(rl_limit_stats_t, inflight_late) + sizeof s->inflight_late)
+    if (s->size < offsetof(rl_limit_stats_t, inflight_late) + sizeof s->inflight_late)
+        return;
+    rl_ifl_t *b = rl__ifl_enter(rl->inflight, id);
+    if (b == NULL)
         return;
     uint64_t held = 0;
     for (uint32_t i = 0; i <= b->mask; i++)
@@ -199,6 +213,7 @@ void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     s->inflight_limit = atomic_load_explicit(&b->limit_now, memory_order_relaxed);
     s->inflight_reclaimed = atomic_load_explicit(&b->reclaimed, memory_order_relaxed);
     s->inflight_late = atomic_load_explicit(&b->late, memory_order_relaxed);
+    rl__ifl_leave(b);
 }
 
 int rl_inflight_class(rl_t *rl, int limit, const char *name)
@@ -208,11 +223,16 @@ int rl_inflight_class(rl_t *rl, int limit, const char *name)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
-    rl_ifl_t *b = rl__ifl_get(rl->inflight, limit);
-    if (b == NULL)
+    if (rl->inflight == NULL)
         return rl__limit_get(&rl->limits, limit) != NULL ? RL_EMODE : RL_ENOTFOUND;
+    pthread_mutex_lock(&rl->inflight->lock); /* removals take it too: b stays */
+    rl_ifl_t *b = rl__ifl_enter(rl->inflight, limit);
+    if (b == NULL) {
+        pthread_mutex_unlock(&rl->inflight->lock);
+        return rl__limit_get(&rl->limits, limit) != NULL ? RL_EMODE : RL_ENOTFOUND;
+    }
+    rl__ifl_leave(b);
     rc = RL_ENOTFOUND;
-    pthread_mutex_lock(&rl->inflight->lock);
     for (int i = 0; i < RL_INFLIGHT_CLASSES && rc < 0; i++)
         if (b->class_name[i][0] != '\0' &&
             strncmp(b->class_name[i], name, RL_INFLIGHT_CLASS_NAME) == 0)

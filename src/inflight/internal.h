@@ -68,7 +68,6 @@ typedef struct rl_ifl {
     rl_ifl_key_t *keys;
     rl_ifl_rec_t *recs;
     size_t bytes;     /* the allocation, keys and records with this header */
-    struct rl_ifl *retired; /* the module's list of removed blocks */
     /* Parameters: rl_limit_update stores them, acquires load them. */
     _Atomic uint32_t limit_now; /* fixed: max; adaptive: the algorithm's */
     _Atomic uint32_t nclasses;
@@ -77,6 +76,10 @@ typedef struct rl_ifl {
     char class_name[RL_INFLIGHT_CLASSES][RL_INFLIGHT_CLASS_NAME]; /* under the module's lock */
     /* The free list's head: ABA count (32) | record index + 1 (32). */
     _Atomic uint64_t head __attribute__((aligned(64)));
+    /* Calls inside the block now (rl__ifl_enter): its removal waits for 0
+     * before it frees it. On the head's line, which every acquire and
+     * release writes anyway. */
+    _Atomic uint32_t users;
     _Atomic uint64_t next_sweep_ns;
     /* The sampler (inflight/sampler.c): the open window's sums, on a line of
      * their own; the algorithm's state, under `busy`. */
@@ -101,19 +104,39 @@ struct rl_inflight {
     uint32_t tag;
     pthread_mutex_t lock; /* add, update, remove, class names */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
-    rl_ifl_t *retired;    /* removed blocks, freed at rl_close */
 };
 
-/* The live block of an in-flight limit id, or NULL. */
-static inline rl_ifl_t *rl__ifl_get(struct rl_inflight *m, int id)
+/*
+ * Enter the live block of an in-flight limit id, or NULL. A block is freed
+ * by its removal once no call is inside it: the entry counts itself in,
+ * then checks the block is still published; the removal unpublishes, then
+ * waits for the count to reach 0. Both pairs are sequentially consistent,
+ * so either the entry sees the removal (and leaves) or the removal sees
+ * the entry (and waits for it).
+ */
+static inline rl_ifl_t *rl__ifl_enter(struct rl_inflight *m, int id)
 {
     if (m == NULL || id <= 0 || ((uint32_t)id & RL_LIMIT_IDX_MASK) >= m->cap)
         return NULL;
+    _Atomic(rl_ifl_t *) *at = &m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK];
     /* acquire: pairs with the add's release store, so the block's contents
      * (id, arrays, parameters) are seen whole. */
-    rl_ifl_t *b = atomic_load_explicit(&m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK],
-                                       memory_order_acquire);
-    return b != NULL && b->id == id ? b : NULL;
+    rl_ifl_t *b = atomic_load_explicit(at, memory_order_acquire);
+    if (b == NULL || b->id != id)
+        return NULL;
+    atomic_fetch_add(&b->users, 1); /* seq_cst: see above */
+    if (atomic_load(at) != b) {     /* seq_cst: see above */
+        atomic_fetch_sub_explicit(&b->users, 1, memory_order_release);
+        return NULL;
+    }
+    return b;
+}
+
+static inline void rl__ifl_leave(rl_ifl_t *b)
+{
+    /* release: the call's accesses to the block happen before the removal
+     * that sees the count at 0 frees it. */
+    atomic_fetch_sub_explicit(&b->users, 1, memory_order_release);
 }
 
 /* Instance time in ns (the precise source: latencies are measured on it). */

@@ -166,7 +166,7 @@ static int acquire_args(rl_t *rl, int limit, const void *key, size_t key_len,
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
-    *b = rl__ifl_get(rl->inflight, limit);
+    *b = rl__ifl_enter(rl->inflight, limit);
     if (*b == NULL)
         return rl__limit_get(&rl->limits, limit) != NULL ? RL_EMODE : RL_ENOTFOUND;
     return 0;
@@ -182,6 +182,9 @@ static void permit_write(rl_permit_t *p, uint32_t tag, int id, uint32_t gen, uin
     p->opaque[2] = t0;
 }
 
+static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
+                      int32_t cls, rl_permit_t *permit, rl_decision_t *out);
+
 int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, int32_t cls,
                         rl_permit_t *permit, rl_decision_t *out)
 {
@@ -189,14 +192,26 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
     int rc = acquire_args(rl, limit, key, key_len, permit, out, &b);
     if (rc == 0 && cls != RL_INFLIGHT_NO_CLASS &&
         /* relaxed: a parameter. */
-        (cls < 0 || (uint32_t)cls >= atomic_load_explicit(&b->nclasses, memory_order_relaxed)))
+        (cls < 0 || (uint32_t)cls >= atomic_load_explicit(&b->nclasses, memory_order_relaxed))) {
+        rl__ifl_leave(b);
         rc = RL_ERANGE;
+    }
     if (permit != NULL)
         memset(permit, 0, sizeof *permit);
     if (rc != 0) {
         fail_decision(out);
         return rc;
     }
+    rc = acquire_in(rl, b, limit, key, key_len, cls, permit, out);
+    rl__ifl_leave(b);
+    return rc;
+}
+
+/* rl_inflight_acquire inside its block. */
+static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
+                      int32_t cls, rl_permit_t *permit, rl_decision_t *out)
+{
+    int rc;
     uint64_t now = rl__ifl_now(rl);
     sweep(rl, b, now);
     uint64_t x = rl__keyid_mix(&rl->kh, rl__keyhash(&rl->kh, key, key_len), b->salt);
@@ -224,13 +239,19 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
         return RL_DENY;
     }
     rl_ifl_rec_t *r = &b->recs[rec - 1];
-    /* relaxed: the record is ours (popped); the release store below
+    /* relaxed: the record is ours (popped); the release CAS below
      * publishes t0 with the word to a sweeper. */
-    uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
     atomic_store_explicit(&r->t0_ns, now, memory_order_relaxed);
-    uint64_t held_s = (s & ~(RS_KEY | (UINT64_C(7) << RS_CLS_SHIFT))) | RS_HELD |
-                      ((uint64_t)(cls + 1) << RS_CLS_SHIFT) | entry;
-    atomic_store_explicit(&r->st, held_s, memory_order_release);
+    uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
+    /* A CAS, not a store: the last life's late release may be marking its
+     * end in the word at this moment (release_ended), and must not be
+     * undone. release: t0 and the word before a sweeper's acquire load. */
+    while (!atomic_compare_exchange_weak_explicit(
+        &r->st, &s,
+        (s & ~(RS_KEY | (UINT64_C(7) << RS_CLS_SHIFT))) | RS_HELD |
+            ((uint64_t)(cls + 1) << RS_CLS_SHIFT) | entry,
+        memory_order_release, memory_order_relaxed))
+        ;
     permit_write(permit, rl->inflight->tag, limit, st_gen(s), rec - 1, now);
     if (ls != NULL)
         rl__stat_add(ls, stripe, RL_STAT_ADMITTED);
@@ -247,12 +268,15 @@ static int permit_find(rl_t *rl, const rl_permit_t *p, rl_ifl_t **b, uint32_t *r
     if ((uint32_t)(p->opaque[0] >> 32) != rl->inflight->tag)
         return RL_EINVAL; /* zeroed, or another instance's */
     int id = (int)(uint32_t)p->opaque[0];
-    *b = rl__ifl_get(rl->inflight, id);
+    *b = rl__ifl_enter(rl->inflight, id);
     if (*b == NULL)
         return RL_ENOTFOUND;
     *rec = (uint32_t)p->opaque[1];
     *gen = (uint32_t)(p->opaque[1] >> 32);
-    return *rec < (*b)->pool ? 0 : RL_EINVAL;
+    if (*rec < (*b)->pool)
+        return 0;
+    rl__ifl_leave(*b);
+    return RL_EINVAL;
 }
 
 /* A permit whose life is over: late (reclaimed, counted once) or not. */
@@ -272,6 +296,9 @@ static int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
     return RL_EINVAL;
 }
 
+static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
+                      int32_t outcome, uint64_t latency_ns);
+
 int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t latency_ns)
 {
     if (rl == NULL || permit == NULL)
@@ -287,6 +314,15 @@ int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t
         return rc;
     uint64_t t0 = permit->opaque[2];
     memset(permit, 0, sizeof *permit);
+    rc = release_in(rl, b, rec, gen, t0, outcome, latency_ns);
+    rl__ifl_leave(b);
+    return rc;
+}
+
+/* rl_inflight_release inside its block. */
+static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
+                      int32_t outcome, uint64_t latency_ns)
+{
     rl_ifl_rec_t *r = &b->recs[rec];
     /* acquire: pairs with the acquire's release store (the life's fields). */
     uint64_t s = atomic_load_explicit(&r->st, memory_order_acquire);
