@@ -1600,8 +1600,10 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * rl_check, rl_refund and the other checks refuse such a limit
  * (RL_ENOTSUP), and rl_inflight_acquire refuses a rate limit (RL_EMODE).
  *
- * The bound: a key never holds more than the limit's current value at once
- * (max, or the adaptive limit) when the limit has no classes; with classes,
+ * The bound: a key never holds more than the limit at once (max, or the
+ * adaptive limit; when an update or the algorithm lowers it, permits held
+ * stay until released: at most the highest limit any of them was taken
+ * under) when the limit has no classes; with classes,
  * a class under its cap (its share of the limit, rounded up) may pass a
  * full limit (Netflix's partitions: idle capacity is borrowed, and a
  * borrowing class is refused only once the whole limit is full), so a key
