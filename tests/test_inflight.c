@@ -536,6 +536,58 @@ START_TEST(race_never_past_max)
 }
 END_TEST
 
+/* Acquirers and releasers racing the removal and re-adding of their limit:
+ * every call answers a verdict or RL_ENOTFOUND, never touches a freed
+ * block (ASan, valgrind), and a removed limit's permits are RL_ENOTFOUND. */
+typedef struct churn {
+    rl_t *rl;
+    _Atomic int id;
+    _Atomic int stop;
+} churn_t;
+
+static void *churn_main(void *arg)
+{
+    churn_t *c = arg;
+    rl_permit_t p;
+    while (!atomic_load(&c->stop)) {
+        int id = atomic_load(&c->id);
+        int rc = rl_inflight_acquire(c->rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p, NULL);
+        REQUIRE(rc == RL_ALLOW || rc == RL_DENY || rc == RL_ENOTFOUND, "acquire: %s",
+                rl_err_name(rc));
+        if (rc == RL_ALLOW) {
+            rc = rl_inflight_release(c->rl, &p, RL_INFLIGHT_SUCCESS, 0);
+            REQUIRE(rc == 0 || rc == RL_ENOTFOUND, "release: %s", rl_err_name(rc));
+        }
+        rl_limit_stats_t st;
+        rl_limit_stats_init(&st);
+        rc = rl_limit_stats(c->rl, id, &st);
+        REQUIRE(rc == 0 || rc == RL_ENOTFOUND, "stats: %s", rl_err_name(rc));
+    }
+    return NULL;
+}
+
+START_TEST(removal_races_calls)
+{
+    churn_t c = {.rl = rl_test_open(&clk, 0)};
+    atomic_store(&c.id, rl_test_add(c.rl, "name=db kind=inflight max=3"));
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn_main, &c), 0);
+    for (int i = 0; i < 300; i++) {
+        ck_assert_int_eq(rl_limit_remove(c.rl, atomic_load(&c.id)), 0);
+        atomic_store(&c.id, rl_test_add(c.rl, "name=db kind=inflight max=3"));
+    }
+    atomic_store(&c.stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    rl_limit_stats_t st;
+    rl_limit_stats_init(&st);
+    ck_assert_int_eq(rl_limit_stats(c.rl, atomic_load(&c.id), &st), 0);
+    ck_assert_uint_eq(st.inflight, 0);
+    rl_close(c.rl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inflight");
@@ -550,6 +602,7 @@ static Suite *suite(void)
     tcase_add_test(tc, global_refused_with_redis);
     tcase_add_test(tc, adaptive_through_releases);
     tcase_add_test(tc, race_never_past_max);
+    tcase_add_test(tc, removal_races_calls);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;

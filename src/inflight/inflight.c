@@ -20,8 +20,10 @@ int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
     m->cap = cfg->max_limits;
     m->tag = cfg->tag;
     m->blocks = rl__calloc(a, sizeof *m->blocks * m->cap, 64);
-    if (m->blocks == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {
+    m->users = rl__calloc(a, sizeof *m->users * m->cap, 64);
+    if (m->blocks == NULL || m->users == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {
         rl__free(a, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
+        rl__free(a, m->users, sizeof *m->users * m->cap, 64);
         rl__free(a, m, sizeof *m, 64);
         return RL_ENOMEM;
     }
@@ -41,7 +43,7 @@ static void block_retire(struct rl_inflight *m, rl_ifl_t *b)
     unsigned spins = 0;
     /* seq_cst: pairs with the entry's fetch_add (rl__ifl_enter); acquire
      * with its leave's release, so its accesses are done. */
-    while (atomic_load(&b->users) != 0)
+    while (atomic_load(&m->users[(uint32_t)b->id & RL_LIMIT_IDX_MASK].n) != 0)
         if (++spins % 64 == 0)
             sched_yield();
     block_free(m, b);
@@ -59,6 +61,7 @@ void rl__inflight_destroy(struct rl_inflight *m)
     }
     pthread_mutex_destroy(&m->lock);
     rl__free(&m->alloc, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
+    rl__free(&m->alloc, m->users, sizeof *m->users * m->cap, 64);
     rl_allocator_t a = m->alloc;
     rl__free(&a, m, sizeof *m, 64);
 }
@@ -119,12 +122,16 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
     pthread_mutex_lock(&m->lock);
     params_store(b, lim, &d);
     rl__ifl_sampler_reset(b, &d, now);
-    /* seq_cst (a release, and more): the block's contents before an
-     * acquire that loads it; and the one it replaces (a removal whose own
-     * step has not run yet) is unpublished here, as remove would. */
-    rl_ifl_t *old = atomic_exchange(&m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK], b);
+    /* A block still there is a removed limit's whose own removal step has
+     * not run yet: unpublished and freed here, as that step would, before
+     * the new one is published (its callers count on the same index). */
+    _Atomic(rl_ifl_t *) *at = &m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK];
+    rl_ifl_t *old = atomic_exchange(at, NULL); /* seq_cst: see rl__ifl_enter */
     if (old != NULL)
         block_retire(m, old);
+    /* seq_cst (a release, and more): the block's contents before an entry
+     * that loads it. */
+    atomic_store(at, b);
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -137,7 +144,7 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
     pthread_mutex_lock(&m->lock); /* removals take it too: b stays */
     rl_ifl_t *b = rl__ifl_enter(m, id);
     if (b != NULL)
-        rl__ifl_leave(b);
+        rl__ifl_leave(rl->inflight, b);
     if (b == NULL || pow2_at_least((uint64_t)d.keys * 2) != b->mask + 1u) {
         pthread_mutex_unlock(&m->lock);
         if (b == NULL)
@@ -194,7 +201,7 @@ int rl__inflight_refuse_check(rl_t *rl, const rl_limit_slot_t *ls)
                 "limit %.64s: an in-flight limit is taken with rl_inflight_acquire and given "
                 "back with rl_inflight_release; rl_check and its forms refuse it "
                 "(RL_ENOTSUP; logged once)", ls->name);
-    rl__ifl_leave(b);
+    rl__ifl_leave(rl->inflight, b);
     return RL_ENOTSUP;
 }
 
@@ -213,7 +220,7 @@ void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     s->inflight_limit = atomic_load_explicit(&b->limit_now, memory_order_relaxed);
     s->inflight_reclaimed = atomic_load_explicit(&b->reclaimed, memory_order_relaxed);
     s->inflight_late = atomic_load_explicit(&b->late, memory_order_relaxed);
-    rl__ifl_leave(b);
+    rl__ifl_leave(rl->inflight, b);
 }
 
 int rl_inflight_class(rl_t *rl, int limit, const char *name)
@@ -231,7 +238,7 @@ int rl_inflight_class(rl_t *rl, int limit, const char *name)
         pthread_mutex_unlock(&rl->inflight->lock);
         return rl__limit_get(&rl->limits, limit) != NULL ? RL_EMODE : RL_ENOTFOUND;
     }
-    rl__ifl_leave(b);
+    rl__ifl_leave(rl->inflight, b);
     rc = RL_ENOTFOUND;
     for (int i = 0; i < RL_INFLIGHT_CLASSES && rc < 0; i++)
         if (b->class_name[i][0] != '\0' &&

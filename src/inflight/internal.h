@@ -76,10 +76,6 @@ typedef struct rl_ifl {
     char class_name[RL_INFLIGHT_CLASSES][RL_INFLIGHT_CLASS_NAME]; /* under the module's lock */
     /* The free list's head: ABA count (32) | record index + 1 (32). */
     _Atomic uint64_t head __attribute__((aligned(64)));
-    /* Calls inside the block now (rl__ifl_enter): its removal waits for 0
-     * before it frees it. On the head's line, which every acquire and
-     * release writes anyway. */
-    _Atomic uint32_t users;
     _Atomic uint64_t next_sweep_ns;
     /* The sampler (inflight/sampler.c): the open window's sums, on a line of
      * their own; the algorithm's state, under `busy`. */
@@ -98,45 +94,52 @@ typedef struct rl_ifl {
     _Atomic uint32_t told_reclaim, told_check;
 } rl_ifl_t;
 
+/* Calls inside a limit index's block now (rl__ifl_enter), one line each:
+ * outside the block, so that counting in never touches a block that may
+ * already be freed. */
+typedef struct rl_ifl_users {
+    _Atomic uint32_t n;
+    char pad[60];
+} rl_ifl_users_t;
+
 struct rl_inflight {
     rl_allocator_t alloc;
     uint32_t cap;
     uint32_t tag;
     pthread_mutex_t lock; /* add, update, remove, class names */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
+    rl_ifl_users_t *users;       /* by limit index */
 };
 
 /*
  * Enter the live block of an in-flight limit id, or NULL. A block is freed
- * by its removal once no call is inside it: the entry counts itself in,
- * then checks the block is still published; the removal unpublishes, then
- * waits for the count to reach 0. Both pairs are sequentially consistent,
- * so either the entry sees the removal (and leaves) or the removal sees
- * the entry (and waits for it).
+ * by its removal once no call is inside it: an entry counts itself in on
+ * its index, then loads the block; the removal unpublishes the block, then
+ * waits for the index's count to reach 0. Both pairs are sequentially
+ * consistent, so either the entry sees the block gone (and leaves) or the
+ * removal sees the entry (and waits for it to leave).
  */
 static inline rl_ifl_t *rl__ifl_enter(struct rl_inflight *m, int id)
 {
     if (m == NULL || id <= 0 || ((uint32_t)id & RL_LIMIT_IDX_MASK) >= m->cap)
         return NULL;
-    _Atomic(rl_ifl_t *) *at = &m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK];
-    /* acquire: pairs with the add's release store, so the block's contents
-     * (id, arrays, parameters) are seen whole. */
-    rl_ifl_t *b = atomic_load_explicit(at, memory_order_acquire);
-    if (b == NULL || b->id != id)
-        return NULL;
-    atomic_fetch_add(&b->users, 1); /* seq_cst: see above */
-    if (atomic_load(at) != b) {     /* seq_cst: see above */
-        atomic_fetch_sub_explicit(&b->users, 1, memory_order_release);
-        return NULL;
-    }
-    return b;
+    uint32_t idx = (uint32_t)id & RL_LIMIT_IDX_MASK;
+    atomic_fetch_add(&m->users[idx].n, 1); /* seq_cst: see above */
+    /* seq_cst: see above; and an acquire, pairing with the add's store,
+     * so the block's contents (id, arrays, parameters) are seen whole. */
+    rl_ifl_t *b = atomic_load(&m->blocks[idx]);
+    if (b != NULL && b->id == id)
+        return b;
+    atomic_fetch_sub_explicit(&m->users[idx].n, 1, memory_order_release);
+    return NULL;
 }
 
-static inline void rl__ifl_leave(rl_ifl_t *b)
+static inline void rl__ifl_leave(struct rl_inflight *m, rl_ifl_t *b)
 {
     /* release: the call's accesses to the block happen before the removal
      * that sees the count at 0 frees it. */
-    atomic_fetch_sub_explicit(&b->users, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&m->users[(uint32_t)b->id & RL_LIMIT_IDX_MASK].n, 1,
+                              memory_order_release);
 }
 
 /* Instance time in ns (the precise source: latencies are measured on it). */

@@ -193,7 +193,7 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
     if (rc == 0 && cls != RL_INFLIGHT_NO_CLASS &&
         /* relaxed: a parameter. */
         (cls < 0 || (uint32_t)cls >= atomic_load_explicit(&b->nclasses, memory_order_relaxed))) {
-        rl__ifl_leave(b);
+        rl__ifl_leave(rl->inflight, b);
         rc = RL_ERANGE;
     }
     if (permit != NULL)
@@ -203,7 +203,7 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
         return rc;
     }
     rc = acquire_in(rl, b, limit, key, key_len, cls, permit, out);
-    rl__ifl_leave(b);
+    rl__ifl_leave(rl->inflight, b);
     return rc;
 }
 
@@ -275,7 +275,7 @@ static int permit_find(rl_t *rl, const rl_permit_t *p, rl_ifl_t **b, uint32_t *r
     *gen = (uint32_t)(p->opaque[1] >> 32);
     if (*rec < (*b)->pool)
         return 0;
-    rl__ifl_leave(*b);
+    rl__ifl_leave(rl->inflight, *b);
     return RL_EINVAL;
 }
 
@@ -315,7 +315,7 @@ int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t
     uint64_t t0 = permit->opaque[2];
     memset(permit, 0, sizeof *permit);
     rc = release_in(rl, b, rec, gen, t0, outcome, latency_ns);
-    rl__ifl_leave(b);
+    rl__ifl_leave(rl->inflight, b);
     return rc;
 }
 
