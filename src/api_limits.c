@@ -14,9 +14,9 @@ static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
-    /* Layouts end between fields only at the 0.1 size: any other size
+    /* Layouts end between fields only at the older sizes: any other size
      * short of ours would cut a field in two. */
-    if (lim->size != RL_LIMIT_SIZE_MIN && lim->size < sizeof *lim)
+    if (!rl__limit_size_known(lim->size))
         return RL_ESIZE;
     return rl__struct_ok(lim, lim->size, RL_LIMIT_SIZE_MIN, sizeof *lim);
 }
