@@ -1685,8 +1685,8 @@ typedef struct rl_permit {
  * permit was free: RL_FLAG_NOSLOT), *permit is zeroed. `out` (may be NULL)
  * gets limit (the limit now), remaining (limit minus held, 0 when full),
  * inflight (held after this decision), retry_after_ms on a deny (the mean
- * latency of the limit's recent releases, at least 1; 1000 before the
- * first), policy (the name), flags RL_FLAG_INFLIGHT (and NOSLOT); rl_headers
+ * latency of the limit's last window of releases, at least 1; 1000 before
+ * the first; a fixed limit samples one release in 16), policy (the name), flags RL_FLAG_INFLIGHT (and NOSLOT); rl_headers
  * renders it. Lock-free and allocation-free; the sweep for held-too-long
  * permits runs in an acquire at most every max_hold / 4 and walks the pool.
  * Counted as a check is (rl_limit_stats_t admitted, denied, noslot).

@@ -80,6 +80,7 @@ static void params_store(rl_ifl_t *b, const rl_limit_t *lim, const rl_inflight_d
     /* relaxed: parameters, each self-contained; an acquire racing an
      * update may use either value of each. */
     atomic_store_explicit(&b->max_hold_ns, d->max_hold_ns, memory_order_relaxed);
+    atomic_store_explicit(&b->precise, d->algo != RL_INFLIGHT_FIXED, memory_order_relaxed);
     for (uint32_t i = 0; i < RL_INFLIGHT_CLASSES; i++) {
         atomic_store_explicit(&b->class_ppm[i], d->class_ppm[i], memory_order_relaxed);
         memcpy(b->class_name[i], lim->classes[i].name, RL_INFLIGHT_CLASS_NAME);
@@ -117,10 +118,10 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
         return RL_ENOMEM;
     b->id = id;
     b->salt = rl__siphash24(rl->kh.name, &id, sizeof id);
-    uint64_t now = rl__ifl_now(rl);
-    atomic_init(&b->next_sweep_ns, now + d.max_hold_ns / 4);
     pthread_mutex_lock(&m->lock);
     params_store(b, lim, &d);
+    uint64_t now = rl__ifl_now(rl, b);
+    atomic_store_explicit(&b->next_sweep_ns, now + d.max_hold_ns / 4, memory_order_relaxed);
     rl__ifl_sampler_reset(b, &d, now);
     /* A block still there is a removed limit's whose own removal step has
      * not run yet: unpublished and freed here, as that step would, before
@@ -161,7 +162,7 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
                               (d.min != b->adapt.min || d.max != b->adapt.max)) ||
         (d.algo == RL_INFLIGHT_FIXED &&
          atomic_load_explicit(&b->limit_now, memory_order_relaxed) != d.max))
-        rl__ifl_sampler_reset(b, &d, rl__ifl_now(rl));
+        rl__ifl_sampler_reset(b, &d, rl__ifl_now(rl, b));
     pthread_mutex_unlock(&m->lock);
     return 0;
 }

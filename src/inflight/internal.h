@@ -73,6 +73,7 @@ typedef struct rl_ifl {
     _Atomic uint32_t nclasses;
     _Atomic uint32_t class_ppm[RL_INFLIGHT_CLASSES];
     _Atomic uint64_t max_hold_ns;
+    _Atomic uint32_t precise; /* adaptive: latencies on the precise clock */
     char class_name[RL_INFLIGHT_CLASSES][RL_INFLIGHT_CLASS_NAME]; /* under the module's lock */
     /* The free list's head: ABA count (32) | record index + 1 (32). */
     _Atomic uint64_t head __attribute__((aligned(64)));
@@ -142,10 +143,16 @@ static inline void rl__ifl_leave(struct rl_inflight *m, rl_ifl_t *b)
                               memory_order_release);
 }
 
-/* Instance time in ns (the precise source: latencies are measured on it). */
-static inline uint64_t rl__ifl_now(rl_t *rl)
+/* Instance time in ns: the precise source for an adaptive limit, whose
+ * samples are latencies; the coarse one (a tick, 4 ms by default, and a
+ * third of the cost) for a fixed limit, which measures only max_hold and
+ * its Retry-After hint. */
+static inline uint64_t rl__ifl_now(rl_t *rl, const rl_ifl_t *b)
 {
-    return rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE) >> RL_FP_SHIFT;
+    /* relaxed: a parameter. */
+    int precise = atomic_load_explicit(&b->precise, memory_order_relaxed) != 0;
+    return rl__clock_now_fp(&rl->clock, precise ? RL_CLOCK_PRECISE : RL_CLOCK_COARSE) >>
+           RL_FP_SHIFT;
 }
 
 /* The sampler (sampler.c): a release's report, and the window it may close. */

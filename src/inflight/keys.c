@@ -151,8 +151,9 @@ int rl__ifl_key_take(rl_ifl_t *b, uint64_t tag, uint32_t home, const rl_ifl_take
         }
         if (t->cls >= 0)
             class_take(e, t->cls, 0, 0);
-        /* seq_cst: as take_live's CAS, the entry goes live for later looks. */
-        atomic_store(&e->word, (tag << KW_TAG_SHIFT) | 1u);
+        /* release: the claim's seq_cst CAS already settled which claimer
+         * keeps the key; a look that still reads PENDING waits for this. */
+        atomic_store_explicit(&e->word, (tag << KW_TAG_SHIFT) | 1u, memory_order_release);
         *entry = (home + free_i) & b->mask;
         *held = 1;
         return RL_ALLOW;
