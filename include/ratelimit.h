@@ -26,6 +26,7 @@
  *   stats          counters and the Prometheus text
  *   quotas         durable ledgers with idempotent charges
  *   hot keys       the busiest keys, and what a hot key does
+ *   in-flight limits  concurrency caps: permits acquired and released
  *
  * Conventions
  * - Functions return an int: >= 0 on success, a negative RL_E* code on error.
@@ -570,6 +571,21 @@ typedef struct rl_rate {
     uint64_t period_ms;
 } rl_rate_t;
 
+/* rl_limit_t.kind: what a limit counts (the in-flight limits section). */
+#define RL_KIND_RATE 0     /* a token bucket: rl_check */
+#define RL_KIND_INFLIGHT 1 /* permits held at once: rl_inflight_acquire */
+
+/* An in-flight limit's named classes (rl_limit_t.classes): at most this
+ * many, each name 1..RL_INFLIGHT_CLASS_NAME-1 bytes of [A-Za-z0-9_.:-]. */
+#define RL_INFLIGHT_CLASSES 4
+#define RL_INFLIGHT_CLASS_NAME 16
+
+/* One class of an in-flight limit: its name and its share of the limit. */
+typedef struct rl_inflight_class {
+    char name[RL_INFLIGHT_CLASS_NAME]; /* NUL-terminated; "" ends the list */
+    uint32_t share_ppm;                /* 1..1000000: its share of the limit */
+} rl_inflight_class_t;
+
 /*
  * A limit. Initialise with rl_limit_init (or rl_limit_parse), then set fields.
  * Accepted ranges (RL_ERANGE otherwise):
@@ -586,6 +602,10 @@ typedef struct rl_rate {
  * - hot_policy: RL_HOT_POLICY_SYNC or RL_HOT_POLICY_LOCAL (RL_EMODE
  *   otherwise); LOCAL only with mode = RL_MODE_GLOBAL and a non-zero
  *   hot_ppm. hot_every: 0 or 2..RL_HOT_EVERY_MAX, non-zero only with LOCAL.
+ * - kind: RL_KIND_RATE or RL_KIND_INFLIGHT (RL_EMODE otherwise). A rate
+ *   limit leaves the in-flight fields 0 (RL_ERANGE otherwise); an in-flight
+ *   limit leaves rate, burst, degraded_rate, hot_*, near_ppm and shadow 0,
+ *   and takes the ranges of the in-flight limits section.
  */
 typedef struct rl_limit {
     size_t size;             /* set by rl_limit_init */
@@ -618,6 +638,25 @@ typedef struct rl_limit {
     uint32_t hot_every;      /* RL_HOT_POLICY_LOCAL: a hot key near its share
                                 reports every this many sync rounds, 2..
                                 RL_HOT_EVERY_MAX; 0: RL_HOT_EVERY_DEFAULT */
+    /* --- appended fields (in-flight limits; see that section) --- */
+    RL_EXPERIMENTAL
+    int32_t kind;            /* RL_KIND_*; default RL_KIND_RATE */
+    RL_EXPERIMENTAL
+    int32_t inflight_algo;   /* RL_INFLIGHT_FIXED (default) or an adaptive
+                                algorithm, RL_INFLIGHT_GRADIENT2, _VEGAS, _AIMD */
+    RL_EXPERIMENTAL
+    uint32_t inflight_max;   /* fixed: permits a key may hold at once;
+                                adaptive: the limit's ceiling (0: the
+                                algorithm's default) */
+    RL_EXPERIMENTAL
+    uint32_t inflight_min;   /* adaptive: the limit's floor (0: the
+                                algorithm's default); fixed: 0 */
+    RL_EXPERIMENTAL
+    uint64_t max_hold_ms;    /* a permit held longer is reclaimed; 0:
+                                RL_INFLIGHT_HOLD_DEFAULT_MS */
+    RL_EXPERIMENTAL
+    rl_inflight_class_t classes[RL_INFLIGHT_CLASSES]; /* partitions, in
+                                order (an acquire names one by index) */
 } rl_limit_t;
 
 /* rl_limit_t.near_ppm: its largest value (the whole burst: every admitted
@@ -647,6 +686,15 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * (RL_ERANGE otherwise). hot_policy: sync local (rl_limit_t.hot_policy;
  * local only with mode=global and hot=, RL_ERANGE otherwise). hot_every:
  * 2..10, only with hot_policy=local (RL_ERANGE otherwise).
+ * kind: rate inflight. An in-flight limit (kind=inflight) takes, instead of
+ * rate and its companions: max (1..RL_INFLIGHT_MAX; required unless
+ * limit=adaptive), max_hold (a duration as dedup's: "30s", "500ms"),
+ * limit (fixed adaptive), algo (gradient2 vegas aimd; only with
+ * limit=adaptive, which defaults it to gradient2), min (adaptive only), and
+ * partitions (NAME:FRACTION,... up to RL_INFLIGHT_CLASSES, fractions as
+ * near's summing to at most 1: "live:0.8,batch:0.2"). Without a mode word
+ * an in-flight limit is mode=local; mode=global, exact and tiered are
+ * RL_EMODE (not built for in-flight limits).
  * Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
@@ -763,6 +811,7 @@ RL_EXTERN int rl_limit_get(rl_t *rl, int id, rl_limit_t *out);
 #define RL_FLAG_NOSLOT 0x10u   /* no table slot for this key (table or max_keys full) */
 #define RL_FLAG_PEEK 0x20u     /* cost 0: state reported, nothing charged */
 #define RL_FLAG_DUPLICATE 0x40u /* quota: a seen request id, its first answer repeated */
+#define RL_FLAG_INFLIGHT 0x80u /* an in-flight limit's decision (rl_inflight_acquire) */
 
 /* One element of an rl_check_multi batch. */
 typedef struct rl_request {
@@ -796,6 +845,10 @@ typedef struct rl_decision {
     uint64_t burst;          /* the bucket's capacity in tokens */
     const char *policy;      /* the limit's name: points into the instance,
                                 valid until that limit is removed or rl_close */
+    /* --- appended field (in-flight limits) --- */
+    RL_EXPERIMENTAL
+    uint64_t inflight;       /* RL_FLAG_INFLIGHT: the key's permits held
+                                after this decision (limit is its limit) */
 } rl_decision_t;
 
 /*
@@ -1090,6 +1143,15 @@ typedef struct rl_limit_stats_s {
                                  the first after the instance's health
                                  changed, or a minute after the last began;
                                  each is logged (WARN) naming the limit */
+    /* --- appended fields: in-flight limits (all 0 for a rate limit) --- */
+    RL_EXPERIMENTAL
+    uint64_t inflight;           /* permits held now, all keys together */
+    RL_EXPERIMENTAL
+    uint64_t inflight_limit;     /* the limit now (adaptive: as it moved) */
+    RL_EXPERIMENTAL
+    uint64_t inflight_reclaimed; /* permits reclaimed past max_hold */
+    RL_EXPERIMENTAL
+    uint64_t inflight_late;      /* releases of a permit already reclaimed */
 } rl_limit_stats_t;
 
 /* Sync rounds in one window of rl_limit_stats' sync fields. */
@@ -1137,6 +1199,9 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     and hot_keys{limit} (gauge: keys marked hot now); a scrape whose
  *     last one is a second old or more is one rl_hotkeys call (it also
  *     harvests the local limits' keys), a quicker one reads the same report;
+ *   per in-flight limit, label limit (none without one): limit_inflight,
+ *     limit_inflight_limit (gauges), limit_inflight_reclaimed_total,
+ *     limit_inflight_late_total (rl_limit_stats_t's in-flight fields);
  *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
  *     (gauges), keys_reclaimed_total;
  *   with a redis_url only: health{state="healthy|degraded|recovering"}
@@ -1530,6 +1595,136 @@ static inline void rl_hotkey_init(rl_hotkey_t *hk) { rl_hotkey_init_sized(hk, si
  */
 RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
 
+/* -------------------------------------------------------- in-flight limits */
+
+/*
+ * In-flight limits: how many requests a key may have in progress at once
+ * (a semaphore per key), rather than how many it may start per second. A
+ * limit of kind RL_KIND_INFLIGHT ("name=db kind=inflight max=64") is added,
+ * updated, found and removed as any limit; rl_inflight_acquire takes a
+ * permit and rl_inflight_release gives it back, both lock-free and
+ * allocation-free (the permits are a fixed pool allocated by rl_limit_add).
+ * rl_check, rl_refund and the other checks refuse such a limit
+ * (RL_ENOTSUP), and rl_inflight_acquire refuses a rate limit (RL_EMODE).
+ *
+ * The bound: a key never holds more than the limit at once (max, or the
+ * adaptive limit; when an update or the algorithm lowers it, permits held
+ * stay until released: at most the highest limit any of them was taken
+ * under) when the limit has no classes; with classes,
+ * a class under its cap (its share of the limit, rounded up) may pass a
+ * full limit (Netflix's partitions: idle capacity is borrowed, and a
+ * borrowing class is refused only once the whole limit is full), so a key
+ * holds at most the limit plus the classes' caps. Per process: mode=local
+ * only (mode=global, exact and tiered are RL_EMODE; a struct left at
+ * RL_MODE_GLOBAL is local on an instance without a redis_url, RL_EMODE on
+ * one with it).
+ *
+ * Keys are hashed with the instance's keyed hash into a table of their own
+ * per limit, of max_keys entries (0: RL_INFLIGHT_KEYS_DEFAULT); a key that
+ * finds no entry, or a permit when the pool (max_keys x the largest limit,
+ * at most RL_INFLIGHT_POOL_MAX) is empty, is denied, flagged
+ * RL_FLAG_NOSLOT. A permit held longer than max_hold is reclaimed by a
+ * later acquire of the same limit (a sweep at most every max_hold / 4),
+ * counted (rl_limit_stats_t.inflight_reclaimed, the metrics) and logged
+ * once per limit; its late release is a counted no-op.
+ *
+ * Adaptive limits (limit=adaptive) move the limit between its min and max
+ * from what releases report: each release's latency and outcome feeds a
+ * window (at least RL_INFLIGHT_WINDOW_SAMPLES samples and
+ * RL_INFLIGHT_WINDOW_MS long; latencies under RL_INFLIGHT_RTT_FLOOR_NS are
+ * ignored, as are RL_INFLIGHT_IGNORED outcomes), and each full window moves
+ * the limit once by the algorithm (Netflix concurrency-limits' defaults):
+ * - Gradient2: queue size 4, smoothing 0.2, RTT tolerance 1.5, a long RTT
+ *   averaged over 600 windows; min 20, max 200, initially 20. A window of
+ *   drops only halves the gradient's target (it does not freeze).
+ * - Vegas: alpha 3 x log10(limit), beta 6 x log10(limit), the no-load RTT
+ *   re-probed every 30 x limit windows with jitter; min 1, max 1000,
+ *   initially 20; a drop decreases by log10(limit).
+ * - AIMD: +1 per window while the limit is used, x 0.9 on a drop or a
+ *   window mean over 5 s; min 20, max 200, initially 20.
+ * The whole section is RL_EXPERIMENTAL.
+ */
+
+/* rl_limit_t.inflight_algo */
+enum {
+    RL_INFLIGHT_FIXED = 0,     /* limit=fixed: the limit is inflight_max */
+    RL_INFLIGHT_GRADIENT2 = 1, /* limit=adaptive algo=gradient2 (its default) */
+    RL_INFLIGHT_VEGAS = 2,     /* algo=vegas */
+    RL_INFLIGHT_AIMD = 3       /* algo=aimd */
+};
+
+/* rl_inflight_release's outcome: what became of the request. */
+enum {
+    RL_INFLIGHT_SUCCESS = 0, /* served: its latency is a sample */
+    RL_INFLIGHT_DROPPED = 1, /* overloaded, timed out, shed: a drop sample */
+    RL_INFLIGHT_IGNORED = 2  /* neither (a client error): not sampled */
+};
+
+/* rl_inflight_acquire's class for an acquire that names none. */
+#define RL_INFLIGHT_NO_CLASS (-1)
+/* rl_inflight_release's answer for a permit reclaimed before its release. */
+#define RL_INFLIGHT_RECLAIMED 1
+
+/* Ranges and defaults: inflight_max, max_hold_ms, max_keys, the pool. */
+#define RL_INFLIGHT_MAX 1000000u
+#define RL_INFLIGHT_HOLD_DEFAULT_MS 60000u
+#define RL_INFLIGHT_HOLD_MAX_MS 86400000u
+#define RL_INFLIGHT_KEYS_DEFAULT 1024u
+#define RL_INFLIGHT_KEYS_MAX 1048576u
+#define RL_INFLIGHT_POOL_MAX 1048576u
+/* The adaptive limits' window. */
+#define RL_INFLIGHT_WINDOW_SAMPLES 10u
+#define RL_INFLIGHT_WINDOW_MS 1000u
+#define RL_INFLIGHT_RTT_FLOOR_NS 100000u
+
+/* A held permit: written by rl_inflight_acquire, given back to
+ * rl_inflight_release. Its words are the library's (which instance, limit,
+ * pool entry and generation); copy it freely, never edit it. */
+typedef struct rl_permit {
+    uint64_t opaque[3];
+} rl_permit_t;
+
+/*
+ * Take a permit of an in-flight limit for a key (1..RL_MAX_KEY_LEN bytes,
+ * as rl_check's), in class `cls` (an index into the limit's classes, or
+ * RL_INFLIGHT_NO_CLASS). RL_ALLOW: *permit holds it until
+ * rl_inflight_release. RL_DENY: the key holds the limit (or no entry or
+ * permit was free: RL_FLAG_NOSLOT), *permit is zeroed. `out` (may be NULL)
+ * gets limit (the limit now), remaining (limit minus held, 0 when full),
+ * inflight (held after this decision), retry_after_ms on a deny (the mean
+ * latency of the limit's last window of releases, at least 1; 1000 before
+ * the first; a fixed limit samples one release in 16), policy (the name), flags RL_FLAG_INFLIGHT (and NOSLOT); rl_headers
+ * renders it. Lock-free and allocation-free; the sweep for held-too-long
+ * permits runs in an acquire at most every max_hold / 4 and walks the pool.
+ * Counted as a check is (rl_limit_stats_t admitted, denied, noslot).
+ * Errors: RL_EINVAL (rl or permit NULL, key NULL with key_len > 0),
+ * RL_EKEYLEN, RL_ENOTFOUND, RL_EMODE (a rate limit), RL_ERANGE (cls not a
+ * class of the limit), RL_ESIZE (out->size), RL_EFORKED.
+ */
+RL_EXPERIMENTAL
+RL_EXTERN int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len,
+                                  int32_t cls, rl_permit_t *permit, rl_decision_t *out);
+
+/*
+ * Give a permit back, with what became of its request (RL_INFLIGHT_*) and
+ * its latency in ns (0: the time since its acquire on the instance clock);
+ * an adaptive limit samples both. *permit is zeroed. Returns 0, or
+ * RL_INFLIGHT_RECLAIMED for a permit reclaimed past max_hold (a no-op,
+ * counted in inflight_late, once: its record has not been handed out twice
+ * since). Lock-free and allocation-free.
+ * Errors: RL_EINVAL (rl or permit NULL; a permit released already, zeroed,
+ * or of another instance: nothing is changed), RL_ERANGE (outcome unknown),
+ * RL_ENOTFOUND (its limit was removed), RL_EFORKED.
+ */
+RL_EXPERIMENTAL
+RL_EXTERN int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome,
+                                  uint64_t latency_ns);
+
+/* The index of a class of an in-flight limit by name, for
+ * rl_inflight_acquire. Errors: RL_EINVAL, RL_ENOTFOUND (no such limit or
+ * class), RL_EMODE (a rate limit), RL_EFORKED. */
+RL_EXPERIMENTAL
+RL_EXTERN int rl_inflight_class(rl_t *rl, int limit, const char *name);
 /* ------------------------------------------------------------ client retry */
 
 /*

@@ -57,6 +57,7 @@ SECTIONS = [
     ("stats", "Statistics and metrics"),
     ("quotas", "Quotas"),
     ("hot keys", "Hot keys"),
+    ("in-flight limits", "In-flight limits"),
     ("client retry", "Client retry"),
 ]
 SECTION_TITLES = dict(SECTIONS)
@@ -270,7 +271,7 @@ def parse_header(text):
             raw, i = read_comment(i)
             if re.match(r"^/\*\s*SPDX-License-Identifier:[^*]*\*/$", raw.strip()):
                 continue  # the license tag, not documentation
-            divider = re.match(r"^/\*\s*-{3,}\s*(\w[\w ]*?)\s*\*/$", raw.strip())
+            divider = re.match(r"^/\*\s*-{3,}\s*(\w[\w -]*?)\s*\*/$", raw.strip())
             if divider:
                 section = divider.group(1)
                 names = [x[0] for x in SECTIONS]

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "core.h"
 #include "exact/exact.h"
+#include "inflight/inflight.h"
 #include "base/structsize.h"
 #include "local/limitdef.h"
 
@@ -13,9 +14,9 @@ static int check_limit_arg(rl_t *rl, const rl_limit_t *lim)
     int rc = rl__fork_check(rl);
     if (rc != 0)
         return rc;
-    /* Layouts end between fields only at the 0.1 size: any other size
+    /* Layouts end between fields only at the older sizes: any other size
      * short of ours would cut a field in two. */
-    if (lim->size != RL_LIMIT_SIZE_MIN && lim->size < sizeof *lim)
+    if (!rl__limit_size_known(lim->size))
         return RL_ESIZE;
     return rl__struct_ok(lim, lim->size, RL_LIMIT_SIZE_MIN, sizeof *lim);
 }
@@ -33,6 +34,28 @@ static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
     return tmp;
 }
 
+/* An in-flight limit is per process: mode=global means fleet-wide, which
+ * is not built for it, so an instance with Redis refuses it rather than
+ * count per process under a name that says global (one without Redis
+ * reads global as local, as for a rate limit). A shared instance's
+ * processes would each need the pool in the mapping: not built either. */
+static int inflight_ok(rl_t *rl, const rl_limit_t *lim)
+{
+    if (rl->inflight == NULL) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: in-flight limits are not supported by a shared instance "
+                "(rl_open_shared)", lim->name);
+        return RL_ENOTSUP;
+    }
+    if (lim->mode == RL_MODE_GLOBAL && rl->limits.synced) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: an in-flight limit is per process (mode=local); fleet-wide "
+                "in-flight limits (mode=global) are not built yet", lim->name);
+        return RL_EMODE;
+    }
+    return 0;
+}
+
 /* A shared instance checks exact limits on the calling process's own
  * connections (rl_shared_attach starts them). Tiered limits are refused:
  * their NEAR bit is written by the host's one sync (in whichever process
@@ -46,6 +69,8 @@ static int mode_ok(rl_t *rl, const rl_limit_t *lim)
     int rc = rl__limit_validate(lim, NULL, 0);
     if (rc != 0)
         return rc;
+    if (lim->kind == RL_KIND_INFLIGHT)
+        return inflight_ok(rl, lim);
     /* Refused, not run locally: a per-process bucket under a name that
      * says exact would admit nodes x burst and read healthy. */
     if (!rl->limits.synced && (lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED)) {
@@ -82,7 +107,32 @@ int rl_limit_add(rl_t *rl, const rl_limit_t *lim)
         rc = mode_ok(rl, full_limit(lim, &tmp));
     if (rc == 0)
         rc = connect_exact(rl, &tmp);
-    return rc != 0 ? rc : rl__limits_add(&rl->limits, full_limit(lim, &tmp), &rl->clock);
+    if (rc != 0)
+        return rc;
+    int id = rl__limits_add(&rl->limits, full_limit(lim, &tmp), &rl->clock);
+    if (id < 0 || tmp.kind != RL_KIND_INFLIGHT)
+        return id;
+    rc = rl__inflight_add(rl, id, &tmp);
+    if (rc != 0)
+        rl__limits_remove(&rl->limits, id);
+    return rc != 0 ? rc : id;
+}
+
+/* A limit keeps its kind: a rate limit's keys and an in-flight limit's
+ * permits have nothing to convert into each other. */
+static int same_kind(rl_t *rl, int id, const rl_limit_t *lim)
+{
+    rl_limit_t old;
+    rl_limit_init(&old);
+    int rc = rl__limits_def(&rl->limits, id, &old);
+    if (rc != 0)
+        return rc;
+    if (old.kind == lim->kind)
+        return 0;
+    rl__log(&rl->logger, RL_LOG_ERROR,
+            "limit %.64s: an update cannot change a limit's kind (remove it and add it again)",
+            lim->name);
+    return RL_EMODE;
 }
 
 /* Under the writers' lock, the new epoch published: bring every bucket word
@@ -106,6 +156,10 @@ int rl_limit_update(rl_t *rl, int id, const rl_limit_t *lim)
         rc = mode_ok(rl, full_limit(lim, &tmp));
     if (rc == 0)
         rc = connect_exact(rl, &tmp);
+    if (rc == 0)
+        rc = same_kind(rl, id, &tmp);
+    if (rc == 0 && tmp.kind == RL_KIND_INFLIGHT)
+        rc = rl__inflight_update(rl, id, &tmp);
     return rc != 0 ? rc
                    : rl__limits_update(&rl->limits, id, full_limit(lim, &tmp), &rl->clock,
                                        convert_keys, rl);
@@ -120,6 +174,7 @@ int rl_limit_remove(rl_t *rl, int id)
         return rc;
     if ((rc = rl__limits_remove(&rl->limits, id)) != 0)
         return rc;
+    rl__inflight_remove(rl, id);
     rl__table_purge_limit(&rl->table, rl__limit_ref(id));
     return 0;
 }

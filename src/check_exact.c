@@ -8,6 +8,7 @@
  */
 #include "checkint.h"
 #include "exact/exact.h"
+#include "inflight/inflight.h"
 
 /* A closed exact limit's Retry-After when Redis did not answer: the next
  * check may find it again. */
@@ -125,6 +126,9 @@ static __attribute__((noinline, cold)) int exact_unattached(rl_t *rl, const targ
 
 int rl__check_exact(rl_t *rl, target_t *t, uint32_t cost, outcome_t *o)
 {
+    int refused = rl__inflight_refuse_check(rl, t->ls);
+    if (refused != 0)
+        return refused;
     rl_exact_t *x = rl__exact_of(rl);
     if (x == NULL)
         return exact_unattached(rl, t);
@@ -214,6 +218,9 @@ static void async_done(void *ctx, const rl_exact_answer_t *a)
 int rl__check_async_exact(rl_t *rl, target_t *t, outcome_t *o, int id, uint32_t cost,
                           int tiered, rl_check_cb cb, void *ud)
 {
+    int refused = rl__inflight_refuse_check(rl, t->ls);
+    if (refused != 0)
+        return refused;
     rl_exact_t *x = rl__exact_of(rl);
     if (x == NULL)
         return exact_unattached(rl, t);

@@ -20,6 +20,7 @@
 #include "sync/sync.h"
 #include "exact/exact.h"
 #include "quota/quota.h"
+#include "inflight/inflight.h"
 
 /* The numeric fields of rl_config_t: default, lowest and highest value, as
  * include/ratelimit.h documents them. One row each: rl_config_init and
@@ -257,6 +258,7 @@ void rl_close(rl_t *rl)
             rl__sync_forget(rl->sync);
     }
     rl__shsync_free(rl);
+    rl__inflight_destroy(rl->inflight);
     rl__hot_destroy(rl);
     rl__leases_destroy(&rl->leases, &a);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
@@ -426,6 +428,19 @@ static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
     return rc;
 }
 
+/* In-flight limits: a block pointer per limit, and the tag that tells this
+ * instance's permits from another's (random: two instances of one fleet
+ * secret must not accept each other's). */
+static int start_inflight(rl_t *rl, const rl_config_t *c)
+{
+    uint32_t tag = 0;
+    while (tag == 0)
+        if (random_secret((unsigned char *)&tag, sizeof tag) != 0)
+            return RL_ENOMEM;
+    rl_inflight_cfg_t ic = {.max_limits = c->max_limits, .tag = tag};
+    return rl__inflight_create(&rl->alloc, &ic, &rl->inflight);
+}
+
 /* rl_open of a validated config. */
 static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
 {
@@ -442,6 +457,8 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
         rc = rl__hot_init(rl, c.redis_url != NULL, rl__alloc_is_shared(&rl->alloc), c.hotkeys_k);
     if (rc == 0 && rl->hot != NULL) /* only hot/hot.c marks keys hot */
         rc = rl__leases_init(&rl->leases, &rl->alloc);
+    if (rc == 0 && !rl__alloc_is_shared(&rl->alloc))
+        rc = start_inflight(rl, &c);
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {

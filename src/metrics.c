@@ -35,6 +35,7 @@
 #include "local/health.h"
 #include "core.h"
 #include "hot/hot.h"
+#include "inflight/inflight.h"
 #include "metrics.h"
 #include "stats.h"
 #include "text/textsink.h"
@@ -206,6 +207,7 @@ static uint32_t snapshot(rl_t *rl, entry_t *e)
         for (uint32_t j = 0; j < k; j++) {
             e[i + j].st = st[j];
             e[i + j].st.size = sizeof st[j];
+            rl__inflight_stats(rl, e[i + j].id, &e[i + j].st);
             /* A limit removed since the copy is left out. */
             if (rl__limit_get(&rl->limits, e[i + j].id) == NULL)
                 e[i + j].id = 0;
@@ -240,6 +242,41 @@ static void render_limits(rl_sink_t *s, const entry_t *e, uint32_t n)
               offsetof(rl_limit_stats_t, degraded_spells));
     per_limit(s, e, n, "ratelimit_limit_keys", "gauge", "Table slots held by the limit's keys now.",
               offsetof(rl_limit_stats_t, keys_live));
+}
+
+/* The in-flight limits' families, with a sample for each in-flight limit
+ * (whose limit is never 0); none at all on an instance without one. */
+static void per_inflight(rl_sink_t *s, const entry_t *e, uint32_t n, const char *name,
+                         const char *type, const char *help, size_t field)
+{
+    family(s, name, type, help);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&e[i].st + field, sizeof v);
+        if (e[i].id != 0 && e[i].st.inflight_limit != 0)
+            sample_fixed(s, name, "limit", e[i].name, v, 0);
+    }
+}
+
+static void render_inflight(rl_sink_t *s, const entry_t *e, uint32_t n)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        k += e[i].id != 0 && e[i].st.inflight_limit != 0;
+    if (k == 0)
+        return;
+    per_inflight(s, e, n, "ratelimit_limit_inflight", "gauge",
+                 "Permits of the in-flight limit held now, all keys together.",
+                 offsetof(rl_limit_stats_t, inflight));
+    per_inflight(s, e, n, "ratelimit_limit_inflight_limit", "gauge",
+                 "The in-flight limit now (an adaptive one as its algorithm moved it).",
+                 offsetof(rl_limit_stats_t, inflight_limit));
+    per_inflight(s, e, n, "ratelimit_limit_inflight_reclaimed_total", "counter",
+                 "Permits held past the limit's max_hold and reclaimed (never released).",
+                 offsetof(rl_limit_stats_t, inflight_reclaimed));
+    per_inflight(s, e, n, "ratelimit_limit_inflight_late_total", "counter",
+                 "Releases of a permit already reclaimed (counted no-ops).",
+                 offsetof(rl_limit_stats_t, inflight_late));
 }
 
 /* What Redis said of each limit's keys: only on instances with a redis_url. */
@@ -522,6 +559,7 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
 
     rl_sink_t s = {buf, len, 0};
     render_limits(&s, e, n);
+    render_inflight(&s, e, n);
     if (rl__has_global(rl))
         render_limits_global(&s, e, n);
     if (got >= 0 && hk != NULL)

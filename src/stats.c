@@ -4,6 +4,7 @@
 #include <string.h>
 #include "core.h"
 #include "stats.h"
+#include "inflight/inflight.h"
 #include "quota/quota.h"
 #include "base/structsize.h"
 #include "sync/sync.h"
@@ -278,6 +279,8 @@ int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s)
         return RL_ENOTFOUND;
     rl_limit_stats_t o;
     rl__limit_stats_many(rl, &id, 1, &o);
+    o.size = sizeof o;
+    rl__inflight_stats(rl, id, &o);
     o.size = s->size;
     memcpy(s, &o, s->size < sizeof o ? s->size : sizeof o);
     return 0;

@@ -65,6 +65,14 @@ static inline int rl__config_size_known(size_t size)
 }
 /* rl_limit_t of 0.1 ends at max_keys: rl_limit_parse writes exactly that. */
 #define RL_LIMIT_SIZE_MIN (offsetof(rl_limit_t, max_keys) + sizeof(uint32_t))
+/* The layout before the in-flight fields: it ends at hot_every. */
+#define RL_LIMIT_SIZE_0_2 offsetof(rl_limit_t, kind)
+/* Whether a limit size short of ours ends between two fields, as for a
+ * config. */
+static inline int rl__limit_size_known(size_t size)
+{
+    return size == RL_LIMIT_SIZE_MIN || size == RL_LIMIT_SIZE_0_2 || size >= sizeof(rl_limit_t);
+}
 #define RL_REQUEST_SIZE_MIN sizeof(rl_request_t)
 #define RL_DECISION_SIZE_MIN offsetof(rl_decision_t, window_ms)
 #define RL_STATS_SIZE_MIN offsetof(rl_stats_t, health_since_round)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <string.h>
 #include "local/limitdef.h"
+#include "local/inflightdef.h"
 #include "base/errors.h"
 
 int rl__name_valid(const char *name, size_t cap)
@@ -19,6 +20,15 @@ int rl__name_valid(const char *name, size_t cap)
 static int derive(rl_limit_derived_t *d, const rl_limit_t *lim, uint32_t expected_nodes,
                   char *err, size_t errlen)
 {
+    if (lim->kind == RL_KIND_INFLIGHT) {
+        /* No bucket: the registry still keeps valid parameters for it,
+         * which no check charges (its checks are refused, whatever their
+         * cost up to the largest burst). */
+        static const rl_rate_t fast = {100000000u, 1000};
+        int rc = rl__gcra_from_rate(&d->normal, &fast, 1000000000u, "rate", err, errlen);
+        d->presync = d->degraded = d->normal;
+        return rc;
+    }
     int rc = rl__gcra_from_rate(&d->normal, &lim->rate, lim->burst, "rate", err, errlen);
     if (rc != 0)
         return rc;
@@ -54,7 +64,8 @@ void rl__limit_resolve(rl_limit_t *lim)
     /* Closed for the modes a user picks to protect an invariant: a limit
      * declared exact must not admit past its bound while Redis is late. */
     if (lim->on_failure == RL_FAIL_DEFAULT)
-        lim->on_failure = lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED
+        lim->on_failure = lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED ||
+                                  lim->kind == RL_KIND_INFLIGHT
                               ? RL_FAIL_CLOSED
                               : RL_FAIL_LOCAL;
 }
@@ -66,6 +77,9 @@ int rl__limit_validate(const rl_limit_t *lim, char *err, size_t errlen)
                         RL_NAME_MAX - 1);
     if (lim->mode < RL_MODE_GLOBAL || lim->mode > RL_MODE_TIERED)
         return rl__errf(err, errlen, RL_EMODE, "mode: unknown value %d", (int)lim->mode);
+    int irc = rl__inflight_validate(lim, err, errlen);
+    if (irc != 0 || lim->kind == RL_KIND_INFLIGHT)
+        return irc;
     if (lim->on_failure < RL_FAIL_DEFAULT || lim->on_failure > RL_FAIL_CLOSED)
         return rl__errf(err, errlen, RL_EMODE, "on_failure: unknown value %d",
                         (int)lim->on_failure);

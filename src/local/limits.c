@@ -89,7 +89,10 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     /* exact: decided in Redis per check (exact/exact.c), never synced; tiered is
      * synced like global and confirmed in Redis near the limit (check.c).
      * Local-only instances decide every mode locally. */
-    p->synced = !ls->synced || lim->mode == RL_MODE_LOCAL ? 0
+    /* An in-flight limit takes the exact branch on every instance: the
+     * check path's one cold branch, where its checks are refused (check_exact.c). */
+    p->synced = lim->kind == RL_KIND_INFLIGHT                  ? RL_SYNCED_EXACT
+                : !ls->synced || lim->mode == RL_MODE_LOCAL ? 0
                 : lim->mode == RL_MODE_EXACT              ? RL_SYNCED_EXACT
                 : lim->mode == RL_MODE_TIERED             ? RL_SYNCED_TIERED
                                                           : 1;

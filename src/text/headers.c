@@ -101,6 +101,11 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
     if (retry_s == 0)
         retry_s = 1;
 
+    /* An in-flight limit's decision has no window and no reset: a permit
+     * comes back when a request ends, not on a schedule. Its policy names
+     * the limit (q) without w, its RateLimit the permits left (r) with t
+     * only on a deny, and X-RateLimit-Reset is left out. */
+    int inflight = (d->flags & RL_FLAG_INFLIGHT) != 0;
     /* window_ms and policy exist only in the appended part of the struct: an
      * older caller's decision ends before them, so they must not be read. */
     if (d->size >= offsetof(rl_decision_t, policy) + sizeof(d->policy)) {
@@ -115,14 +120,18 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
         put_sf_string(&s, name);
         PUT_LIT(&s, ";q=");
         rl__put_u64(&s, sf_int(d->limit));
-        PUT_LIT(&s, ";w=");
-        rl__put_u64(&s, sf_int(window_s));
+        if (!inflight) {
+            PUT_LIT(&s, ";w=");
+            rl__put_u64(&s, sf_int(window_s));
+        }
         PUT_LIT(&s, "\r\nRateLimit: ");
         put_sf_string(&s, name);
         PUT_LIT(&s, ";r=");
         rl__put_u64(&s, sf_int(d->remaining));
-        PUT_LIT(&s, ";t=");
-        rl__put_u64(&s, sf_int(deny ? retry_s : reset_s));
+        if (!inflight || deny) {
+            PUT_LIT(&s, ";t=");
+            rl__put_u64(&s, sf_int(deny ? retry_s : reset_s));
+        }
         PUT_LIT(&s, "\r\n");
     }
 
@@ -130,9 +139,11 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
     rl__put_u64(&s, d->limit);
     PUT_LIT(&s, "\r\nX-RateLimit-Remaining: ");
     rl__put_u64(&s, d->remaining);
-    /* Delta seconds until the bucket is full, not an epoch timestamp. */
-    PUT_LIT(&s, "\r\nX-RateLimit-Reset: ");
-    rl__put_u64(&s, reset_s);
+    if (!inflight) {
+        /* Delta seconds until the bucket is full, not an epoch timestamp. */
+        PUT_LIT(&s, "\r\nX-RateLimit-Reset: ");
+        rl__put_u64(&s, reset_s);
+    }
     PUT_LIT(&s, "\r\n");
 
     if (deny) {

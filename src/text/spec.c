@@ -46,12 +46,20 @@ enum {
     W_NEAR,
     W_HOT_POLICY,
     W_HOT_EVERY,
+    W_KIND,
+    W_MAX,
+    W_MAX_HOLD,
+    W_LIMIT,
+    W_ALGO,
+    W_MIN,
+    W_PARTITIONS,
     W_COUNT
 };
 
 static const char *const word_names[W_COUNT] = {
     "name", "rate", "burst", "mode", "on_failure", "degraded_rate", "shadow", "max_keys",
-    "hot", "near", "hot_policy", "hot_every",
+    "hot", "near", "hot_policy", "hot_every", "kind", "max", "max_hold", "limit", "algo",
+    "min", "partitions",
 };
 
 typedef struct keyword {
@@ -75,6 +83,22 @@ static const keyword_t failures[] = {
 static const keyword_t hot_policies[] = {
     {"sync", RL_HOT_POLICY_SYNC},
     {"local", RL_HOT_POLICY_LOCAL},
+};
+
+static const keyword_t kinds[] = {
+    {"rate", RL_KIND_RATE},
+    {"inflight", RL_KIND_INFLIGHT},
+};
+
+static const keyword_t limit_kinds[] = {
+    {"fixed", 0},
+    {"adaptive", 1},
+};
+
+static const keyword_t algos[] = {
+    {"gradient2", RL_INFLIGHT_GRADIENT2},
+    {"vegas", RL_INFLIGHT_VEGAS},
+    {"aimd", RL_INFLIGHT_AIMD},
 };
 
 static const keyword_t booleans[] = {
@@ -310,6 +334,106 @@ static int parse_hot_every(rl_limit_t *out, rl_span_t v, char *err, size_t errle
     return 0;
 }
 
+/* max_hold: COUNT UNIT, in milliseconds, at most RL_INFLIGHT_HOLD_MAX_MS. */
+static int parse_hold(rl_limit_t *out, rl_span_t v, char *err, size_t errlen)
+{
+    rl_spec_quote_t q;
+    rl_span_t count = {v.p, rl__span_digits(v)};
+    rl_span_t unit = {v.p + count.n, v.n - count.n};
+    const keyword_t *u = find_keyword(units, sizeof units / sizeof units[0], unit);
+    if (count.n == 0 || u == NULL)
+        return looks_numeric(v) && v.p[0] == '-'
+                   ? bad_number(v, "max_hold", "", err, errlen)
+                   : rl__errf(err, errlen, RL_ESPEC,
+                              "max_hold: \"%s\" is not a duration (COUNT then ms, s, m, h or "
+                              "d: 30s, 500ms)",
+                              rl__spec_quote(&q, v));
+    uint64_t n;
+    int rc = read_positive(count, RL_INFLIGHT_HOLD_MAX_MS, "max_hold", "", &n, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (n > RL_INFLIGHT_HOLD_MAX_MS / (uint64_t)u->value)
+        return rl__errf(err, errlen, RL_ERANGE, "max_hold: \"%s\" is longer than a day",
+                        rl__spec_quote(&q, v));
+    out->max_hold_ms = n * (uint64_t)u->value;
+    return 0;
+}
+
+/* partitions: NAME:FRACTION[,NAME:FRACTION...], each fraction of the limit
+ * as near's form; rl__inflight_validate checks names, repeats and sum. */
+static int parse_partitions(rl_limit_t *out, rl_span_t v, char *err, size_t errlen)
+{
+    rl_spec_quote_t q;
+    size_t n = 0;
+    while (v.n > 0) {
+        const char *comma = memchr(v.p, ',', v.n);
+        rl_span_t item = {v.p, comma != NULL ? (size_t)(comma - v.p) : v.n};
+        const char *colon = memchr(item.p, ':', item.n);
+        if (n == RL_INFLIGHT_CLASSES)
+            return rl__errf(err, errlen, RL_ERANGE, "partitions: at most %d classes",
+                            RL_INFLIGHT_CLASSES);
+        size_t name_n = colon != NULL ? (size_t)(colon - item.p) : 0;
+        if (colon == NULL || name_n == 0 || name_n >= RL_INFLIGHT_CLASS_NAME)
+            return rl__errf(err, errlen, RL_ESPEC,
+                            "partitions: \"%s\" is not NAME:FRACTION (a name of 1..%d "
+                            "bytes: live:0.8,batch:0.2)",
+                            rl__spec_quote(&q, item), RL_INFLIGHT_CLASS_NAME - 1);
+        memcpy(out->classes[n].name, item.p, name_n);
+        out->classes[n].name[name_n] = '\0';
+        rl_span_t frac = {colon + 1, item.n - name_n - 1};
+        int rc = parse_fraction(&out->classes[n].share_ppm, "partitions", "limit", 1000000u,
+                                frac, err, errlen);
+        if (rc != 0)
+            return rc;
+        n++;
+        if (comma == NULL)
+            break;
+        v.p = comma + 1;
+        v.n -= item.n + 1;
+        if (v.n == 0)
+            return rl__errf(err, errlen, RL_ESPEC, "partitions: ends with a comma");
+    }
+    return 0;
+}
+
+/* The in-flight words: kind, max, max_hold, limit, algo, min, partitions.
+ * limit= is remembered in ctx: only parse_spec knows whether algo= met it. */
+static int parse_inflight(rl_limit_t *out, int *adaptive, int word, rl_span_t v, char *err,
+                          size_t errlen)
+{
+    uint64_t x;
+    int rc;
+    switch (word) {
+    case W_KIND:
+        return parse_choice(&out->kind, kinds, sizeof kinds / sizeof kinds[0], RL_EMODE, "kind",
+                            "rate or inflight", v, err, errlen);
+    case W_MAX:
+    case W_MIN:
+        rc = read_positive(v, RL_INFLIGHT_MAX, word == W_MAX ? "max" : "min", "", &x, err,
+                           errlen);
+        if (rc == 0 && word == W_MAX)
+            out->inflight_max = (uint32_t)x;
+        else if (rc == 0)
+            out->inflight_min = (uint32_t)x;
+        return rc;
+    case W_MAX_HOLD:
+        return parse_hold(out, v, err, errlen);
+    case W_LIMIT:
+        return parse_choice(adaptive, limit_kinds, sizeof limit_kinds / sizeof limit_kinds[0],
+                            RL_EMODE, "limit", "fixed or adaptive", v, err, errlen);
+    case W_ALGO:
+        return parse_choice(&out->inflight_algo, algos, sizeof algos / sizeof algos[0],
+                            RL_EMODE, "algo", "gradient2, vegas or aimd", v, err, errlen);
+    default:
+        return parse_partitions(out, v, err, errlen);
+    }
+}
+
+typedef struct spec_ctx {
+    rl_limit_t *out;
+    int32_t adaptive; /* limit=adaptive */
+} spec_ctx_t;
+
 static int parse_value(rl_limit_t *out, int word, rl_span_t v, char *err, size_t errlen)
 {
     switch (word) {
@@ -345,9 +469,12 @@ static int parse_value(rl_limit_t *out, int word, rl_span_t v, char *err, size_t
     }
 }
 
-static int value_of(void *out, int word, rl_span_t v, char *err, size_t errlen)
+static int value_of(void *ctx, int word, rl_span_t v, char *err, size_t errlen)
 {
-    return parse_value(out, word, v, err, errlen);
+    spec_ctx_t *c = ctx;
+    if (word >= W_KIND)
+        return parse_inflight(c->out, &c->adaptive, word, v, err, errlen);
+    return parse_value(c->out, word, v, err, errlen);
 }
 
 static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errlen);
@@ -397,10 +524,42 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
                       "hot_policy: the caller's rl_limit_t (%zu bytes) has no hot_policy and "
                       "hot_every fields: use rl_limit_parse_sized(&lim, sizeof lim, ...)",
                       size);
+    if (rc == 0 && lim.kind != RL_KIND_RATE &&
+        size < offsetof(rl_limit_t, classes) + sizeof lim.classes)
+        rc = rl__errf(err, errlen, RL_ESIZE,
+                      "kind: the caller's rl_limit_t (%zu bytes) has no in-flight fields: use "
+                      "rl_limit_parse_sized(&lim, sizeof lim, ...)",
+                      size);
     memset(out, 0, size);
     memcpy(out, &lim, size < sizeof lim ? size : sizeof lim);
     out->size = size;
     return rc;
+}
+
+/* What only the spec's words can tell of an in-flight limit: algo= without
+ * limit=adaptive, mode=global written out, max= missing. */
+static int inflight_words(rl_limit_t *out, const spec_ctx_t *c, unsigned seen, char *err,
+                          size_t errlen)
+{
+    if ((seen & (1u << W_ALGO)) && !c->adaptive)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "algo: only an adaptive limit has an algorithm (add limit=adaptive)");
+    if ((seen & (1u << W_MIN)) && !c->adaptive)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "min: only an adaptive limit has a floor (add limit=adaptive)");
+    if (c->adaptive && !(seen & (1u << W_ALGO)))
+        out->inflight_algo = RL_INFLIGHT_GRADIENT2;
+    if (!c->adaptive && !(seen & (1u << W_MAX)))
+        return rl__errf(err, errlen, RL_ESPEC,
+                        "missing max (e.g. max=64: permits a key may hold at once)");
+    if (!(seen & (1u << W_MODE)))
+        out->mode = RL_MODE_LOCAL; /* an in-flight limit is per process */
+    else if (out->mode == RL_MODE_GLOBAL)
+        return rl__errf(err, errlen, RL_EMODE,
+                        "mode: fleet-wide in-flight limits (mode=global) are not built yet "
+                        "(use mode=local, the default for kind=inflight)");
+    rl__limit_resolve(out);
+    return rl__limit_validate(out, err, errlen);
 }
 
 static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errlen)
@@ -408,14 +567,18 @@ static int parse_spec(rl_limit_t *out, const char *spec, char *err, size_t errle
     out->size = sizeof *out;
 
     unsigned seen = 0;
+    spec_ctx_t ctx = {out, 0};
     int rc = rl__spec_walk(spec, word_names, W_COUNT,
                            "name, rate, burst, mode, on_failure, degraded_rate, shadow, "
-                           "max_keys, hot, near, hot_policy or hot_every",
-                           value_of, out, &seen, err, errlen);
+                           "max_keys, hot, near, hot_policy, hot_every, kind, max, max_hold, "
+                           "limit, algo, min or partitions",
+                           value_of, &ctx, &seen, err, errlen);
     if (rc != 0)
         return rc;
     if (!(seen & (1u << W_NAME)))
         return rl__errf(err, errlen, RL_ESPEC, "missing name (e.g. name=api)");
+    if (out->kind == RL_KIND_INFLIGHT)
+        return inflight_words(out, &ctx, seen, err, errlen);
     if (!(seen & (1u << W_RATE)))
         return rl__errf(err, errlen, RL_ESPEC, "missing rate (e.g. rate=100/s)");
     /* Named by its word here; rl__limit_validate's message names the field. */

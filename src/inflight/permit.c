@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rl_inflight_acquire and rl_inflight_release: a key entry's count and a
+ * permit record from the limit's pool, both lock-free and allocation-free;
+ * the sweep that reclaims permits held past max_hold; the decision.
+ */
+#include <string.h>
+#include "inflight/keys.h"
+#include "base/structsize.h"
+
+/* ------------------------------------------------------ the free list */
+
+static uint32_t pool_pop(rl_ifl_t *b)
+{
+    /* acquire: the pusher's release CAS made the record's link (and its
+     * last life's end) visible. */
+    uint64_t h = atomic_load_explicit(&b->head, memory_order_acquire);
+    for (;;) {
+        uint32_t i = (uint32_t)h;
+        if (i == 0)
+            return 0;
+        /* relaxed: read after the acquire of h; a stale link fails the CAS,
+         * whose ABA count moved with every push and pop since. */
+        uint32_t next = atomic_load_explicit(&b->recs[i - 1].next, memory_order_relaxed);
+        uint64_t nh = ((h >> 32) + 1) << 32 | next;
+        /* acquire on success: as the load above. */
+        if (atomic_compare_exchange_weak_explicit(&b->head, &h, nh, memory_order_acquire,
+                                                  memory_order_acquire))
+            return i;
+    }
+}
+
+static void pool_push(rl_ifl_t *b, uint32_t i)
+{
+    /* relaxed: the CAS below publishes. */
+    uint64_t h = atomic_load_explicit(&b->head, memory_order_relaxed);
+    for (;;) {
+        atomic_store_explicit(&b->recs[i - 1].next, (uint32_t)h, memory_order_relaxed);
+        uint64_t nh = ((h >> 32) + 1) << 32 | i;
+        /* release: the record's end and its link before a popper sees it. */
+        if (atomic_compare_exchange_weak_explicit(&b->head, &h, nh, memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+/* ------------------------------------------------------ permits */
+
+static inline uint32_t st_gen(uint64_t s) { return (uint32_t)(s >> RS_GEN_SHIFT); }
+static inline int st_end(uint64_t s) { return (int)((s >> RS_END_SHIFT) & 3u); }
+static inline int st_cls(uint64_t s) { return (int)((s >> RS_CLS_SHIFT) & 7u) - 1; }
+static inline uint32_t st_key(uint64_t s) { return (uint32_t)(s & RS_KEY); }
+
+/* The word of a life that ended `how`: the next generation, free. */
+static inline uint64_t st_ended(uint64_t s, int how)
+{
+    return ((uint64_t)(st_gen(s) + 1u) << RS_GEN_SHIFT) | ((uint64_t)how << RS_END_SHIFT);
+}
+
+/* End a held life (release or reclaim): give its count back, free its
+ * record. The CAS that ended it was the caller's. */
+static uint32_t life_end(rl_ifl_t *b, uint32_t rec, uint64_t s)
+{
+    uint32_t before = rl__ifl_key_give(b, st_key(s), st_cls(s));
+    pool_push(b, rec + 1);
+    return before;
+}
+
+static void reclaim_told(rl_t *rl, rl_ifl_t *b, uint64_t hold_ns, uint64_t n)
+{
+    /* relaxed: only who logs is decided. */
+    if (atomic_exchange_explicit(&b->told_reclaim, 1, memory_order_relaxed) != 0)
+        return;
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, b->id);
+    rl__log(&rl->logger, RL_LOG_WARN,
+            "limit %.64s: %llu permit(s) held past max_hold (%llu ms) reclaimed: a caller "
+            "did not release them (counted in inflight_reclaimed; logged once)",
+            ls != NULL ? ls->name : "?", (unsigned long long)n,
+            (unsigned long long)(hold_ns / 1000000u));
+}
+
+/* Walk the pool for permits held past max_hold; at most one sweeper per
+ * max_hold / 4, elected by the CAS on next_sweep_ns. */
+static void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
+{
+    /* relaxed: a schedule; the records carry their own order. */
+    uint64_t due = atomic_load_explicit(&b->next_sweep_ns, memory_order_relaxed);
+    uint64_t hold = atomic_load_explicit(&b->max_hold_ns, memory_order_relaxed);
+    if (now < due || !atomic_compare_exchange_strong_explicit(
+                         &b->next_sweep_ns, &due, now + hold / 4, memory_order_relaxed,
+                         memory_order_relaxed))
+        return;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < b->pool; i++) {
+        rl_ifl_rec_t *r = &b->recs[i];
+        /* acquire: pairs with the acquire's release store of the word, so
+         * t0 is that life's. */
+        uint64_t s = atomic_load_explicit(&r->st, memory_order_acquire);
+        if (!(s & RS_HELD))
+            continue;
+        uint64_t t0 = atomic_load_explicit(&r->t0_ns, memory_order_relaxed);
+        if (now < t0 || now - t0 < hold)
+            continue;
+        /* acq_rel: wins the life against its release (see life_end). */
+        if (atomic_compare_exchange_strong_explicit(&r->st, &s, st_ended(s, END_RECLAIMED),
+                                                    memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            life_end(b, i, s);
+            n++;
+        }
+    }
+    if (n > 0) {
+        /* relaxed: a counter. */
+        atomic_fetch_add_explicit(&b->reclaimed, n, memory_order_relaxed);
+        reclaim_told(rl, b, hold, n);
+    }
+}
+
+/* ------------------------------------------------------ the decision */
+
+static void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
+                           uint32_t limit, uint32_t held, uint32_t flags)
+{
+    if (out == NULL)
+        return;
+    rl_decision_t d;
+    memset(&d, 0, sizeof d);
+    d.size = out->size;
+    d.allowed = allowed ? RL_ALLOW : RL_DENY;
+    d.limit = limit;
+    d.burst = limit;
+    d.remaining = held < limit ? limit - held : 0;
+    d.inflight = held;
+    d.flags = RL_FLAG_INFLIGHT | flags;
+    if (!allowed) {
+        /* relaxed: a hint. */
+        uint64_t mean = atomic_load_explicit(&b->mean_ns, memory_order_relaxed);
+        d.retry_after_ms = mean == 0 ? 1000u : mean < 1000000u ? 1u : (mean + 999999u) / 1000000u;
+    }
+    d.policy = ls != NULL ? ls->name : NULL;
+    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
+}
+
+static void fail_decision(rl_decision_t *out)
+{
+    if (out != NULL && out->size >= RL_DECISION_SIZE_MIN) {
+        size_t size = out->size;
+        memset(out, 0, size < sizeof *out ? size : sizeof *out);
+        out->size = size;
+        out->allowed = RL_DENY;
+    }
+}
+
+/* ------------------------------------------------------ acquire */
+
+static int acquire_args(rl_t *rl, int limit, const void *key, size_t key_len,
+                        rl_permit_t *permit, rl_decision_t *out, rl_ifl_t **b)
+{
+    if (out != NULL && out->size < RL_DECISION_SIZE_MIN)
+        return RL_ESIZE;
+    if (rl == NULL || permit == NULL || (key == NULL && key_len > 0))
+        return RL_EINVAL;
+    if (key_len == 0 || key_len > RL_MAX_KEY_LEN)
+        return RL_EKEYLEN;
+    int rc = rl__fork_check(rl);
+    if (rc != 0)
+        return rc;
+    *b = rl__ifl_enter(rl->inflight, limit);
+    if (*b == NULL)
+        return rl__limit_get(&rl->limits, limit) != NULL ? RL_EMODE : RL_ENOTFOUND;
+    return 0;
+}
+
+/* The permit's words: instance tag and limit id; generation and record;
+ * the acquire's time. */
+static void permit_write(rl_permit_t *p, uint32_t tag, int id, uint32_t gen, uint32_t rec,
+                         uint64_t t0)
+{
+    p->opaque[0] = (uint64_t)tag << 32 | (uint32_t)id;
+    p->opaque[1] = (uint64_t)gen << 32 | rec;
+    p->opaque[2] = t0;
+}
+
+static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
+                      int32_t cls, rl_permit_t *permit, rl_decision_t *out);
+
+int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, int32_t cls,
+                        rl_permit_t *permit, rl_decision_t *out)
+{
+    rl_ifl_t *b = NULL;
+    int rc = acquire_args(rl, limit, key, key_len, permit, out, &b);
+    if (rc == 0 && cls != RL_INFLIGHT_NO_CLASS &&
+        /* relaxed: a parameter. */
+        (cls < 0 || (uint32_t)cls >= atomic_load_explicit(&b->nclasses, memory_order_relaxed))) {
+        rl__ifl_leave(rl->inflight, b);
+        rc = RL_ERANGE;
+    }
+    if (permit != NULL)
+        memset(permit, 0, sizeof *permit);
+    if (rc != 0) {
+        fail_decision(out);
+        return rc;
+    }
+    rc = acquire_in(rl, b, limit, key, key_len, cls, permit, out);
+    rl__ifl_leave(rl->inflight, b);
+    return rc;
+}
+
+/* rl_inflight_acquire inside its block. */
+static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
+                      int32_t cls, rl_permit_t *permit, rl_decision_t *out)
+{
+    int rc;
+    uint64_t now = rl__ifl_now(rl, b);
+    sweep(rl, b, now);
+    uint64_t x = rl__keyid_mix(&rl->kh, rl__keyhash(&rl->kh, key, key_len), b->salt);
+    uint64_t tag = (x & ((UINT64_C(1) << KW_TAG_BITS) - 1)) | 1u;
+    rl_ifl_take_t t = {atomic_load_explicit(&b->limit_now, memory_order_relaxed), cls, 0};
+    if (cls >= 0)
+        t.cap = rl__inflight_class_cap(
+            atomic_load_explicit(&b->class_ppm[cls], memory_order_relaxed), t.limit);
+    uint32_t entry = 0, held = 0;
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, limit);
+    unsigned stripe = (unsigned)(x >> 60);
+    rc = rl__ifl_key_take(b, tag, (uint32_t)(x >> 32) & b->mask, &t, &entry, &held);
+    uint32_t rec = rc == RL_ALLOW ? pool_pop(b) : 0;
+    if (rc == RL_ALLOW && rec == 0) {
+        rl__ifl_key_give(b, entry, cls);
+        held--;
+        rc = RL_INFLIGHT_NOENTRY;
+    }
+    if (rc != RL_ALLOW) {
+        if (ls != NULL)
+            rl__stat_add(ls, stripe, rc == RL_DENY ? RL_STAT_DENIED : RL_STAT_NOSLOT);
+        if (ls != NULL && rc != RL_DENY)
+            rl__stat_add(ls, stripe, RL_STAT_DENIED);
+        write_decision(out, ls, b, 0, t.limit, held, rc == RL_DENY ? 0 : RL_FLAG_NOSLOT);
+        return RL_DENY;
+    }
+    rl_ifl_rec_t *r = &b->recs[rec - 1];
+    /* relaxed: the record is ours (popped); the release CAS below
+     * publishes t0 with the word to a sweeper. */
+    atomic_store_explicit(&r->t0_ns, now, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
+    /* A CAS, not a store: the last life's late release may be marking its
+     * end in the word at this moment (release_ended), and must not be
+     * undone. release: t0 and the word before a sweeper's acquire load. */
+    while (!atomic_compare_exchange_weak_explicit(
+        &r->st, &s,
+        (s & ~(RS_KEY | (UINT64_C(7) << RS_CLS_SHIFT))) | RS_HELD |
+            ((uint64_t)(cls + 1) << RS_CLS_SHIFT) | entry,
+        memory_order_release, memory_order_relaxed))
+        ;
+    permit_write(permit, rl->inflight->tag, limit, st_gen(s), rec - 1, now);
+    if (ls != NULL)
+        rl__stat_add(ls, stripe, RL_STAT_ADMITTED);
+    write_decision(out, ls, b, 1, t.limit, held, 0);
+    return RL_ALLOW;
+}
+
+/* ------------------------------------------------------ release */
+
+/* A permit's record, or RL_EINVAL / RL_ENOTFOUND. */
+static int permit_find(rl_t *rl, const rl_permit_t *p, rl_ifl_t **b, uint32_t *rec,
+                       uint32_t *gen)
+{
+    if ((uint32_t)(p->opaque[0] >> 32) != rl->inflight->tag)
+        return RL_EINVAL; /* zeroed, or another instance's */
+    int id = (int)(uint32_t)p->opaque[0];
+    *b = rl__ifl_enter(rl->inflight, id);
+    if (*b == NULL)
+        return RL_ENOTFOUND;
+    *rec = (uint32_t)p->opaque[1];
+    *gen = (uint32_t)(p->opaque[1] >> 32);
+    if (*rec < (*b)->pool)
+        return 0;
+    rl__ifl_leave(rl->inflight, *b);
+    return RL_EINVAL;
+}
+
+/* A permit whose life is over: late (reclaimed, counted once) or not. */
+static int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
+{
+    while (st_gen(s) == gen + 1u && st_end(s) == END_RECLAIMED) {
+        uint64_t late = (s & ~(UINT64_C(3) << RS_END_SHIFT)) |
+                        ((uint64_t)END_LATE << RS_END_SHIFT);
+        /* relaxed: only the end's mark changes; the record's new life (if
+         * any) keeps its own order through its release store. */
+        if (atomic_compare_exchange_weak_explicit(&r->st, &s, late, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&b->late, 1, memory_order_relaxed);
+            return RL_INFLIGHT_RECLAIMED;
+        }
+    }
+    return RL_EINVAL;
+}
+
+static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
+                      int32_t outcome, uint64_t latency_ns);
+
+int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t latency_ns)
+{
+    if (rl == NULL || permit == NULL)
+        return RL_EINVAL;
+    int rc = rl__fork_check(rl);
+    if (rc != 0)
+        return rc;
+    if (outcome < RL_INFLIGHT_SUCCESS || outcome > RL_INFLIGHT_IGNORED)
+        return RL_ERANGE;
+    rl_ifl_t *b;
+    uint32_t rec, gen;
+    if ((rc = permit_find(rl, permit, &b, &rec, &gen)) != 0)
+        return rc;
+    uint64_t t0 = permit->opaque[2];
+    memset(permit, 0, sizeof *permit);
+    rc = release_in(rl, b, rec, gen, t0, outcome, latency_ns);
+    rl__ifl_leave(rl->inflight, b);
+    return rc;
+}
+
+/* rl_inflight_release inside its block. */
+static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
+                      int32_t outcome, uint64_t latency_ns)
+{
+    rl_ifl_rec_t *r = &b->recs[rec];
+    /* acquire: pairs with the acquire's release store (the life's fields). */
+    uint64_t s = atomic_load_explicit(&r->st, memory_order_acquire);
+    for (;;) {
+        if (st_gen(s) != gen || !(s & RS_HELD))
+            return release_ended(b, r, s, gen);
+        /* acq_rel: the end of the life, against a reclaim or another release. */
+        if (atomic_compare_exchange_weak_explicit(&r->st, &s, st_ended(s, END_RELEASED),
+                                                  memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    uint32_t held = life_end(b, rec, s);
+    /* relaxed: a parameter. A fixed limit samples only for its Retry-After
+     * hint: one release in 16 is enough for a mean, and spares the others
+     * the window's shared line and a clock read. */
+    if (!atomic_load_explicit(&b->precise, memory_order_relaxed) && (gen + rec) % 16 != 0)
+        return 0;
+    uint64_t now = rl__ifl_now(rl, b);
+    if (latency_ns == 0)
+        latency_ns = now > t0 ? now - t0 : 0;
+    rl__ifl_sample(rl, b, outcome, latency_ns, held, now);
+    return 0;
+}
