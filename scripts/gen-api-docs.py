@@ -57,6 +57,7 @@ SECTIONS = [
     ("stats", "Statistics and metrics"),
     ("quotas", "Quotas"),
     ("hot keys", "Hot keys"),
+    ("reservations and waits", "Reservations and waits"),
 ]
 SECTION_TITLES = dict(SECTIONS)
 MARKER = "RL_EXPERIMENTAL"

@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reservations (rl_reserve, rl_settle, rl_release, expiry) on local limits,
+ * with the clock frozen or stepped through the hook: against a GCRA model
+ * of the bucket (decisions, debt paid back to the instant), the overshoot
+ * bound the header states, 8 racing threads (no token created or lost),
+ * the table's generations (double settle, another instance's handle) and
+ * its bound (RL_EFULL, reuse after expiry), and every bad input.
+ */
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+#define T_NS UINT64_C(1000000) /* rate=1000/s: one token a millisecond */
+#define BURST 100
+
+static rl_test_clock_t clk;
+
+static int log_lines;
+static void count_log(void *ud, int32_t level, const char *msg)
+{
+    (void)ud;
+    if (level == RL_LOG_WARN && strstr(msg, "within its ttl") != NULL)
+        __atomic_fetch_add(&log_lines, 1, __ATOMIC_RELAXED);
+}
+
+static rl_t *open_n(uint32_t max_reservations)
+{
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    cfg.clock = rl_test_clock_fn;
+    cfg.clock_ud = &clk;
+    cfg.max_reservations = max_reservations;
+    cfg.log = count_log;
+    rl_t *rl = NULL;
+    int rc = rl_open(&rl, &cfg);
+    ck_assert_msg(rc == 0, "rl_open: %s", rl_strerror(rc));
+    return rl_test_hold(rl, rl_test_close_fn);
+}
+
+static void reset_clock(void)
+{
+    atomic_store(&clk.precise_ns, UINT64_C(1000000000000));
+    clk.coarse_tick_ns = 0;
+    log_lines = 0;
+}
+
+static int add_limit(rl_t *rl)
+{
+    return rl_test_add(rl, "name=tok rate=1000/s burst=100 mode=local");
+}
+
+static uint64_t remaining(rl_t *rl, int id, const char *key)
+{
+    rl_decision_t d;
+    rl_decision_init(&d);
+    rl_check(rl, id, key, strlen(key), 0, &d);
+    return d.remaining;
+}
+
+static int reserve(rl_t *rl, int id, const char *key, uint32_t est, rl_reservation_t *r)
+{
+    rl_reservation_init(r);
+    return rl_reserve(rl, id, key, strlen(key), est, 1000, r, NULL);
+}
+
+/* Settle up, down, even and release move the bucket by the difference. */
+START_TEST(settle_moves_the_difference)
+{
+    reset_clock();
+    rl_t *rl = open_n(16);
+    int id = add_limit(rl);
+    rl_reservation_t r;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    rl_reservation_init(&r);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 10, 1000, &r, &d), RL_ALLOW);
+    ck_assert_uint_eq(d.remaining, 90);
+    ck_assert_int_eq(r.estimate, 10);
+    ck_assert_int_eq(r.limit, id);
+    ck_assert_uint_eq(r.ready_in_ms, 0);
+    ck_assert_int_eq(rl_settle(rl, &r, 4), 0);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 96);
+    ck_assert_int_eq(reserve(rl, id, "k", 10, &r), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(rl, &r, 30), 0);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 66);
+    ck_assert_int_eq(reserve(rl, id, "k", 20, &r), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(rl, &r, 20), 0);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 46);
+    ck_assert_int_eq(reserve(rl, id, "k", 40, &r), RL_ALLOW);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 6);
+    ck_assert_int_eq(rl_release(rl, &r), 0);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 46);
+    /* the estimate is what is admitted: 47 would not fit */
+    ck_assert_int_eq(reserve(rl, id, "k", 47, &r), RL_DENY);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.reserved, 4);
+    ck_assert_uint_eq(s.denied, 1);
+    ck_assert_uint_eq(s.settled_up, 1);
+    ck_assert_uint_eq(s.settled_down, 1);
+    ck_assert_uint_eq(s.settled_even, 1);
+    ck_assert_uint_eq(s.released, 1);
+    ck_assert_uint_eq(s.debt_tokens, 20);
+    ck_assert_uint_eq(s.refund_tokens, 6 + 40);
+    ck_assert_uint_eq(s.in_flight, 0);
+    ck_assert_uint_eq(s.capacity, 16);
+    rl_limit_stats_t ls;
+    rl_limit_stats_init(&ls);
+    ck_assert_int_eq(rl_limit_stats(rl, id, &ls), 0);
+    ck_assert_uint_eq(ls.admitted, 4 + 0);
+    ck_assert_uint_eq(ls.denied, 1);
+}
+END_TEST
+
+/* A larger actual goes into debt past the burst: the key denies until
+ * refill has paid it back, and admits at exactly that instant. */
+START_TEST(debt_is_paid_back_exactly_by_refill)
+{
+    reset_clock();
+    rl_t *rl = open_n(16);
+    int id = add_limit(rl);
+    rl_reservation_t r;
+    ck_assert_int_eq(reserve(rl, id, "k", 50, &r), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(rl, &r, 250), 0);
+    /* 250 tokens owed, 100 of burst: one more token conforms once 151 have
+     * refilled */
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, &d), RL_DENY);
+    ck_assert_uint_eq(d.retry_after_ms, 151);
+    ck_assert_int_eq(reserve(rl, id, "k", 1, &r), RL_DENY);
+    rl_test_clock_advance(&clk, 151 * T_NS - 1);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, NULL), RL_DENY);
+    rl_test_clock_advance(&clk, 1);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, NULL), RL_ALLOW);
+    ck_assert_int_eq(rl_check(rl, id, "k", 1, 1, NULL), RL_DENY);
+}
+END_TEST
+
+/* A second settle, a settle after a release, a zeroed handle and another
+ * instance's handle are refused, changing nothing. */
+START_TEST(generations_refuse_stale_handles)
+{
+    reset_clock();
+    rl_t *a = open_n(4), *b = open_n(4);
+    int ia = add_limit(a), ib = add_limit(b);
+    rl_reservation_t r, rb, z;
+    ck_assert_int_eq(reserve(a, ia, "k", 10, &r), RL_ALLOW);
+    ck_assert_int_eq(reserve(b, ib, "k", 10, &rb), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(a, &rb, 0), RL_EINVAL);
+    ck_assert_int_eq(rl_release(b, &r), RL_EINVAL);
+    rl_reservation_init(&z);
+    ck_assert_int_eq(rl_settle(a, &z, 0), RL_EINVAL);
+    ck_assert_int_eq(rl_settle(a, &r, 10), 0);
+    ck_assert_int_eq(rl_settle(a, &r, 0), RL_EINVAL);
+    ck_assert_int_eq(rl_release(a, &r), RL_EINVAL);
+    ck_assert_uint_eq(remaining(a, ia, "k"), 90);
+    ck_assert_int_eq(rl_release(b, &rb), 0);
+    ck_assert_int_eq(rl_release(b, &rb), RL_EINVAL);
+    ck_assert_uint_eq(remaining(b, ib, "k"), 100);
+    /* the entry reused: the old handle names an older generation */
+    rl_reservation_t r2;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(reserve(a, ia, "k", 1, &r2), RL_ALLOW);
+        ck_assert_int_eq(rl_settle(a, &r, 0), RL_EINVAL);
+        ck_assert_int_eq(rl_settle(a, &r2, 1), 0);
+    }
+    /* a denied reservation's handle is nothing */
+    ck_assert_int_eq(reserve(a, ia, "k", 100, &r2), RL_DENY);
+    ck_assert_int_eq(rl_settle(a, &r2, 0), RL_EINVAL);
+}
+END_TEST
+
+/* Not settled within its ttl: settled at its estimate, counted, logged
+ * once; a late settle says so and charges nothing. */
+START_TEST(expiry_settles_at_the_estimate)
+{
+    reset_clock();
+    rl_t *rl = open_n(2);
+    int id = add_limit(rl);
+    rl_reservation_t a, b, c;
+    rl_reservation_init(&a);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 30, 100, &a, NULL), RL_ALLOW);
+    rl_reservation_init(&b);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 20, 200, &b, NULL), RL_ALLOW);
+    rl_reservation_init(&c);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 100, &c, NULL), RL_EFULL);
+    rl_test_clock_advance(&clk, 100 * T_NS);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 100, &c, NULL), RL_EFULL); /* not past yet */
+    rl_test_clock_advance(&clk, 1);
+    /* a's entry expired: claimed again for c */
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 5, 100, &c, NULL), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(rl, &a, 0), RL_EINVAL); /* reused since */
+    rl_test_clock_advance(&clk, 100 * T_NS);
+    ck_assert_int_eq(rl_settle(rl, &b, 0), RL_EEXPIRED);
+    ck_assert_int_eq(rl_settle(rl, &b, 0), RL_EEXPIRED);
+    rl_test_clock_advance(&clk, 1000 * T_NS);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0); /* expires c */
+    ck_assert_uint_eq(s.expired, 3);
+    ck_assert_uint_eq(s.in_flight, 0);
+    ck_assert_uint_eq(s.full, 2);
+    ck_assert_int_eq(log_lines, 3);
+    ck_assert_int_eq(rl_settle(rl, &c, 5), RL_EEXPIRED);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.expired, 3);
+    ck_assert_int_eq(log_lines, 3);
+}
+END_TEST
+
+/* With the clock frozen, an expired reservation keeps its estimate charged:
+ * the bucket is as if it had been settled at it. */
+START_TEST(expired_tokens_stay_charged)
+{
+    reset_clock();
+    rl_t *rl = open_n(2);
+    int id = rl_test_add(rl, "name=slow rate=1/h burst=100 mode=local");
+    rl_reservation_t a;
+    rl_reservation_init(&a);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 30, 1, &a, NULL), RL_ALLOW);
+    rl_test_clock_advance(&clk, 2 * T_NS);
+    ck_assert_int_eq(rl_release(rl, &a), RL_EEXPIRED);
+    ck_assert_uint_eq(remaining(rl, id, "k"), 70);
+}
+END_TEST
+
+START_TEST(bad_inputs)
+{
+    reset_clock();
+    rl_t *rl = open_n(2);
+    int id = add_limit(rl);
+    rl_reservation_t r;
+    rl_reservation_init(&r);
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_reserve(NULL, id, "k", 1, 1, 1, &r, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, NULL, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 0, 1, &r, &d), RL_EINVAL);
+    ck_assert_int_eq(d.allowed, RL_DENY);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 0, &r, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, RL_RESERVE_TTL_MAX_MS + 1, &r, &d),
+                     RL_EINVAL);
+    ck_assert_int_eq(rl_reserve_wait(rl, id, "k", 1, 1, RL_WAIT_MAX_MS + 1, 1, &r, &d),
+                     RL_EINVAL);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 0, 1, 1, &r, &d), RL_EKEYLEN);
+    ck_assert_int_eq(rl_reserve(rl, id, NULL, 1, 1, 1, &r, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_reserve(rl, id + 1, "k", 1, 1, 1, &r, &d), RL_ENOTFOUND);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, BURST + 1, 1, &r, &d), RL_ECOST);
+    r.size = 8;
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, &r, &d), RL_EINVAL);
+    rl_reservation_init(&r);
+    d.size = 4;
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, &r, &d), RL_ESIZE);
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, &r, NULL), RL_ALLOW);
+    ck_assert_int_eq(rl_settle(rl, &r, RL_COST_SETTLE_MAX + 1), RL_ERANGE);
+    ck_assert_int_eq(rl_settle(NULL, &r, 1), RL_EINVAL);
+    ck_assert_int_eq(rl_settle(rl, NULL, 1), RL_EINVAL);
+    ck_assert_int_eq(rl_settle(rl, &r, 1), 0); /* still in flight after ERANGE */
+    /* a removed limit: the entry is freed, nothing to charge */
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, &r, NULL), RL_ALLOW);
+    ck_assert_int_eq(rl_limit_remove(rl, id), 0);
+    ck_assert_int_eq(rl_settle(rl, &r, 5), RL_ENOTFOUND);
+    ck_assert_int_eq(rl_settle(rl, &r, 5), RL_EINVAL);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    s.size = 8;
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), RL_ESIZE);
+    ck_assert_int_eq(rl_reserve_stats(rl, NULL), RL_EINVAL);
+    ck_assert_str_eq(rl_err_name(RL_EFULL), "RL_EFULL");
+    ck_assert_str_eq(rl_err_name(RL_EEXPIRED), "RL_EEXPIRED");
+    /* max_reservations out of range, reserved3 set */
+    rl_config_t cfg;
+    rl_config_init(&cfg);
+    ck_assert_uint_eq(cfg.max_reservations, 4096);
+    cfg.max_reservations = (1u << 20) + 1;
+    rl_t *bad = NULL;
+    ck_assert_int_eq(rl_open(&bad, &cfg), RL_ERANGE);
+    rl_config_init(&cfg);
+    cfg.reserved3 = 1;
+    ck_assert_int_eq(rl_open(&bad, &cfg), RL_ERANGE);
+    /* a config of the layout before the reservations' fields opens, at the
+     * default */
+    rl_config_init_sized(&cfg, offsetof(rl_config_t, max_reservations));
+    ck_assert_int_eq(rl_open(&bad, &cfg), 0);
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(bad, &s), 0);
+    ck_assert_uint_eq(s.capacity, 4096);
+    rl_close(bad);
+    /* none: every reserve is refused RL_EFULL */
+    rl_t *none = open_n(0);
+    int in = add_limit(none);
+    ck_assert_int_eq(rl_reserve(none, in, "k", 1, 1, 1, &r, &d), RL_EFULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------- models */
+
+/* The bucket as the header describes it, in ns: GCRA with debt. */
+typedef struct model {
+    uint64_t tat;
+} model_t;
+
+static int model_admit(model_t *m, uint64_t now, uint64_t cost)
+{
+    uint64_t base = m->tat > now ? m->tat : now;
+    if (base + cost * T_NS - now > BURST * T_NS)
+        return 0;
+    m->tat = base + cost * T_NS;
+    return 1;
+}
+
+static void model_debt(model_t *m, uint64_t now, uint64_t n)
+{
+    m->tat = (m->tat > now ? m->tat : now) + n * T_NS;
+}
+
+static void model_refund(model_t *m, uint64_t now, uint64_t n)
+{
+    if (m->tat > now)
+        m->tat = m->tat - now > n * T_NS ? m->tat - n * T_NS : now;
+}
+
+#define NRES 64
+
+typedef struct open_res {
+    rl_reservation_t r;
+    uint64_t est, actual;
+    int live;
+} open_res_t;
+
+/* One key, the clock stepping: every decision agrees with the model, and
+ * at every admission the tokens used by the work admitted so far are within
+ * burst + rate x elapsed + the sum over in-flight reservations of
+ * max(0, actual - estimate) (include/ratelimit.h, overshoot bound). */
+START_TEST(model_and_overshoot_bound)
+{
+    reset_clock();
+    rl_t *rl = open_n(NRES);
+    int id = add_limit(rl);
+    uint64_t seed = 0x5eed;
+    model_t m = {0};
+    uint64_t t0 = atomic_load(&clk.precise_ns);
+    open_res_t res[NRES];
+    memset(res, 0, sizeof res);
+    uint64_t used = 0; /* tokens of the work admitted: actuals */
+    uint64_t worst = 0;
+    for (int step = 0; step < 200000; step++) {
+        uint64_t now = atomic_load(&clk.precise_ns);
+        int slot = (int)(next_u64(&seed) % NRES);
+        open_res_t *o = &res[slot];
+        if (!o->live) {
+            o->est = 1 + next_u64(&seed) % 30;
+            uint64_t pick = next_u64(&seed) % 4;
+            o->actual = pick == 0 ? 0 : pick == 1 ? o->est : next_u64(&seed) % 80;
+            int want = model_admit(&m, now, o->est);
+            int got = reserve(rl, id, "k", (uint32_t)o->est, &o->r);
+            REQUIRE(got == (want ? RL_ALLOW : RL_DENY), "step %d: reserve %llu: %d, model %d",
+                    step, (unsigned long long)o->est, got, want);
+            if (got == RL_ALLOW) {
+                o->live = 1;
+                used += o->actual;
+                uint64_t excess = 0;
+                for (int j = 0; j < NRES; j++)
+                    if (res[j].live && res[j].actual > res[j].est)
+                        excess += res[j].actual - res[j].est;
+                uint64_t allowance = BURST + (now - t0) / T_NS;
+                REQUIRE(used <= allowance + excess,
+                        "step %d: used %llu > burst + rate x t %llu + in flight %llu", step,
+                        (unsigned long long)used, (unsigned long long)allowance,
+                        (unsigned long long)excess);
+                if (used > allowance && used - allowance > worst)
+                    worst = used - allowance;
+            }
+        } else if (next_u64(&seed) % 8 == 0) {
+            ck_assert_int_eq(rl_release(rl, &o->r), 0);
+            model_refund(&m, now, o->est);
+            used -= o->actual; /* the work never happened */
+            o->live = 0;
+        } else {
+            ck_assert_int_eq(rl_settle(rl, &o->r, (uint32_t)o->actual), 0);
+            if (o->actual > o->est)
+                model_debt(&m, now, o->actual - o->est);
+            else
+                model_refund(&m, now, o->est - o->actual);
+            o->live = 0;
+        }
+        rl_test_clock_advance(&clk, next_u64(&seed) % (2 * T_NS));
+    }
+    ck_assert_msg(worst > 0, "the run never used more than the bucket allows: it tests nothing");
+}
+END_TEST
+
+/* ------------------------------------------------------------- racing */
+
+#define THREADS 8
+#define ROUNDS 20000
+
+typedef struct racer {
+    rl_t *rl;
+    int id;
+    uint64_t seed;
+    int64_t charged; /* tokens this thread left on the bucket */
+    uint64_t reserved, denied, up, down, even, released, debt, refund;
+    rl_reservation_t keep[8]; /* left in flight at the end */
+    uint64_t keep_est[8];
+    int nkeep;
+} racer_t;
+
+static void *race(void *arg)
+{
+    racer_t *z = arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t est = 1 + next_u64(&z->seed) % 20;
+        rl_reservation_t r;
+        int rc = reserve(z->rl, z->id, "hot", (uint32_t)est, &r);
+        if (rc == RL_DENY) {
+            z->denied++;
+            continue;
+        }
+        REQUIRE(rc == RL_ALLOW, "reserve: %d", rc);
+        z->reserved++;
+        uint64_t what = next_u64(&z->seed) % 4;
+        if (what == 0) {
+            REQUIRE(rl_release(z->rl, &r) == 0, "release");
+            z->released++;
+            z->refund += est;
+            continue;
+        }
+        uint64_t actual = what == 1 ? est : next_u64(&z->seed) % 25;
+        REQUIRE(rl_settle(z->rl, &r, (uint32_t)actual) == 0, "settle");
+        REQUIRE(rl_settle(z->rl, &r, (uint32_t)actual) == RL_EINVAL, "second settle");
+        z->charged += (int64_t)actual;
+        if (actual > est) {
+            z->up++;
+            z->debt += actual - est;
+        } else if (actual < est) {
+            z->down++;
+            z->refund += est - actual;
+        } else {
+            z->even++;
+        }
+        if (i % 2000 == 0 && z->nkeep < 8) { /* leave a few in flight */
+            uint64_t k = 1 + next_u64(&z->seed) % 5;
+            if (reserve(z->rl, z->id, "hot", (uint32_t)k, &z->keep[z->nkeep]) == RL_ALLOW) {
+                z->reserved++;
+                z->keep_est[z->nkeep++] = k;
+                z->charged += (int64_t)k;
+            } else {
+                z->denied++;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* 8 threads reserve, settle (up, down, even) and release on one key with
+ * the clock frozen: the bucket ends holding exactly the tokens the model
+ * says (the settled actuals and the estimates in flight), which refill
+ * pays back to the instant; the counters add up. A burst of 10^9 admits
+ * every reservation; one of 100 denies most of them once in debt. */
+static void race_on(const char *spec, uint64_t burst)
+{
+    reset_clock();
+    rl_t *rl = open_n(THREADS * 8 + 8);
+    int id = rl_test_add(rl, spec);
+    racer_t z[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&z[i], 0, sizeof z[i]);
+        z[i].rl = rl;
+        z[i].id = id;
+        z[i].seed = 0x1000 + (uint64_t)i;
+        pthread_create(&th[i], NULL, race, &z[i]);
+    }
+    int64_t charged = 0;
+    uint64_t reserved = 0, denied = 0, up = 0, down = 0, even = 0, released = 0, debt = 0,
+             refund = 0, kept = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        charged += z[i].charged;
+        reserved += z[i].reserved;
+        denied += z[i].denied;
+        up += z[i].up;
+        down += z[i].down;
+        even += z[i].even;
+        released += z[i].released;
+        debt += z[i].debt;
+        refund += z[i].refund;
+        kept += (uint64_t)z[i].nkeep;
+    }
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.reserved, reserved);
+    ck_assert_uint_eq(s.denied, denied);
+    ck_assert_uint_eq(s.settled_up, up);
+    ck_assert_uint_eq(s.settled_down, down);
+    ck_assert_uint_eq(s.settled_even, even);
+    ck_assert_uint_eq(s.released, released);
+    ck_assert_uint_eq(s.debt_tokens, debt);
+    ck_assert_uint_eq(s.refund_tokens, refund);
+    ck_assert_uint_eq(s.in_flight, kept);
+    ck_assert_uint_eq(s.expired, 0);
+    ck_assert_msg(charged > 0, "nothing left charged");
+    if ((uint64_t)charged < burst) {
+        /* A charge of what is left conforms, one more does not. */
+        uint64_t left = burst - (uint64_t)charged;
+        ck_assert_int_eq(rl_check(rl, id, "hot", 3, (uint32_t)left + 1, NULL), RL_DENY);
+        ck_assert_int_eq(rl_check(rl, id, "hot", 3, (uint32_t)left, NULL), RL_ALLOW);
+        charged = (int64_t)burst;
+    } else {
+        ck_assert_msg(denied > 0, "in debt, yet nothing was denied");
+    }
+    /* The bucket owes `charged` tokens: one more conforms exactly when
+     * refill has paid back all but burst - 1 of them. */
+    uint64_t wait_ns = ((uint64_t)charged + 1 - burst) * T_NS;
+    rl_test_clock_advance(&clk, wait_ns - 1);
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_DENY);
+    rl_test_clock_advance(&clk, 1);
+    ck_assert_int_eq(rl_check(rl, id, "hot", 3, 1, NULL), RL_ALLOW);
+    for (int i = 0; i < THREADS; i++)
+        for (int j = 0; j < z[i].nkeep; j++)
+            ck_assert_int_eq(rl_settle(rl, &z[i].keep[j], (uint32_t)z[i].keep_est[j]), 0);
+}
+
+START_TEST(racing_threads_create_and_lose_nothing)
+{
+    race_on("name=tok rate=1000/s burst=1000000000 mode=local", 1000000000);
+}
+END_TEST
+
+START_TEST(racing_threads_in_debt_create_and_lose_nothing)
+{
+    race_on("name=tok rate=1000/s burst=100 mode=local", 100);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("reserve");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
+    tcase_add_test(tc, settle_moves_the_difference);
+    tcase_add_test(tc, debt_is_paid_back_exactly_by_refill);
+    tcase_add_test(tc, generations_refuse_stale_handles);
+    tcase_add_test(tc, expiry_settles_at_the_estimate);
+    tcase_add_test(tc, expired_tokens_stay_charged);
+    tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, model_and_overshoot_bound);
+    tcase_add_test(tc, racing_threads_create_and_lose_nothing);
+    tcase_add_test(tc, racing_threads_in_debt_create_and_lose_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return rl_test_run(suite()); }
