@@ -542,6 +542,265 @@ START_TEST(racing_threads_in_debt_create_and_lose_nothing)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------- waits */
+
+static int wait_res(rl_t *rl, int id, uint32_t est, uint32_t max_wait, rl_reservation_t *r,
+                    rl_decision_t *d)
+{
+    rl_reservation_init(r);
+    return rl_reserve_wait(rl, id, "w", 1, est, max_wait, 10000, r, d);
+}
+
+/* The non-blocking wait: turns in arrival order, a deny at once when the
+ * turn is beyond max_wait_ms, and a cancel that gives back exactly the
+ * estimate. */
+START_TEST(reserve_wait_turns_and_cancel)
+{
+    reset_clock();
+    rl_t *rl = open_n(16);
+    int id = rl_test_add(rl, "name=w rate=1000/s burst=10 mode=local");
+    ck_assert_int_eq(rl_check(rl, id, "w", 1, 10, NULL), RL_ALLOW);
+    rl_reservation_t a, b, c, e;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(wait_res(rl, id, 5, 10, &a, &d), RL_ALLOW);
+    ck_assert_uint_eq(a.ready_in_ms, 5);
+    ck_assert_int_eq(wait_res(rl, id, 5, 10, &b, &d), RL_ALLOW);
+    ck_assert_uint_eq(b.ready_in_ms, 10);
+    /* one more token would be 11 ms away: refused now, nothing charged */
+    ck_assert_int_eq(wait_res(rl, id, 1, 10, &c, &d), RL_DENY);
+    ck_assert_uint_eq(d.retry_after_ms, 11);
+    ck_assert_int_eq(rl_check(rl, id, "w", 1, 1, &d), RL_DENY);
+    ck_assert_uint_eq(d.retry_after_ms, 11);
+    /* the second waiter gives up: its 5 tokens, exactly, come back */
+    ck_assert_int_eq(rl_release(rl, &b), 0);
+    ck_assert_int_eq(wait_res(rl, id, 1, 10, &c, &d), RL_ALLOW);
+    ck_assert_uint_eq(c.ready_in_ms, 6);
+    /* time passes: the turns come closer by as much */
+    rl_test_clock_advance(&clk, 4 * T_NS);
+    ck_assert_int_eq(wait_res(rl, id, 4, 10, &e, &d), RL_ALLOW);
+    ck_assert_uint_eq(e.ready_in_ms, 6);
+    ck_assert_int_eq(rl_release(rl, &e), 0);
+    ck_assert_int_eq(rl_release(rl, &c), 0);
+    ck_assert_int_eq(rl_release(rl, &a), 0);
+    /* every waiter cancelled: the bucket is as the first check left it,
+     * 4 ms refilled */
+    ck_assert_uint_eq(remaining(rl, id, "w"), 4);
+    /* max_wait_ms 0 is rl_reserve */
+    ck_assert_int_eq(wait_res(rl, id, 5, 0, &a, &d), RL_DENY);
+    ck_assert_int_eq(wait_res(rl, id, 4, 0, &a, &d), RL_ALLOW);
+    ck_assert_uint_eq(a.ready_in_ms, 0);
+}
+END_TEST
+
+typedef struct waiter {
+    rl_t *rl;
+    int id;
+    uint64_t seed;
+    int n;
+    uint32_t cost[64];
+    uint64_t ready[64];
+    int admitted[64];
+} waiter_t;
+
+static void *wait_race(void *arg)
+{
+    waiter_t *w = arg;
+    for (int i = 0; i < w->n; i++) {
+        rl_reservation_t r;
+        w->cost[i] = 1 + (uint32_t)(next_u64(&w->seed) % 9);
+        int rc = wait_res(w->rl, w->id, w->cost[i], 200, &r, NULL);
+        REQUIRE(rc == RL_ALLOW || rc == RL_DENY, "reserve_wait: %d", rc);
+        w->admitted[i] = rc == RL_ALLOW;
+        w->ready[i] = r.ready_in_ms;
+    }
+    return NULL;
+}
+
+static int by_ready(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* 8 threads queue on one key with the clock frozen: the turns handed out
+ * are the queue's, in the order the charges landed (each turn is the
+ * previous one plus its own cost), never past max_wait_ms, and a refused
+ * waiter took nothing. */
+START_TEST(racing_waiters_queue_in_order)
+{
+    reset_clock();
+    rl_t *rl = open_n(8 * 64 + 8);
+    int id = rl_test_add(rl, "name=w rate=1000/s burst=10 mode=local");
+    waiter_t w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].rl = rl;
+        w[i].id = id;
+        w[i].seed = 77 + (uint64_t)i;
+        w[i].n = 64;
+        pthread_create(&th[i], NULL, wait_race, &w[i]);
+    }
+    uint64_t turns[THREADS * 64][2];
+    size_t n = 0;
+    uint64_t total = 0, refused = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        for (int j = 0; j < w[i].n; j++) {
+            if (!w[i].admitted[j]) {
+                refused++;
+                continue;
+            }
+            turns[n][0] = w[i].ready[j];
+            turns[n++][1] = w[i].cost[j];
+            total += w[i].cost[j];
+        }
+    }
+    ck_assert_msg(refused > 0, "no waiter was refused: max_wait_ms untested");
+    qsort(turns, n, sizeof turns[0], by_ready);
+    /* The first turns fit in the burst (ready 0); after them each turn is
+     * the one before plus its own cost, in ms (one token a ms). */
+    uint64_t at0 = 0;
+    size_t k = 0;
+    while (k < n && turns[k][0] == 0)
+        at0 += turns[k++][1];
+    ck_assert_uint_le(at0, 10);
+    uint64_t tail = at0;
+    for (; k < n; k++) {
+        tail += turns[k][1];
+        ck_assert_uint_eq(turns[k][0], tail - 10);
+        ck_assert_uint_le(turns[k][0], 200);
+    }
+    ck_assert_uint_eq(tail, total);
+    /* and the bucket holds exactly those tokens: the next turn is after them */
+    rl_reservation_t r;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(wait_res(rl, id, 1, RL_WAIT_MAX_MS, &r, &d), RL_ALLOW);
+    ck_assert_uint_eq(r.ready_in_ms, total + 1 - 10);
+}
+END_TEST
+
+typedef struct blocked {
+    rl_t *rl;
+    int id;
+    uint32_t cost, max_wait;
+    int rc;
+    _Atomic int done;
+} blocked_t;
+
+static void *block(void *arg)
+{
+    blocked_t *b = arg;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    b->rc = rl_wait(b->rl, b->id, "w", 1, b->cost, b->max_wait, &d);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+/* rl_wait: a deny at once when the turn is too far (nothing charged), an
+ * allow at once within the burst, and a sleep that the instance clock
+ * ends: the waiter returns once the hook's time reaches its turn. */
+START_TEST(wait_blocks_until_its_turn)
+{
+    reset_clock();
+    rl_t *rl = open_n(4);
+    int id = rl_test_add(rl, "name=w rate=1/s burst=5 mode=local");
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 1, 5, 0, &d), RL_ALLOW);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 1, 2, 1999, &d), RL_DENY);
+    ck_assert_uint_eq(d.retry_after_ms, 2000);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 1, 6, 100000, &d), RL_ECOST);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 1, 0, 1, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 1, 1, RL_WAIT_MAX_MS + 1, &d), RL_EINVAL);
+    ck_assert_int_eq(rl_wait(rl, id, "w", 0, 1, 1, &d), RL_EKEYLEN);
+    ck_assert_int_eq(rl_wait(rl, id + 1, "w", 1, 1, 1, &d), RL_ENOTFOUND);
+    /* a waiter for 2 tokens: 2 s of instance time; the test moves the
+     * hook's clock there (the real-time bound is 2 s too, so the return is
+     * the clock's whenever this box is quick) */
+    blocked_t b = {.rl = rl, .id = id, .cost = 2, .max_wait = 2000};
+    pthread_t th;
+    pthread_create(&th, NULL, block, &b);
+    rl_test_clock_advance(&clk, UINT64_C(2000000000));
+    pthread_join(th, NULL);
+    ck_assert_int_eq(b.rc, RL_ALLOW);
+    /* its tokens were taken: the bucket is empty at the turn */
+    ck_assert_int_eq(rl_check(rl, id, "w", 1, 1, NULL), RL_DENY);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.waits, 2);
+    ck_assert_uint_eq(s.waits_slept, 1);
+    ck_assert_uint_eq(s.waits_refused, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------ failure answers */
+
+/* A global limit while the instance is degraded: on_failure=open admits
+ * without holding (settle and release move nothing), closed denies. A
+ * shadow limit's would-deny is admitted the same way. */
+START_TEST(unbacked_admissions_hold_nothing)
+{
+    rl_t *rl = rl_test_hold(rl_test_open_degraded(50), rl_test_close_fn);
+    int open = rl_test_add(rl, "name=o rate=1/h burst=2 mode=global on_failure=open");
+    int closed = rl_test_add(rl, "name=c rate=1/h burst=2 mode=global on_failure=closed");
+    rl_reservation_t r;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    rl_reservation_init(&r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rl_reserve(rl, open, "k", 1, 2, 1000, &r, &d), RL_ALLOW);
+        ck_assert_uint_ne(d.flags & RL_FLAG_DEGRADED, 0);
+        ck_assert_int_eq(rl_settle(rl, &r, 2000), 0);
+    }
+    ck_assert_int_eq(rl_reserve(rl, closed, "k", 1, 1, 1000, &r, &d), RL_DENY);
+    ck_assert_uint_ne(d.flags & RL_FLAG_DEGRADED, 0);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.reserved, 3);
+    ck_assert_uint_eq(s.settled_up, 3);
+    ck_assert_uint_eq(s.denied, 1);
+
+    reset_clock();
+    rl_t *l = open_n(4);
+    int sh = rl_test_add(l, "name=s rate=1/h burst=2 mode=local shadow=1");
+    ck_assert_int_eq(rl_reserve(l, sh, "k", 1, 2, 1000, &r, &d), RL_ALLOW);
+    ck_assert_uint_eq(d.flags & RL_FLAG_SHADOW, 0);
+    rl_reservation_t r2;
+    rl_reservation_init(&r2);
+    ck_assert_int_eq(rl_reserve(l, sh, "k", 1, 2, 1000, &r2, &d), RL_ALLOW);
+    ck_assert_uint_ne(d.flags & RL_FLAG_SHADOW, 0);
+    ck_assert_int_eq(rl_release(l, &r2), 0); /* held nothing: gives nothing */
+    ck_assert_uint_eq(remaining(l, sh, "k"), 0);
+    ck_assert_int_eq(rl_release(l, &r), 0);
+    ck_assert_uint_eq(remaining(l, sh, "k"), 2);
+}
+END_TEST
+
+/* A shared instance has no reservation table. */
+START_TEST(shared_instance_refuses)
+{
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl_open_shared(&rl, NULL), 0);
+    rl_test_hold(rl, rl_test_close_fn);
+    int id = add_limit(rl);
+    rl_reservation_t r;
+    rl_reservation_init(&r);
+    ck_assert_int_eq(rl_reserve(rl, id, "k", 1, 1, 1, &r, NULL), RL_ENOTSUP);
+    ck_assert_int_eq(rl_settle(rl, &r, 1), RL_ENOTSUP);
+    rl_reserve_stats_t s;
+    rl_reserve_stats_init(&s);
+    ck_assert_int_eq(rl_reserve_stats(rl, &s), 0);
+    ck_assert_uint_eq(s.capacity, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reserve");
@@ -557,6 +816,11 @@ static Suite *suite(void)
     tcase_add_test(tc, model_and_overshoot_bound);
     tcase_add_test(tc, racing_threads_create_and_lose_nothing);
     tcase_add_test(tc, racing_threads_in_debt_create_and_lose_nothing);
+    tcase_add_test(tc, reserve_wait_turns_and_cancel);
+    tcase_add_test(tc, racing_waiters_queue_in_order);
+    tcase_add_test(tc, wait_blocks_until_its_turn);
+    tcase_add_test(tc, unbacked_admissions_hold_nothing);
+    tcase_add_test(tc, shared_instance_refuses);
     suite_add_tcase(s, tc);
     return s;
 }
