@@ -1731,6 +1731,31 @@ RL_EXTERN RL_EXPERIMENTAL int rl_wait(rl_t *rl, int id, const void *key, size_t 
                                       uint32_t cost, uint32_t max_wait_ms, rl_decision_t *out);
 
 /*
+ * Reserve n budgets as one (rl_check_multi's all or nothing): an LLM
+ * request reserves its input tokens, its output tokens (estimated from
+ * max_tokens) and one request, on three limits, at once. Each request's
+ * cost is its estimate. RL_ALLOW: every one is admitted and res[i] holds
+ * it, each settled or released on its own (its own ttl_ms, the same for
+ * all). RL_DENY: none is held (those admitted before the denier are given
+ * back, and counted denied, as rl_check_multi counts them), every res[i]
+ * unusable; *denied_index (may be NULL) is the denier's index, or n. res
+ * is an array of n reservations of res[0].size bytes each (each
+ * initialised); out (may be NULL) is as rl_check_multi's. Every request is
+ * validated, and n entries of the table claimed, before anything is
+ * charged: an invalid request returns its error (*denied_index its index),
+ * fewer than n free entries RL_EFULL, charging nothing. Under concurrency
+ * another check may briefly see the tokens a denied batch held before they
+ * were given back. Errors: those of rl_reserve and rl_check_multi
+ * (RL_ERANGE: n > RL_MULTI_MAX, out left alone), RL_EMODE for an exact or
+ * tiered limit; on every error but RL_ESIZE and RL_ERANGE each out[i] is a
+ * deny.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n,
+                                               size_t req_size, uint32_t ttl_ms,
+                                               rl_reservation_t *res, rl_decision_t *out,
+                                               size_t *denied_index);
+
+/*
  * The reservation table's and rl_wait's counters (s->size set by
  * rl_reserve_stats_init); expires the entries whose ttl has passed first (a
  * walk of max_reservations entries: a scrape, not a per-request call).

@@ -91,8 +91,13 @@ static int word_op(rl_rkey_t *k, _Atomic uint64_t *w, _Atomic uint64_t *high,
         uint64_t add = rl__mul_sat(tokens, g->t_fp);
         uint64_t base = rl__max_u64(val, now);
         if (op == OP_REFUND) {
-            if (val <= now)
+            if (val <= now) {
+                if (o != NULL) {
+                    o->remaining = g->burst;
+                    o->reset_ms = 0;
+                }
                 return 0; /* full: nothing is owed */
+            }
             next = val - now > add ? val - add : now;
             rl__tat_high(high, val);
         } else {
@@ -116,6 +121,10 @@ static int word_op(rl_rkey_t *k, _Atomic uint64_t *w, _Atomic uint64_t *high,
                            e + 2 - (uint64_t)behind) {
             rl__params_read(k->ls, &k->p);
             word_op(k, w, high, g0, epochal, OP_DEBT, tokens, 0, o);
+        }
+        if (op == OP_REFUND && o != NULL) {
+            o->remaining = rl__gcra_remaining(g, next, now);
+            o->reset_ms = rl__gcra_reset_ms(next, now);
         }
         if (op == OP_ADMIT) {
             o->allowed = 1;
@@ -215,7 +224,7 @@ int rl__rkey_debt(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
     }
 }
 
-void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
+void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens, rl_radmit_t *o)
 {
     rl_slotref_t ref;
     while (rl__table_find(&rl->table, &k->probe, &ref)) {
@@ -223,7 +232,7 @@ void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
         uint32_t fl = 0;
         const rl_gcra_t *g = slot_gcra(rl, k, ref.slot, &tmp, &fl);
         if (word_op(k, &ref.slot->tat, &ref.slot->aux, g, !k->p.synced, OP_REFUND, tokens, 0,
-                    NULL) == 0)
+                    o) == 0)
             return;
     }
 }

@@ -48,8 +48,9 @@ void rl__rkey_count(rl_t *rl, rl_rkey_t *k, const rl_radmit_t *o, const void *ke
  * (the debt is not charged). */
 int rl__rkey_debt(rl_t *rl, rl_rkey_t *k, uint64_t tokens);
 
-/* Give `tokens` back, never past full; a key with no slot is full already. */
-void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens);
+/* Give `tokens` back, never past full; a key with no slot is full already.
+ * o (may be NULL): its remaining and reset_ms set to the bucket's after. */
+void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens, rl_radmit_t *o);
 
 /* The decision into the caller's struct (out->size bytes of it), as
  * rl_check writes one; rl__rkey_fail: an error's (a deny, all zero). */

@@ -73,7 +73,7 @@ static void expired(void *ctx, const rl_rent_data_t *d)
             d->held & ~RL_RENT_UNBACKED, d->limit);
 }
 
-static rl_rent_expiry_t expiry_of(rl_t *rl)
+rl_rent_expiry_t rl__reserve_expiry(rl_t *rl)
 {
     return (rl_rent_expiry_t){.now_fp = expiry_now, .expired = expired, .ctx = rl};
 }
@@ -109,7 +109,7 @@ static int reserve(rl_t *rl, int id, const void *key, size_t len, uint32_t estim
     int rc = rl__rkey_resolve(rl, id, kid, estimate, &k);
     if (rc != 0)
         return rc;
-    rl_rent_expiry_t x = expiry_of(rl);
+    rl_rent_expiry_t x = rl__reserve_expiry(rl);
     uint32_t index;
     uint64_t gen;
     if (!rl__rents_claim(&r->rents, &x, &index, &gen)) {
@@ -203,7 +203,7 @@ static int finish(rl_t *rl, rl_reservation_t *res, uint32_t actual, int release)
         if (rc == 0 && actual > held)
             rl__rkey_debt(rl, &k, actual - held);
         else if (rc == 0)
-            rl__rkey_refund(rl, &k, held - actual);
+            rl__rkey_refund(rl, &k, held - actual, NULL);
     }
     rl__rents_free(&r->rents, index, 0);
     if (rc != 0)
@@ -248,7 +248,7 @@ int rl_reserve_stats(rl_t *rl, rl_reserve_stats_t *s)
     rl_reserve_t *r = rl->reserve;
     if (r == NULL)
         return 0;
-    rl_rent_expiry_t x = expiry_of(rl);
+    rl_rent_expiry_t x = rl__reserve_expiry(rl);
     rl__rents_sweep(&r->rents, &x);
     uint64_t c[RL_RSV_N];
     for (int i = 0; i < RL_RSV_N; i++)

@@ -49,6 +49,11 @@ typedef struct rl_reserve {
 int rl__reserve_create(const rl_reserve_cfg_t *cfg, rl_reserve_t **out);
 void rl__reserve_destroy(rl_reserve_t *r, const rl_allocator_t *a);
 
+struct rl;
+/* How the table's claims and sweeps expire an entry of instance rl: its
+ * clock, and the count and log line of each expiry. */
+rl_rent_expiry_t rl__reserve_expiry(struct rl *rl);
+
 static inline void rl__reserve_add(rl_reserve_t *r, int which, uint64_t n)
 {
     /* relaxed: counters, not publication. */
