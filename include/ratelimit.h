@@ -306,12 +306,12 @@ typedef struct rl_config {
                                    sketches with a redis_url, one without);
                                    an update costs O(log K) */
     /* --- appended fields: reservations (rl_reserve) --- */
+    uint32_t reserved3;         /* must be zero (the older layout's padding) */
     uint32_t max_reservations;  /* reservations in flight at once (admitted,
                                    not yet settled, released or expired):
                                    0..1048576, default 4096. A fixed table of
                                    64 bytes each, allocated at rl_open; 0
                                    allocates none (rl_reserve: RL_EFULL) */
-    uint32_t reserved3;         /* must be zero */
 } rl_config_t;
 
 /*

@@ -59,8 +59,11 @@ RL_SIZE_FIRST_(rl_reserve_stats_t);
 #define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)
 /* The layout before exact mode's fields (0.2). */
 #define RL_CONFIG_SIZE_0_2 offsetof(rl_config_t, exact_timeout_ms)
-/* The layout before the reservations' fields (max_reservations). */
+/* The layout before the reservations' fields: its size, padding included
+ * (reserved3 sits in that padding, which rl_config_init zeroes). */
 #define RL_CONFIG_SIZE_RESERVE offsetof(rl_config_t, max_reservations)
+_Static_assert(offsetof(rl_config_t, reserved3) % 8 != 0,
+               "reserved3 fills the older layout's tail padding");
 /* Whether a config size short of ours ends between two fields: one of the
  * older layouts (any other would cut a field in two). */
 static inline int rl__config_size_known(size_t size)
