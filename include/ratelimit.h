@@ -125,7 +125,9 @@ extern "C" {
     XX(ENOTSUP, -12, "not supported by this build or instance")                   \
     XX(ENAME, -13, "limit name empty, too long, or with a byte outside [A-Za-z0-9_.:-]") \
     XX(EMODE, -14, "unknown mode or on_failure value")                            \
-    XX(EAUTH, -15, "Redis refused the credentials in redis_url")
+    XX(EAUTH, -15, "Redis refused the credentials in redis_url")                  \
+    XX(EFULL, -16, "no free reservation entry: max_reservations are in flight")   \
+    XX(EEXPIRED, -17, "reservation expired: it was settled at its estimate")
 
 enum {
 #define RL_ERRNO_ENUM_(name, value, msg) RL_##name = (value),
@@ -304,6 +306,13 @@ typedef struct rl_config {
                                    per unit of K, allocated at rl_open (two
                                    sketches with a redis_url, one without);
                                    an update costs O(log K) */
+    /* --- appended fields: reservations (rl_reserve) --- */
+    uint32_t reserved3;         /* must be zero (the older layout's padding) */
+    uint32_t max_reservations;  /* reservations in flight at once (admitted,
+                                   not yet settled, released or expired):
+                                   0..1048576, default 4096. A fixed table of
+                                   64 bytes each, allocated at rl_open; 0
+                                   allocates none (rl_reserve: RL_EFULL) */
 } rl_config_t;
 
 /*
@@ -1204,6 +1213,14 @@ RL_EXTERN int rl_limit_stats(rl_t *rl, int id, rl_limit_stats_t *s);
  *     limit_inflight_late_total (rl_limit_stats_t's in-flight fields);
  *   the instance: limits, keys_live, keys_capacity, table_slots, table_bytes
  *     (gauges), keys_reclaimed_total;
+ *   reservations and waits (not in an rl_open_shared instance), as
+ *     rl_reserve_stats_t says: reserve_reserved_total, reserve_denied_total,
+ *     reserve_settled_up_total, reserve_settled_down_total,
+ *     reserve_settled_even_total, reserve_released_total,
+ *     reserve_expired_total, reserve_debt_tokens_total,
+ *     reserve_refund_tokens_total, reserve_full_total, reserve_in_flight and
+ *     reserve_capacity (gauges), wait_admitted_total, wait_slept_total,
+ *     wait_refused_total (a scrape also expires the reservations due);
  *   with a redis_url only: health{state="healthy|degraded|recovering"}
  *     (1 for the current state, else 0), health_state_seconds,
  *     health_seconds_total{state}, health_transitions_total,
@@ -1725,6 +1742,228 @@ RL_EXTERN int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome
  * class), RL_EMODE (a rate limit), RL_EFORKED. */
 RL_EXPERIMENTAL
 RL_EXTERN int rl_inflight_class(rl_t *rl, int limit, const char *name);
+/* ------------------------------------------------- reservations and waits */
+
+/*
+ * Costs known after the fact, and callers that would rather wait. A
+ * reservation admits an estimate as rl_check admits a cost, holds it on the
+ * key's bucket, and is then settled at the real cost (rl_settle: the
+ * difference either way), released (rl_release: the work never happened)
+ * or, when neither came within its ttl, expired: settled at its estimate.
+ * rl_wait admits a cost within a deadline or refuses at once. All of it is
+ * RL_EXPERIMENTAL.
+ *
+ * Modes: local and global limits (on an instance without a redis_url a
+ * global limit is local). Exact and tiered limits are refused (RL_EMODE):
+ * their buckets are in Redis, and neither a settle of the difference nor a
+ * wait is built for them. An rl_open_shared instance has no reservation
+ * table (RL_ENOTSUP).
+ *
+ * Debt: a settle whose actual exceeds the estimate charges the difference
+ * without an admission test, so the bucket may owe more than its burst: its
+ * key then denies (rl_check, rl_reserve, rl_wait alike) until refill has
+ * paid the debt back, exactly (the bucket's arrival time moves by
+ * (actual - estimate) x period / rate). A smaller actual is given back, never
+ * filling the bucket past its burst.
+ *
+ * Overshoot bound (local limits, and a global limit's node bucket): a key's
+ * bucket starts full; at every admission (a reservation's, a check's, a
+ * wait's) the tokens used by the work admitted so far (a reservation at its
+ * actual, a released one at 0, an expired one at its estimate) are at most
+ * burst + rate x elapsed + the sum over the reservations then in flight of
+ * max(0, actual - estimate). Settled reservations add nothing: their debt is
+ * charged. With a global tier, add the mode's band (the global tier's
+ * bound, README "Accuracy"). There a key's bucket is this node's share:
+ * what it owes beyond the share's burst (a settle's debt, or waiters'
+ * turns) lasts only until the key's next sync reply, which re-bases the
+ * bucket on the share it brings and caps the debt at that share's burst;
+ * and the global tier's reports count decisions, not tokens, as for any
+ * check of a cost above 1.
+ *
+ * The reservation table: max_reservations entries (rl_config_t), allocated
+ * at rl_open; a reservation takes one from rl_reserve until it is settled,
+ * released or expired, and nothing is allocated after rl_open. Each entry
+ * has a generation, carried in the caller's rl_reservation_t: a second
+ * settle, a settle of a released reservation, or of another instance's,
+ * is refused (RL_EINVAL) and changes nothing. Expiry is lazy and bounded:
+ * an rl_reserve that meets an expired entry while looking for a free one,
+ * an rl_settle or rl_release that comes too late, and rl_reserve_stats
+ * (which looks at every entry) expire it, once: counted
+ * (rl_reserve_stats_t.expired) and logged, one RL_LOG_WARN line per expired
+ * reservation through the instance's log (rate-limited without a hook,
+ * rl_log_fn). A late settle answers RL_EEXPIRED
+ * (its actual is not charged) while the entry has not been reused, else
+ * RL_EINVAL.
+ */
+
+/* What an rl_reserve admitted, in the caller's memory: pass it to
+ * rl_settle or rl_release once. Versioned by size; the token is opaque. */
+typedef struct rl_reservation {
+    size_t size;          /* set by rl_reservation_init */
+    uint64_t token[2];    /* the instance, the entry and its generation */
+    int32_t limit;        /* the limit id it was made on */
+    uint32_t estimate;    /* the tokens it holds */
+    uint64_t ready_in_ms; /* rl_reserve_wait: after how long the caller may
+                             proceed (0: now); rl_reserve: 0 */
+} rl_reservation_t;
+
+/* Counters of the reservation table and of rl_wait, read with
+ * rl_reserve_stats. Versioned by size: fields are only appended. */
+typedef struct rl_reserve_stats {
+    size_t size;             /* set by rl_reserve_stats_init */
+    uint64_t reserved;       /* reservations admitted (rl_reserve, rl_reserve_wait) */
+    uint64_t denied;         /* reservations denied */
+    uint64_t settled_up;     /* settled with actual > estimate (debt charged) */
+    uint64_t settled_down;   /* settled with actual < estimate (refunded) */
+    uint64_t settled_even;   /* settled with actual == estimate */
+    uint64_t released;       /* given back whole (rl_release) */
+    uint64_t expired;        /* not settled within their ttl: at the estimate */
+    uint64_t debt_tokens;    /* sum of actual - estimate over settled_up */
+    uint64_t refund_tokens;  /* sum of estimate - actual over settled_down,
+                                and of the estimates released */
+    uint64_t in_flight;      /* entries held now */
+    uint64_t capacity;       /* max_reservations */
+    uint64_t full;           /* rl_reserve calls refused RL_EFULL */
+    uint64_t waits;          /* rl_wait calls admitted */
+    uint64_t waits_slept;    /* of those, the ones that had to sleep */
+    uint64_t waits_refused;  /* rl_wait calls refused at once (the wait
+                                needed exceeded max_wait_ms) */
+} rl_reserve_stats_t;
+
+/* The longest ttl_ms and max_wait_ms: one day. */
+#define RL_RESERVE_TTL_MAX_MS 86400000u
+#define RL_WAIT_MAX_MS 86400000u
+/* The largest actual rl_settle takes: a debt of more than 2^30 tokens is a
+ * caller's bug, not a cost. */
+#define RL_COST_SETTLE_MAX 1073741824u
+
+/* Initialise (see the initialisers above rl_open). Thread-safe. */
+RL_EXTERN RL_EXPERIMENTAL void rl_reservation_init_sized(rl_reservation_t *r, size_t size);
+static inline void rl_reservation_init(rl_reservation_t *r)
+{
+    rl_reservation_init_sized(r, sizeof *r);
+}
+RL_EXTERN RL_EXPERIMENTAL void rl_reserve_stats_init_sized(rl_reserve_stats_t *s, size_t size);
+static inline void rl_reserve_stats_init(rl_reserve_stats_t *s)
+{
+    rl_reserve_stats_init_sized(s, sizeof *s);
+}
+
+/*
+ * Reserve `estimate` tokens (1..the limit's burst) of key under limit `id`
+ * for at most ttl_ms (1..RL_RESERVE_TTL_MAX_MS) of instance time. Decides as
+ * rl_check(rl, id, key, key_len, estimate, out) would: RL_ALLOW, with the
+ * tokens charged to the key's bucket and *res filled in, or RL_DENY
+ * (nothing held; *res is left unusable). out (may be NULL) gets the
+ * decision. A shadow limit's would-deny, and an on_failure=open answer (no
+ * table slot for the key, or a global limit while the instance is
+ * degraded) admit without holding tokens: their settle and release charge
+ * nothing. Counted in the limit's admitted/denied as a check is.
+ * Thread-safe, lock-free, no allocation, no system call but the clock.
+ * Errors (out, if given, is a deny): RL_EINVAL (rl, res NULL, res->size
+ * unknown, estimate 0, ttl_ms 0 or too large), RL_ESIZE (out->size), RL_EKEYLEN,
+ * RL_ENOTFOUND, RL_ECOST (estimate > burst), RL_EMODE (an exact or tiered
+ * limit), RL_EFULL (every entry in flight: counted, nothing charged),
+ * RL_ENOTSUP (an rl_open_shared instance), RL_EFORKED.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_reserve(rl_t *rl, int id, const void *key, size_t key_len,
+                                         uint32_t estimate, uint32_t ttl_ms,
+                                         rl_reservation_t *res, rl_decision_t *out);
+
+/*
+ * Settle a reservation at its real cost, `actual` (0..RL_COST_SETTLE_MAX):
+ * above the estimate, the difference is charged to the key's bucket without
+ * an admission test (debt, above); below it, the difference is given back;
+ * equal, nothing moves. The entry is then free and *res spent.
+ * Thread-safe; lock-free.
+ * Returns 0, or: RL_EINVAL (rl or res NULL, res->size unknown, a reservation
+ * already settled or released, of another instance, or never admitted),
+ * RL_EEXPIRED (its ttl had passed: it was settled at its estimate and actual
+ * is not charged), RL_ENOTFOUND (its limit was removed since: nothing to
+ * charge; the entry is freed), RL_ERANGE (actual too large: nothing done,
+ * the reservation stays in flight), RL_EFORKED.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_settle(rl_t *rl, rl_reservation_t *res, uint32_t actual);
+
+/*
+ * Give a reservation's estimate back whole (the work never happened, or a
+ * waiter gave up). As rl_settle(rl, res, 0), counted as released; its
+ * errors. After rl_reserve_wait, this is the cancel: it gives back exactly
+ * the estimate, whether or not ready_in_ms has passed.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_release(rl_t *rl, rl_reservation_t *res);
+
+/*
+ * The non-blocking wait: reserve `estimate` tokens now if they can be
+ * admitted within max_wait_ms (0..RL_WAIT_MAX_MS) of instance time. RL_ALLOW
+ * with res->ready_in_ms set: the tokens are the caller's from then on (the
+ * event loop proceeds after that long), and the reservation is settled or
+ * released as any (ttl_ms counts from now, so make it cover ready_in_ms).
+ * RL_DENY at once, nothing held, when the wait it would need exceeds
+ * max_wait_ms (out->retry_after_ms says how long it would be). max_wait_ms
+ * 0 is rl_reserve. Arguments and errors as rl_reserve.
+ *
+ * Order: a waiter's turn is taken when its tokens are charged (one CAS on
+ * the key's bucket word), so waiters on a key are served in the order they
+ * arrived at the bucket, whatever their costs: a later waiter's
+ * ready_in_ms is never before an earlier one's (at the same clock), a large
+ * cost is never passed by small ones, and a check (rl_check) arriving
+ * while waiters are queued is denied until their tokens have refilled.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_reserve_wait(rl_t *rl, int id, const void *key,
+                                              size_t key_len, uint32_t estimate,
+                                              uint32_t max_wait_ms, uint32_t ttl_ms,
+                                              rl_reservation_t *res, rl_decision_t *out);
+
+/*
+ * Wait for `cost` tokens (1..burst) at most max_wait_ms (0..RL_WAIT_MAX_MS):
+ * RL_ALLOW once they are admitted, having slept at most max_wait_ms (until
+ * the instance clock reaches the turn, or, with a clock hook that stands
+ * still, as long in real time); RL_DENY at once, without sleeping, when the
+ * wait needed exceeds max_wait_ms (x/time/rate's WaitN rule: never sleep
+ * only to be refused), nothing charged. Waiters on a key are served in
+ * arrival order, as rl_reserve_wait says. The tokens are charged when the
+ * wait begins, as the turn; no reservation entry is used. out (may be NULL)
+ * gets the decision, retry_after_ms the wait needed. Blocks the calling
+ * thread; never call it from an event loop (use rl_reserve_wait).
+ * Errors: those of rl_check, plus RL_EINVAL (max_wait_ms too large) and
+ * RL_EMODE (exact or tiered limit).
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_wait(rl_t *rl, int id, const void *key, size_t key_len,
+                                      uint32_t cost, uint32_t max_wait_ms, rl_decision_t *out);
+
+/*
+ * Reserve n budgets as one (rl_check_multi's all or nothing): an LLM
+ * request reserves its input tokens, its output tokens (estimated from
+ * max_tokens) and one request, on three limits, at once. Each request's
+ * cost is its estimate. RL_ALLOW: every one is admitted and res[i] holds
+ * it, each settled or released on its own (its own ttl_ms, the same for
+ * all). RL_DENY: none is held (those admitted before the denier are given
+ * back, and counted denied, as rl_check_multi counts them), every res[i]
+ * unusable; *denied_index (may be NULL) is the denier's index, or n. res
+ * is an array of n reservations of res[0].size bytes each (each
+ * initialised); out (may be NULL) is as rl_check_multi's. Every request is
+ * validated, and n entries of the table claimed, before anything is
+ * charged: an invalid request returns its error (*denied_index its index),
+ * fewer than n free entries RL_EFULL, charging nothing. Under concurrency
+ * another check may briefly see the tokens a denied batch held before they
+ * were given back. Errors: those of rl_reserve and rl_check_multi
+ * (RL_ERANGE: n > RL_MULTI_MAX, out left alone), RL_EMODE for an exact or
+ * tiered limit; on every error but RL_ESIZE and RL_ERANGE each out[i] is a
+ * deny.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n,
+                                               size_t req_size, uint32_t ttl_ms,
+                                               rl_reservation_t *res, rl_decision_t *out,
+                                               size_t *denied_index);
+
+/*
+ * The reservation table's and rl_wait's counters (s->size set by
+ * rl_reserve_stats_init); expires the entries whose ttl has passed first (a
+ * walk of max_reservations entries: a scrape, not a per-request call).
+ * Thread-safe. Errors: RL_EINVAL, RL_ESIZE, RL_EFORKED.
+ */
+RL_EXTERN RL_EXPERIMENTAL int rl_reserve_stats(rl_t *rl, rl_reserve_stats_t *s);
 /* ------------------------------------------------------------ client retry */
 
 /*

@@ -84,7 +84,7 @@ soname_of() {
 # (rl_allocator_t, rl_rate_t) is not listed: one that grows moves the members
 # of the structs that embed it. Add a new sized struct here when it first
 # crosses the ABI.
-sized_structs='rl_(config|limit|request|decision|stats_s|limit_stats_s|retry_config)'
+sized_structs='rl_(config|limit|request|decision|stats_s|limit_stats_s|reservation|reserve_stats|retry_config)'
 
 # classify < abidiff --leaf-changes-only report: prints one line per
 # incompatible change and exits 1 if there is any. Compatible: added

@@ -58,6 +58,7 @@ SECTIONS = [
     ("quotas", "Quotas"),
     ("hot keys", "Hot keys"),
     ("in-flight limits", "In-flight limits"),
+    ("reservations and waits", "Reservations and waits"),
     ("client retry", "Client retry"),
 ]
 SECTION_TITLES = dict(SECTIONS)

@@ -57,6 +57,8 @@ struct rl {
     struct rl_quotas *quotas; /* the quota ledger; NULL when local-only */
     struct rl_inflight *inflight; /* in-flight limits (inflight/inflight.h);
                                      NULL in a shared instance */
+    struct rl_reserve *reserve; /* reservations and waits (reserve/reserve.h);
+                                   NULL in a shared instance */
     rl_health_t health;   /* written by the sync thread, read by checks */
     /* The settings more than one module reads; each module's own are in
      * its start config (rl_sync_cfg_t, rl_exact_cfg_t) and stay there. Who

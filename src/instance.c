@@ -21,6 +21,7 @@
 #include "exact/exact.h"
 #include "quota/quota.h"
 #include "inflight/inflight.h"
+#include "reserve/reserve.h"
 
 /* The numeric fields of rl_config_t: default, lowest and highest value, as
  * include/ratelimit.h documents them. One row each: rl_config_init and
@@ -41,7 +42,8 @@
     X(exact_pool_size, 4, 1, 64)                                                   \
     X(quota_journal_max, 10000, 0u, 1000000)                                       \
     X(quota_timeout_ms, 500, 1, 60000)                                             \
-    X(hotkeys_k, RL_HOTKEYS_K_DEFAULT, 1, RL_HOTKEYS_K_MAX)
+    X(hotkeys_k, RL_HOTKEYS_K_DEFAULT, 1, RL_HOTKEYS_K_MAX)                         \
+    X(max_reservations, 4096, 0u, RL_RENT_MAX)
 
 _Static_assert(RL_HOTKEYS_K_DEFAULT == 32 && RL_HOTKEYS_K_MAX == 1024,
                "rl_config_t.hotkeys_k: the header documents its default and range");
@@ -115,9 +117,12 @@ static int validate_config(const rl_config_t *c, char *err, size_t errlen)
 #define RL_X_(field, def, lo, hi) RANGE(field, lo, hi);
     RL_CONFIG_RANGES(RL_X_)
 #undef RL_X_
-    if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0)
+    if (c->reserved0 != 0 || c->reserved1 != 0 || c->reserved2 != 0 || c->reserved3 != 0)
         return rl__errf(err, errlen, RL_ERANGE, "reserved%d: must be zero",
-                        c->reserved0 != 0 ? 0 : c->reserved1 != 0 ? 1 : 2);
+                        c->reserved0 != 0   ? 0
+                        : c->reserved1 != 0 ? 1
+                        : c->reserved2 != 0 ? 2
+                                            : 3);
     if ((c->allocator.alloc == NULL) != (c->allocator.free == NULL))
         return rl__errf(err, errlen, RL_ERANGE, "allocator: alloc and free must both be set, "
                         "or both NULL");
@@ -174,9 +179,10 @@ static int config_copy(rl_config_t *c, const rl_config_t *cfg, char **err, size_
     if (rc != 0)
         return rl__errf(*err, *errlen, rc,
                         "size: %zu is no rl_config_t this library (%s) knows (%zu, %zu, %zu, "
-                        "or larger with the unknown tail zero)",
+                        "%zu, or larger with the unknown tail zero)",
                         cfg->size, rl_version(), (size_t)RL_CONFIG_SIZE_MIN,
-                        (size_t)RL_CONFIG_SIZE_0_2, sizeof *cfg);
+                        (size_t)RL_CONFIG_SIZE_0_2, (size_t)RL_CONFIG_SIZE_RESERVE,
+                        sizeof *cfg);
     memcpy(c, cfg, cfg->size < sizeof *c ? cfg->size : sizeof *c);
     return validate_config(c, *err, *errlen);
 }
@@ -260,6 +266,7 @@ void rl_close(rl_t *rl)
     rl__shsync_free(rl);
     rl__inflight_destroy(rl->inflight);
     rl__hot_destroy(rl);
+    rl__reserve_destroy(rl->reserve, &a);
     rl__leases_destroy(&rl->leases, &a);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
     rl__table_destroy(&rl->table, &a);
@@ -459,6 +466,11 @@ static int open_valid(rl_t **out, rl_config_t *cfg, int manual_sync)
         rc = rl__leases_init(&rl->leases, &rl->alloc);
     if (rc == 0 && !rl__alloc_is_shared(&rl->alloc))
         rc = start_inflight(rl, &c);
+    if (rc == 0 && !rl__alloc_is_shared(&rl->alloc)) {
+        rl_reserve_cfg_t rc_cfg = {
+            .max_reservations = c.max_reservations, .alloc = &rl->alloc, .logger = &rl->logger};
+        rc = rl__reserve_create(&rc_cfg, &rl->reserve);
+    }
     if (rc == 0 && c.redis_url != NULL)
         rc = start_global_tier(rl, &c, manual_sync);
     if (rc != 0) {

@@ -316,6 +316,46 @@ static void render_instance(rl_sink_t *s, const rl_stats_t *st)
            st->table_bytes);
 }
 
+/* Reservations and waits (rl_reserve_stats_t), when the instance has them. */
+static void render_reserve(rl_sink_t *s, rl_t *rl)
+{
+    rl_reserve_stats_t r;
+    rl_reserve_stats_init(&r);
+    if (rl->reserve == NULL || rl_reserve_stats(rl, &r) != 0)
+        return;
+    single(s, "ratelimit_reserve_reserved_total", "counter",
+           "Reservations admitted (rl_reserve, rl_reserve_wait).", r.reserved);
+    single(s, "ratelimit_reserve_denied_total", "counter", "Reservations denied.", r.denied);
+    single(s, "ratelimit_reserve_settled_up_total", "counter",
+           "Reservations settled above their estimate (the difference charged as debt).",
+           r.settled_up);
+    single(s, "ratelimit_reserve_settled_down_total", "counter",
+           "Reservations settled below their estimate (the difference given back).",
+           r.settled_down);
+    single(s, "ratelimit_reserve_settled_even_total", "counter",
+           "Reservations settled at their estimate.", r.settled_even);
+    single(s, "ratelimit_reserve_released_total", "counter",
+           "Reservations released whole (rl_release).", r.released);
+    single(s, "ratelimit_reserve_expired_total", "counter",
+           "Reservations neither settled nor released within their ttl.", r.expired);
+    single(s, "ratelimit_reserve_debt_tokens_total", "counter",
+           "Tokens charged by settles above the estimate.", r.debt_tokens);
+    single(s, "ratelimit_reserve_refund_tokens_total", "counter",
+           "Tokens given back by settles below the estimate and by releases.",
+           r.refund_tokens);
+    single(s, "ratelimit_reserve_in_flight", "gauge", "Reservations held now.", r.in_flight);
+    single(s, "ratelimit_reserve_capacity", "gauge",
+           "Reservations that can be held at once (max_reservations).", r.capacity);
+    single(s, "ratelimit_reserve_full_total", "counter",
+           "rl_reserve calls refused because every entry was held.", r.full);
+    single(s, "ratelimit_wait_admitted_total", "counter", "rl_wait calls admitted.", r.waits);
+    single(s, "ratelimit_wait_slept_total", "counter",
+           "rl_wait calls admitted after a sleep.", r.waits_slept);
+    single(s, "ratelimit_wait_refused_total", "counter",
+           "rl_wait calls refused at once: the wait needed exceeded max_wait_ms.",
+           r.waits_refused);
+}
+
 /* A family of one unlabelled sample: its name, type, help and the
  * rl_stats_t field it shows. */
 typedef struct {
@@ -565,6 +605,7 @@ int rl_metrics_text(rl_t *rl, char *buf, size_t len)
     if (got >= 0 && hk != NULL)
         render_hot(&s, e, n, hk, got);
     render_instance(&s, &st);
+    render_reserve(&s, rl);
     if (rl__has_global(rl))
         render_global(&s, &st);
     rl__free(&rl->alloc, e, bytes, _Alignof(entry_t));

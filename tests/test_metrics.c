@@ -260,7 +260,52 @@ static const char exact_fmt[] =
     "ratelimit_table_slots %llu\n"
     "# HELP ratelimit_table_bytes Bytes allocated for the key table.\n"
     "# TYPE ratelimit_table_bytes gauge\n"
-    "ratelimit_table_bytes %llu\n";
+    "ratelimit_table_bytes %llu\n"
+    "# HELP ratelimit_reserve_reserved_total Reservations admitted (rl_reserve, rl_reserve_wait).\n"
+    "# TYPE ratelimit_reserve_reserved_total counter\n"
+    "ratelimit_reserve_reserved_total 0\n"
+    "# HELP ratelimit_reserve_denied_total Reservations denied.\n"
+    "# TYPE ratelimit_reserve_denied_total counter\n"
+    "ratelimit_reserve_denied_total 0\n"
+    "# HELP ratelimit_reserve_settled_up_total Reservations settled above their estimate (the difference charged as debt).\n"
+    "# TYPE ratelimit_reserve_settled_up_total counter\n"
+    "ratelimit_reserve_settled_up_total 0\n"
+    "# HELP ratelimit_reserve_settled_down_total Reservations settled below their estimate (the difference given back).\n"
+    "# TYPE ratelimit_reserve_settled_down_total counter\n"
+    "ratelimit_reserve_settled_down_total 0\n"
+    "# HELP ratelimit_reserve_settled_even_total Reservations settled at their estimate.\n"
+    "# TYPE ratelimit_reserve_settled_even_total counter\n"
+    "ratelimit_reserve_settled_even_total 0\n"
+    "# HELP ratelimit_reserve_released_total Reservations released whole (rl_release).\n"
+    "# TYPE ratelimit_reserve_released_total counter\n"
+    "ratelimit_reserve_released_total 0\n"
+    "# HELP ratelimit_reserve_expired_total Reservations neither settled nor released within their ttl.\n"
+    "# TYPE ratelimit_reserve_expired_total counter\n"
+    "ratelimit_reserve_expired_total 0\n"
+    "# HELP ratelimit_reserve_debt_tokens_total Tokens charged by settles above the estimate.\n"
+    "# TYPE ratelimit_reserve_debt_tokens_total counter\n"
+    "ratelimit_reserve_debt_tokens_total 0\n"
+    "# HELP ratelimit_reserve_refund_tokens_total Tokens given back by settles below the estimate and by releases.\n"
+    "# TYPE ratelimit_reserve_refund_tokens_total counter\n"
+    "ratelimit_reserve_refund_tokens_total 0\n"
+    "# HELP ratelimit_reserve_in_flight Reservations held now.\n"
+    "# TYPE ratelimit_reserve_in_flight gauge\n"
+    "ratelimit_reserve_in_flight 0\n"
+    "# HELP ratelimit_reserve_capacity Reservations that can be held at once (max_reservations).\n"
+    "# TYPE ratelimit_reserve_capacity gauge\n"
+    "ratelimit_reserve_capacity 4096\n"
+    "# HELP ratelimit_reserve_full_total rl_reserve calls refused because every entry was held.\n"
+    "# TYPE ratelimit_reserve_full_total counter\n"
+    "ratelimit_reserve_full_total 0\n"
+    "# HELP ratelimit_wait_admitted_total rl_wait calls admitted.\n"
+    "# TYPE ratelimit_wait_admitted_total counter\n"
+    "ratelimit_wait_admitted_total 0\n"
+    "# HELP ratelimit_wait_slept_total rl_wait calls admitted after a sleep.\n"
+    "# TYPE ratelimit_wait_slept_total counter\n"
+    "ratelimit_wait_slept_total 0\n"
+    "# HELP ratelimit_wait_refused_total rl_wait calls refused at once: the wait needed exceeded max_wait_ms.\n"
+    "# TYPE ratelimit_wait_refused_total counter\n"
+    "ratelimit_wait_refused_total 0\n";
 
 /* The expected text: the table's size comes from rl_stats, so a change of
  * the table's layout does not break this test. */
@@ -285,7 +330,7 @@ START_TEST(exact_text)
     rl_test_clock_advance(&clk, 1000000000);
     char *got = render(rl);
     assert_text_eq(got, expected_text());
-    ck_assert_int_eq(check_format(got), 21 + 6 + 6);
+    ck_assert_int_eq(check_format(got), 21 + 6 + 6 + 15); /* + reservations and waits */
     /* Local-only: no global-tier families. */
     ck_assert_ptr_null(strstr(got, "ratelimit_health"));
     ck_assert_ptr_null(strstr(got, "ratelimit_sync"));
@@ -300,7 +345,7 @@ START_TEST(no_limits)
     ck_assert_ptr_nonnull(strstr(got, "# TYPE ratelimit_limit_admitted_total counter\n"
                                       "# HELP ratelimit_limit_denied_total"));
     ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limits 0\n"));
-    ck_assert_int_eq(check_format(got), 6);
+    ck_assert_int_eq(check_format(got), 6 + 15); /* + reservations and waits */
     free(got);
 }
 END_TEST
@@ -316,7 +361,7 @@ START_TEST(removed_limit_left_out)
     ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limit_admitted_total{limit=\"api\"} 3\n"
                                       "ratelimit_limit_admitted_total{limit=\"capped\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(got, "\nratelimit_limits 2\n"));
-    ck_assert_int_eq(check_format(got), 14 + 6 + 2); /* hot_keys, no demand yet */
+    ck_assert_int_eq(check_format(got), 14 + 6 + 2 + 15); /* hot_keys, no demand yet; reservations */
     free(got);
 }
 END_TEST

@@ -51,17 +51,25 @@ RL_SIZE_FIRST_(rl_limit_stats_t);
 RL_SIZE_FIRST_(rl_quota_t);
 RL_SIZE_FIRST_(rl_quota_result_t);
 RL_SIZE_FIRST_(rl_hotkey_t);
+RL_SIZE_FIRST_(rl_reservation_t);
+RL_SIZE_FIRST_(rl_reserve_stats_t);
 #undef RL_SIZE_FIRST_
 
 /* The oldest layouts this version accepts (version 0.1: the full structs). */
 #define RL_CONFIG_SIZE_MIN offsetof(rl_config_t, err)
 /* The layout before exact mode's fields (0.2). */
 #define RL_CONFIG_SIZE_0_2 offsetof(rl_config_t, exact_timeout_ms)
+/* The layout before the reservations' fields: its size, padding included
+ * (reserved3 sits in that padding, which rl_config_init zeroes). */
+#define RL_CONFIG_SIZE_RESERVE offsetof(rl_config_t, max_reservations)
+_Static_assert(offsetof(rl_config_t, reserved3) % 8 != 0,
+               "reserved3 fills the older layout's tail padding");
 /* Whether a config size short of ours ends between two fields: one of the
  * older layouts (any other would cut a field in two). */
 static inline int rl__config_size_known(size_t size)
 {
-    return size == RL_CONFIG_SIZE_MIN || size == RL_CONFIG_SIZE_0_2 || size >= sizeof(rl_config_t);
+    return size == RL_CONFIG_SIZE_MIN || size == RL_CONFIG_SIZE_0_2 ||
+           size == RL_CONFIG_SIZE_RESERVE || size >= sizeof(rl_config_t);
 }
 /* rl_limit_t of 0.1 ends at max_keys: rl_limit_parse writes exactly that. */
 #define RL_LIMIT_SIZE_MIN (offsetof(rl_limit_t, max_keys) + sizeof(uint32_t))

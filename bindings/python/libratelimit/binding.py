@@ -161,6 +161,9 @@ class Config(ctypes.Structure):
         ("quota_timeout_ms", _u32),
         # appended fields: hot keys
         ("hotkeys_k", _u32),  # keys each top-K sketch reports; 0 is refused
+        # appended fields: reservations (rl_reserve; not wrapped here yet)
+        ("reserved3", _u32),  # must be zero
+        ("max_reservations", _u32),  # reservations in flight at once; default 4096
     ]
 
 
