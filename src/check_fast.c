@@ -204,17 +204,21 @@ static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl,
     return rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
 }
 
-int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
-             rl_decision_t *out)
+/* rl_check's fast paths, for a decision (`detail`, out not NULL) or not:
+ * two copies, so neither tests `out` again. */
+static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, const void *key,
+                                                           size_t key_len, uint32_t cost,
+                                                           rl_decision_t *out, const int detail)
 {
     rl_limit_slot_t *ls;
     fast_params_t p;
+    if (detail == 0)
+        out = NULL;
     if (__builtin_expect(rl == NULL || cost != 1 || key == NULL ||
                              key_len - 1 >= RL_MAX_KEY_LEN ||
-                             (out != NULL && out->size != sizeof *out) ||
-                             rl__fork_check(rl) != 0 ||
+                             (detail && out->size != sizeof *out) || rl__fork_check(rl) != 0 ||
                              (ls = rl__limit_get(&rl->limits, id)) == NULL ||
-                             !fast_params(ls, out != NULL, &p) || p.path == RL_PATH_SLOW,
+                             !fast_params(ls, detail, &p) || p.path == RL_PATH_SLOW,
                          0))
         return rl__check_slow(rl, id, key, key_len, cost, out);
     rl_probe_t probe;
@@ -266,4 +270,12 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
             return RL_ALLOW;
         }
     }
+}
+
+int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+             rl_decision_t *out)
+{
+    if (out == NULL)
+        return fast_check(rl, id, key, key_len, cost, NULL, 0);
+    return fast_check(rl, id, key, key_len, cost, out, 1);
 }
