@@ -15,11 +15,11 @@ command -v valgrind > /dev/null || { echo "no valgrind: skipped"; exit 77; }
 n1=20000
 n2=40000
 # mode limit (instructions per check)
-limits="allow 256
-deny 264
+limits="allow 262
+deny 272
 decision 306
-hot 284
-precise1s 264"
+hot 292
+precise1s 272"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'

@@ -18,20 +18,25 @@
 typedef struct fast_params {
     rl_gcra_t g;
     uint64_t epoch, path, rate_count, period_ms;
+    rl_gcra_t presync; /* a synced limit's, for a key with no share yet */
 } fast_params_t;
 
 /*
- * One consistent reading of a limit's parameters (local/limits.h): the
- * version, the words of the copy it selects, the version again. 0 when it
- * changed (an update completed during the read): the caller goes slow,
- * which reads again. The decision's figures only when asked for.
+ * One reading of a limit's parameters (local/limits.h): the version, the
+ * words of the copy it selects (the decision's figures only when asked
+ * for); *cp the copy, for a synced key's pre-sync words. The reading is one
+ * consistent copy if fast_params_same finds the version unchanged after
+ * it, which the caller asks before it writes; else it goes slow, which
+ * reads again.
  */
-static inline __attribute__((always_inline)) int fast_params(rl_limit_slot_t *ls, int detail,
-                                                            fast_params_t *p)
+static inline __attribute__((always_inline)) uint32_t fast_params(rl_limit_slot_t *ls,
+                                                                 int detail, fast_params_t *p,
+                                                                 const rl_param_copy_t **cp)
 {
     /* acquire: as rl__params_read_n's, pairs with the writer's release. */
     uint32_t v = atomic_load_explicit(&ls->ver, memory_order_acquire);
     const rl_param_copy_t *c = &ls->copy[v & 1];
+    *cp = c;
     p->path = RL_PARAM_AT(c, path);
     p->g.t_fp = RL_PARAM_AT(c, normal.t_fp);
     p->g.tau_fp = RL_PARAM_AT(c, normal.tau_fp);
@@ -43,6 +48,12 @@ static inline __attribute__((always_inline)) int fast_params(rl_limit_slot_t *ls
     } else { /* unread: set so no path can use them unset */
         p->rate_count = p->period_ms = 0;
     }
+    return v;
+}
+
+/* Whether the words read since fast_params returned v are one copy's. */
+static inline int fast_params_same(rl_limit_slot_t *ls, uint32_t v)
+{
     /* relaxed: ordered after the word loads by their acquire. */
     return atomic_load_explicit(&ls->ver, memory_order_relaxed) == v;
 }
@@ -151,14 +162,15 @@ static inline __attribute__((always_inline)) void fast_count(rl_t *rl, int id,
  * is now `val` (an allow), as write_decision writes it. */
 static inline __attribute__((always_inline)) void fast_decision(rl_decision_t *out,
                                                                const rl_limit_slot_t *ls,
-                                                               const fast_params_t *p, int allowed,
+                                                               const fast_params_t *p,
+                                                               const rl_gcra_t *g, int allowed,
                                                                uint64_t val, uint64_t now)
 {
     out->allowed = allowed ? RL_ALLOW : RL_DENY;
     out->limit = p->rate_count;
-    out->remaining = rl__gcra_remaining(&p->g, val, now);
+    out->remaining = rl__gcra_remaining(g, val, now);
     out->reset_ms = rl__gcra_reset_ms(val, now);
-    out->retry_after_ms = allowed ? 0 : rl__gcra_retry_ms(&p->g, val, now, 1);
+    out->retry_after_ms = allowed ? 0 : rl__gcra_retry_ms(g, val, now, 1);
     out->flags = 0;
     out->window_ms = p->period_ms;
     out->burst = p->g.burst;
@@ -169,14 +181,15 @@ static inline __attribute__((always_inline)) void fast_decision(rl_decision_t *o
  * on its slot, and past instance time's horizon an error (as decide()). */
 static inline __attribute__((always_inline)) int fast_deny(rl_t *rl, int id,
                                                           const rl_limit_slot_t *ls,
-                                                          const fast_params_t *p, rl_slot_t *s,
+                                                          const fast_params_t *p,
+                                                          const rl_gcra_t *g, rl_slot_t *s,
                                                           uint64_t val, uint64_t now,
                                                           const void *key, size_t len,
                                                           rl_decision_t *out)
 {
     fast_count(rl, id, ls, s, 0, key, len);
     if (out != NULL)
-        fast_decision(out, ls, p, 0, val, now);
+        fast_decision(out, ls, p, g, 0, val, now);
     return __builtin_expect(rl__clock_past_horizon(&rl->clock), 0) ? rl__horizon_error(rl)
                                                                      : RL_DENY;
 }
@@ -187,21 +200,73 @@ static inline __attribute__((always_inline)) int fast_deny(rl_t *rl, int id,
  * margin already denies, so the caller denies at the returned coarse time;
  * otherwise the precise reading, as coarse_first in check.c.
  */
-static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl,
-                                                                  const fast_params_t *p,
+static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl, const rl_gcra_t *g,
                                                                   uint64_t tat, uint64_t bit,
                                                                   int *coarse)
 {
     uint64_t m = rl__clock_coarse_margin(&rl->clock);
     *coarse = 0;
-    if (m != 0 && p->g.t_fp >= 2 * m && tat != RL_TAT_DEAD && !((tat ^ bit) >> 63)) {
+    if (m != 0 && g->t_fp >= 2 * m && tat != RL_TAT_DEAD && !((tat ^ bit) >> 63)) {
         uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
-        if (!rl__gcra_charge(&p->g, tat ^ bit, now + m, 1).allowed) {
+        if (!rl__gcra_charge(g, tat ^ bit, now + m, 1).allowed) {
             *coarse = 1;
             return now;
         }
     }
     return rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+}
+
+/*
+ * Charge one token at the key's parameters g to its word (found as `tat`)
+ * and answer, as charge_word and decide() do. A local limit's word is in
+ * the limit's own rate, so its epoch bit must be the snapshot's (else the
+ * full check converts or re-reads) and an update published meanwhile is
+ * checked for after the CAS; a synced key's is in its share's unit, which
+ * the sync thread rescales, so its bit is kept as found.
+ */
+static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, const void *key,
+                                                            size_t key_len, rl_decision_t *out,
+                                                            rl_limit_slot_t *ls,
+                                                            const fast_params_t *p,
+                                                            const rl_gcra_t *g, rl_slot_t *s,
+                                                            uint64_t tat, const int synced)
+{
+    const int epochal = !synced;
+    uint64_t bit = epochal ? rl__epoch_bit(p->epoch) : tat & RL_TAT_EPOCH, now;
+    if ((synced ? p->path & ~(uint64_t)RL_PATH_SYNCED : p->path) == RL_PATH_COARSE) {
+        now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
+    } else {
+        int coarse;
+        now = fast_precise(rl, g, tat, bit, &coarse);
+        if (coarse)
+            return fast_deny(rl, id, ls, p, g, s, tat ^ bit, now, key, key_len, out);
+    }
+    for (;;) {
+        if (!epochal)
+            bit = tat & RL_TAT_EPOCH;
+        /* The word's epoch bit is the snapshot's (a DEAD word's is set). */
+        else if ((tat ^ bit) >> 63)
+            return rl__check_slow(rl, id, key, key_len, 1, out);
+        rl_verdict_t v = rl__gcra_charge(g, tat ^ bit, now, 1);
+        if (!v.allowed) {
+            if (tat == RL_TAT_DEAD) /* retired: the slow path looks again */
+                return rl__check_slow(rl, id, key, key_len, 1, out);
+            return fast_deny(rl, id, ls, p, g, s, tat ^ bit, now, key, key_len, out);
+        }
+        /* acquire on both: as charge_word's CAS. */
+        if (atomic_compare_exchange_weak_explicit(&s->tat, &tat, v.new_tat ^ bit,
+                                                  memory_order_acquire, memory_order_acquire)) {
+            /* relaxed: ordered after the CAS by its acquire (overtaken). */
+            if (epochal && __builtin_expect(atomic_load_explicit(&ls->epoch,
+                                                                 memory_order_relaxed) != p->epoch,
+                                            0))
+                fast_overtaken(ls, &s->tat, p->epoch, now);
+            fast_count(rl, id, ls, s, 1, key, key_len);
+            if (out != NULL)
+                fast_decision(out, ls, p, g, 1, v.new_tat, now);
+            return RL_ALLOW;
+        }
+    }
 }
 
 /* rl_check's fast paths, for a decision (`detail`, out not NULL) or not:
@@ -212,13 +277,15 @@ static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, co
 {
     rl_limit_slot_t *ls;
     fast_params_t p;
+    const rl_param_copy_t *c;
+    uint32_t v;
     if (detail == 0)
         out = NULL;
     if (__builtin_expect(rl == NULL || cost != 1 || key == NULL ||
                              key_len - 1 >= RL_MAX_KEY_LEN ||
                              (detail && out->size != sizeof *out) || rl__fork_check(rl) != 0 ||
                              (ls = rl__limit_get(&rl->limits, id)) == NULL ||
-                             !fast_params(ls, detail, &p) || p.path == RL_PATH_SLOW,
+                             ((v = fast_params(ls, detail, &p, &c)), p.path == RL_PATH_SLOW),
                          0))
         return rl__check_slow(rl, id, key, key_len, cost, out);
     rl_probe_t probe;
@@ -230,46 +297,41 @@ static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, co
         return rl__check_probed(rl, id, key, key_len, out, &probe);
     rl_slot_t *s = ref.slot;
     /* relaxed: the share word is self-contained; a local limit's key has
-     * only the hot bit in it. */
+     * only the hot bit in it, a synced limit's its share too. */
     uint64_t share = atomic_load_explicit(&s->share, memory_order_relaxed);
+    const rl_gcra_t *g = &p.g;
+    rl_gcra_t share_g;
+    if (p.path & RL_PATH_SYNCED) {
+        /* A hot key's lease, or on_failure while degraded: the full check.
+         * relaxed: one self-contained word (local/health.h), as check.c. */
+        if ((share & RL_SHAREWORD_HOT) ||
+            (rl__has_global(rl) &&
+             RL_HEALTH_STATE(atomic_load_explicit(&rl->health.word, memory_order_relaxed)) ==
+                 RL_HEALTH_DEGRADED))
+            return rl__check_probed(rl, id, key, key_len, out, &probe);
+        /* check.c's slot_gcra: the key's share, or the pre-sync default. */
+        if (RL_SHAREWORD_SHARE(share) == 0) {
+            p.presync.t_fp = RL_PARAM_AT(c, presync.t_fp);
+            p.presync.tau_fp = RL_PARAM_AT(c, presync.tau_fp);
+            p.presync.burst = RL_PARAM_AT(c, presync.burst);
+            g = &p.presync;
+        } else {
+            rl__shareword_decode(share, &share_g);
+            g = &share_g;
+        }
+        if (!fast_params_same(ls, v))
+            return rl__check_slow(rl, id, key, key_len, cost, out);
+        return fast_charge(rl, id, key, key_len, out, ls, &p, g, s, ref.tat, 1);
+    }
     if (__builtin_expect(share != 0, 0)) {
-        if (share == RL_SHAREWORD_HOT && out == NULL && fast_leased(rl, &p, s, ctrl))
+        if (share == RL_SHAREWORD_HOT && out == NULL && fast_params_same(ls, v) &&
+            fast_leased(rl, &p, s, ctrl))
             return RL_ALLOW;
         return rl__check_probed(rl, id, key, key_len, out, &probe);
     }
-    uint64_t tat = ref.tat, bit = rl__epoch_bit(p.epoch), now;
-    if (p.path == RL_PATH_COARSE) {
-        now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
-    } else {
-        int coarse;
-        now = fast_precise(rl, &p, tat, bit, &coarse);
-        if (coarse)
-            return fast_deny(rl, id, ls, &p, s, tat ^ bit, now, key, key_len, out);
-    }
-    for (;;) {
-        /* The word's epoch bit is the snapshot's (a DEAD word's is set). */
-        if ((tat ^ bit) >> 63)
-            return rl__check_slow(rl, id, key, key_len, cost, out);
-        rl_verdict_t v = rl__gcra_charge(&p.g, tat ^ bit, now, 1);
-        if (!v.allowed) {
-            if (tat == RL_TAT_DEAD) /* retired: the slow path looks again */
-                return rl__check_slow(rl, id, key, key_len, cost, out);
-            return fast_deny(rl, id, ls, &p, s, tat ^ bit, now, key, key_len, out);
-        }
-        /* acquire on both: as charge_word's CAS. */
-        if (atomic_compare_exchange_weak_explicit(&s->tat, &tat, v.new_tat ^ bit,
-                                                  memory_order_acquire, memory_order_acquire)) {
-            /* relaxed: ordered after the CAS by its acquire (overtaken). */
-            if (__builtin_expect(atomic_load_explicit(&ls->epoch, memory_order_relaxed) !=
-                                     p.epoch,
-                                 0))
-                fast_overtaken(ls, &s->tat, p.epoch, now);
-            fast_count(rl, id, ls, s, 1, key, key_len);
-            if (out != NULL)
-                fast_decision(out, ls, &p, 1, v.new_tat, now);
-            return RL_ALLOW;
-        }
-    }
+    if (!fast_params_same(ls, v))
+        return rl__check_slow(rl, id, key, key_len, cost, out);
+    return fast_charge(rl, id, key, key_len, out, ls, &p, g, s, ref.tat, 0);
 }
 
 int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,

@@ -106,14 +106,16 @@ typedef struct rl_limit_params {
 /*
  * rl_limit_params_t.path: decided once per publish from the definition, so
  * a check branches once instead of testing each rare feature. The fast
- * paths (check_fast.c) answer a key of a limit that is decided locally, is
- * not a shadow and runs on one of the two clocks; every other limit (synced,
- * exact, tiered, shadow, a mode this build's fast path does not know) is
- * SLOW, today's full check (check.c). A key's own rare states (marked hot,
- * a word of another epoch, not yet in the table) send its check to the
- * slow path per check.
+ * paths (check_fast.c) answer a key of a limit that is not a shadow and is
+ * decided locally (COARSE or PRECISE, its clock) or synced like global
+ * (the same, | SYNCED: the key's share word decides); every other limit
+ * (exact, tiered, shadow, a mode this build's fast path does not know) is
+ * SLOW, the full check (check.c). A key's or the instance's rare states
+ * (marked hot, a word of another epoch, not yet in the table, a synced
+ * limit while the instance is degraded) send a check to the full one as
+ * they are met.
  */
-enum { RL_PATH_SLOW = 0, RL_PATH_COARSE = 1, RL_PATH_PRECISE = 2 };
+enum { RL_PATH_SLOW = 0, RL_PATH_COARSE = 1, RL_PATH_PRECISE = 2, RL_PATH_SYNCED = 4 };
 
 /* One parameter of a copy, in place (acquire: as rl__params_read_n's). */
 #define RL_PARAM_AT(c, field)                                                            \
