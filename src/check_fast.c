@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rl_check's fast paths: the check of a key already in the table, of a limit
- * whose path (local/limits.h, RL_PATH_*) is COARSE or PRECISE, for one token.
- * The same decision as rl__check_slow, with the limit's parameters read in
- * place (three words of the copy the version word selects) instead of
- * copied, and none of the rare features' tests: the path said once, when
- * the limit was published, that they do not apply. Anything else (an error,
- * a cost other than 1, a key not in the table or marked hot, a word of
- * another epoch or of a dying slot, a decision struct of another size, an
- * update published during the read) goes to rl__check_slow before any
- * write, with the same arguments, and gets its answer there.
+ * rl_check's fast paths: one token for a key already in the table, of a
+ * limit whose path (local/limits.h, RL_PATH_*) is not SLOW: a local limit
+ * on either clock, or a global one (SYNCED: the key's share word, or the
+ * pre-sync default, decides). The same decision, counts and errors as
+ * rl__check_slow, with the limit's parameters read in place (the words of
+ * the copy the version word selects) instead of copied, and none of the
+ * rare features' tests: the path said once, when the limit was published,
+ * that they do not apply. A hot key of a local limit takes its CPU's leased
+ * token here, without a clock read. Anything else (an error, a cost other
+ * than 1, a key not in the table or marked hot with no token leased here, a
+ * word of another epoch or of a dying slot, a decision struct of another
+ * size, an update published during the read, a synced limit while the
+ * instance is degraded) goes to the full check before any write, with the
+ * same arguments (and the key's probe, once computed), and is answered
+ * there.
  */
 #include "checkint.h"
 #include "local/lease.h"
@@ -201,12 +206,15 @@ static inline __attribute__((always_inline)) int fast_deny(rl_t *rl, int id,
  * otherwise the precise reading, as coarse_first in check.c.
  */
 static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl, const rl_gcra_t *g,
+                                                                  uint64_t limit_t_fp,
                                                                   uint64_t tat, uint64_t bit,
                                                                   int *coarse)
 {
     uint64_t m = rl__clock_coarse_margin(&rl->clock);
     *coarse = 0;
-    if (m != 0 && g->t_fp >= 2 * m && tat != RL_TAT_DEAD && !((tat ^ bit) >> 63)) {
+    /* At least two margins of the limit's own T (target_clock's test), the
+     * charge at the key's parameters g. */
+    if (m != 0 && limit_t_fp >= 2 * m && tat != RL_TAT_DEAD && !((tat ^ bit) >> 63)) {
         uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
         if (!rl__gcra_charge(g, tat ^ bit, now + m, 1).allowed) {
             *coarse = 1;
@@ -237,7 +245,7 @@ static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, c
         now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
     } else {
         int coarse;
-        now = fast_precise(rl, g, tat, bit, &coarse);
+        now = fast_precise(rl, g, p->g.t_fp, tat, bit, &coarse);
         if (coarse)
             return fast_deny(rl, id, ls, p, g, s, tat ^ bit, now, key, key_len, out);
     }
