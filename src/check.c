@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The hot path: rl_check, rl_refund, rl_check_multi, rl_check_batch and
+ * The hot path: rl_check's full form (rl__check_slow, behind the fast paths
+ * of check_fast.c), rl_refund, rl_check_multi, rl_check_batch and
  * rl_check_async's local part. No lock, no allocation, no system call but
  * the clock, no network wait. A hot key's charge is in check_lease.c, the
  * checks Redis decides in check_exact.c; what they share, checkint.h.
@@ -32,6 +33,7 @@ static int check_key(const void *key, size_t len)
 static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id,
                                                                 const void *key, size_t len,
                                                                 uint32_t cost, int detail,
+                                                                const rl_probe_t *probe,
                                                                 target_t *t)
 {
     int rc = check_key(key, len);
@@ -48,8 +50,11 @@ static inline __attribute__((always_inline)) int target_prepare(rl_t *rl, int id
     rl__params_read_n(t->ls, &t->p, RL_HEALTH_STATE(t->health) == RL_HEALTH_DEGRADED, detail);
     if (cost > t->p.normal.burst)
         return RL_ECOST;
-    rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
-                   rl__limit_ref(id), t->ls->salt);
+    if (probe != NULL)
+        t->probe = *probe;
+    else
+        rl__probe_init(&t->probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
+                       rl__limit_ref(id), t->ls->salt);
     return 0;
 }
 
@@ -135,7 +140,7 @@ static inline __attribute__((always_inline)) int target_init(rl_t *rl, int id, c
                                                              size_t len, uint32_t cost,
                                                              int detail, target_t *t)
 {
-    int rc = target_prepare(rl, id, key, len, cost, detail, t);
+    int rc = target_prepare(rl, id, key, len, cost, detail, NULL, t);
     if (rc != 0)
         return rc;
     target_clock(rl, t, cost);
@@ -348,8 +353,8 @@ static inline __attribute__((always_inline)) int decide(rl_t *rl, target_t *t, u
                                                                      : RL_DENY;
 }
 
-int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
-             rl_decision_t *out)
+int rl__check_slow(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+                   rl_decision_t *out)
 {
     if (out != NULL && out->size < RL_DECISION_SIZE_MIN)
         return RL_ESIZE;
@@ -366,6 +371,19 @@ int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
         return rc;
     }
     return decide(rl, &t, cost, key, key_len, out);
+}
+
+int rl__check_probed(rl_t *rl, int id, const void *key, size_t key_len, rl_decision_t *out,
+                     const rl_probe_t *probe)
+{
+    target_t t;
+    int rc = target_prepare(rl, id, key, key_len, 1, out != NULL, probe, &t);
+    if (rc != 0) {
+        fail_decision(out);
+        return rc;
+    }
+    target_clock(rl, &t, 1);
+    return decide(rl, &t, 1, key, key_len, out);
 }
 
 int rl_refund(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost)
@@ -514,7 +532,7 @@ static int batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size, int d
     int rc = rl__struct_ok(r, r->size, RL_REQUEST_SIZE_MIN, sizeof *r);
     if (rc == 0)
         rc = target_prepare(rl, r->limit, r->key, r->key_len, r->cost,
-                            detail || r->cost == 0, t);
+                            detail || r->cost == 0, NULL, t);
     return rc;
 }
 

@@ -337,6 +337,16 @@ static inline void fail_decision(rl_decision_t *out)
     }
 }
 
+/* check.c: rl_check in full, every limit and every case (the fast paths of
+ * check_fast.c call it, before any write, for what they do not answer). */
+int rl__check_slow(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+                   rl_decision_t *out) __attribute__((noinline));
+
+/* check.c: the same for one token, the key's probe already computed (the
+ * fast paths' key that is marked hot or not yet in the table). */
+int rl__check_probed(rl_t *rl, int id, const void *key, size_t key_len, rl_decision_t *out,
+                     const rl_probe_t *probe) __attribute__((noinline));
+
 /* check_lease.c: charge_word for a key marked hot, from a lease when the
  * check may take one, and before a deny from another CPU's (local/lease.h). */
 int rl__check_charge_hot(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t cost, outcome_t *o,

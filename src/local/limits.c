@@ -110,6 +110,14 @@ static int params_from_def(rl_limits_t *ls, const rl_limit_t *lim, const rl_cloc
     uint64_t slack_n = d.normal.tau_fp - d.normal.t_fp;
     uint64_t slack_d = d.degraded.tau_fp - d.degraded.t_fp;
     p->clock_source = rl__clock_pick(clk, slack_n < slack_d ? slack_n : slack_d);
+    int plain = (p->synced == 0 || p->synced == 1) && !lim->shadow &&
+                (lim->mode == RL_MODE_GLOBAL || lim->mode == RL_MODE_LOCAL ||
+                 lim->mode == RL_MODE_EXACT || lim->mode == RL_MODE_TIERED);
+    p->path = !plain                                 ? RL_PATH_SLOW
+              : p->clock_source == RL_CLOCK_COARSE ? RL_PATH_COARSE
+                                                   : RL_PATH_PRECISE;
+    if (plain && p->synced)
+        p->path |= RL_PATH_SYNCED;
     return 0;
 }
 

@@ -79,6 +79,7 @@ typedef struct rl_limit_params {
     uint64_t max_keys;
     int64_t on_failure;
     uint64_t epoch; /* bumped by each update that changes normal.t_fp */
+    uint64_t path;  /* RL_PATH_*: which check path the limit's keys take */
     /* checks of synced limits */
     rl_gcra_t presync; /* a synced key's share before its first sync */
     uint64_t presync_near; /* tiered: a key is near before its first sync
@@ -101,6 +102,24 @@ typedef struct rl_limit_params {
      * rounds (sync/round.c); 0: hot_policy=sync */
     uint64_t hot_every;
 } rl_limit_params_t;
+
+/*
+ * rl_limit_params_t.path: decided once per publish from the definition, so
+ * a check branches once instead of testing each rare feature. The fast
+ * paths (check_fast.c) answer a key of a limit that is not a shadow and is
+ * decided locally (COARSE or PRECISE, its clock) or synced like global
+ * (the same, | SYNCED: the key's share word decides); every other limit
+ * (exact, tiered, shadow, a mode this build's fast path does not know) is
+ * SLOW, the full check (check.c). A key's or the instance's rare states
+ * (marked hot, a word of another epoch, not yet in the table, a synced
+ * limit while the instance is degraded) send a check to the full one as
+ * they are met.
+ */
+enum { RL_PATH_SLOW = 0, RL_PATH_COARSE = 1, RL_PATH_PRECISE = 2, RL_PATH_SYNCED = 4 };
+
+/* One parameter of a copy, in place (acquire: as rl__params_read_n's). */
+#define RL_PARAM_AT(c, field)                                                            \
+    atomic_load_explicit(&(c)->w[offsetof(rl_limit_params_t, field) / 8], memory_order_acquire)
 
 /* rl_limit_params_t.synced of an exact limit on an instance with Redis. */
 #define RL_SYNCED_EXACT 2

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rl_check's fast paths: one token for a key already in the table, of a
+ * limit whose path (local/limits.h, RL_PATH_*) is not SLOW: a local limit
+ * on either clock, or a global one (SYNCED: the key's share word, or the
+ * pre-sync default, decides). The same decision, counts and errors as
+ * rl__check_slow, with the limit's parameters read in place (the words of
+ * the copy the version word selects) instead of copied, and none of the
+ * rare features' tests: the path said once, when the limit was published,
+ * that they do not apply. A hot key of a local limit takes its CPU's leased
+ * token here, without a clock read. Anything else (an error, a cost other
+ * than 1, a key not in the table or marked hot with no token leased here, a
+ * word of another epoch or of a dying slot, a decision struct of another
+ * size, an update published during the read, a synced limit while the
+ * instance is degraded) goes to the full check before any write, with the
+ * same arguments (and the key's probe, once computed), and is answered
+ * there.
+ */
+#include "checkint.h"
+#include "local/lease.h"
+
+/* The parameters one check runs at, read in place. */
+typedef struct fast_params {
+    rl_gcra_t g;
+    uint64_t epoch, path, rate_count, period_ms;
+    rl_gcra_t presync; /* a synced limit's, for a key with no share yet */
+} fast_params_t;
+
+/*
+ * One reading of a limit's parameters (local/limits.h): the version, the
+ * words of the copy it selects (the decision's figures only when asked
+ * for); *cp the copy, for a synced key's pre-sync words. The reading is one
+ * consistent copy if fast_params_same finds the version unchanged after
+ * it, which the caller asks before it writes; else it goes slow, which
+ * reads again.
+ */
+static inline __attribute__((always_inline)) uint32_t fast_params(rl_limit_slot_t *ls,
+                                                                 int detail, fast_params_t *p,
+                                                                 const rl_param_copy_t **cp)
+{
+    /* acquire: as rl__params_read_n's, pairs with the writer's release. */
+    uint32_t v = atomic_load_explicit(&ls->ver, memory_order_acquire);
+    const rl_param_copy_t *c = &ls->copy[v & 1];
+    *cp = c;
+    p->path = RL_PARAM_AT(c, path);
+    p->g.t_fp = RL_PARAM_AT(c, normal.t_fp);
+    p->g.tau_fp = RL_PARAM_AT(c, normal.tau_fp);
+    p->epoch = RL_PARAM_AT(c, epoch);
+    p->g.burst = RL_PARAM_AT(c, normal.burst);
+    if (detail) {
+        p->rate_count = RL_PARAM_AT(c, rate_count);
+        p->period_ms = RL_PARAM_AT(c, period_ms);
+    } else { /* unread: set so no path can use them unset */
+        p->rate_count = p->period_ms = 0;
+    }
+    return v;
+}
+
+/* Whether the words read since fast_params returned v are one copy's. */
+static inline int fast_params_same(rl_limit_slot_t *ls, uint32_t v)
+{
+    /* relaxed: ordered after the word loads by their acquire. */
+    return atomic_load_explicit(&ls->ver, memory_order_relaxed) == v;
+}
+
+/*
+ * After a CAS that wrote a word in epoch `e`, when the limit's epoch has
+ * moved since: as charge_word, charge the token again at the word's current
+ * unit if updates overtook the check (checkint.h, overtaken and recharge).
+ */
+static __attribute__((noinline, cold)) void fast_overtaken(rl_limit_slot_t *ls,
+                                                           _Atomic uint64_t *w, uint64_t e,
+                                                           uint64_t now)
+{
+    target_t t;
+    t.ls = ls;
+    t.now = now;
+    rl__params_read(ls, &t.p);
+    if (overtaken(&t, e, 0))
+        recharge(&t, w, 1, 0);
+}
+
+/* A key's slot when it is not at its home: the whole probe (local/table.h). */
+static __attribute__((noinline)) int fast_find_far(rl_table_t *t, const rl_probe_t *p,
+                                                   rl_slotref_t *ref)
+{
+    return rl__table_find(t, p, ref);
+}
+
+/*
+ * The key's live slot (*ref), 1, or 0 when it has none: its home slot with
+ * one compare of ctrl (LIVE, tag and limit; any generation) and
+ * rl__slot_read's identity and seqlock, as rl__table_find's first step; a
+ * key further on, the whole probe.
+ */
+static inline __attribute__((always_inline)) int fast_find(rl_table_t *t, const rl_probe_t *p,
+                                                          rl_slotref_t *ref, uint64_t *ctrl)
+{
+    rl_slot_t *s = &t->slots[p->home];
+    /* acquire: as rl__table_find's. */
+    uint64_t c = atomic_load_explicit(&s->ctrl, memory_order_acquire);
+    *ctrl = c;
+    if (__builtin_expect((c & ~(UINT64_C(0x3fff) << 2)) == (p->keybits | RL_SLOT_LIVE), 1) &&
+        rl__slot_read(s, p, c, &ref->tat)) {
+        ref->slot = s;
+        return 1;
+    }
+    *ctrl = 0; /* not validated here: no lease take (fast_leased) */
+    return fast_find_far(t, p, ref);
+}
+
+/*
+ * A hot key's token from its running CPU's lease (local/lease.h), as
+ * lease_charge's first step, for a check without a decision: no clock, no
+ * bucket CAS; the token was charged to the bucket and counted when leased.
+ * The owner is the key's as its ctrl word `c` was validated by fast_find.
+ * 1 taken; 0 none (the caller checks in full: a refill, a steal, a deny).
+ */
+static inline __attribute__((always_inline)) int fast_leased(rl_t *rl, const fast_params_t *p,
+                                                            rl_slot_t *s, uint64_t c)
+{
+    if (c == 0 || rl->leases.line == NULL || rl__lease_batch(&rl->leases, &p->g) < 2)
+        return 0;
+    size_t i = (size_t)(s - rl->table.slots);
+    uint64_t me = rl__lease_owner(i, c);
+    _Atomic uint64_t *lw = rl__lease_line(&rl->leases, i, rl__lease_cpu());
+    /* relaxed: as lease_take's (check_lease.c). */
+    uint64_t w = atomic_load_explicit(lw, memory_order_relaxed);
+    while (RL_LEASE_OWNER(w) == me && RL_LEASE_TOK(w) != 0)
+        /* relaxed: as above. */
+        if (atomic_compare_exchange_weak_explicit(lw, &w, w - 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 1;
+    return 0;
+}
+
+/*
+ * Count a decision on the key's slot (rl__table_count); when the counter
+ * leaves 0, its first count is marked for the harvest with the key's own
+ * identity, hashed again here (once per key and harvest) so the check does
+ * not keep its probe.
+ */
+static __attribute__((noinline, cold)) void fast_first_count(rl_t *rl, int id,
+                                                             const rl_limit_slot_t *ls,
+                                                             rl_slot_t *s, const void *key,
+                                                             size_t len)
+{
+    rl_probe_t probe;
+    rl__probe_init(&probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, len),
+                   rl__limit_ref(id), ls->salt);
+    rl__table_first_count(&rl->table, s, &probe, key, len);
+}
+
+static inline __attribute__((always_inline)) void fast_count(rl_t *rl, int id,
+                                                            const rl_limit_slot_t *ls,
+                                                            rl_slot_t *s, int allowed,
+                                                            const void *key, size_t len)
+{
+    /* relaxed: as rl__table_count's. */
+    if (atomic_fetch_add_explicit(allowed ? &s->admitted : &s->denied, 1,
+                                  memory_order_relaxed) == 0 &&
+        (rl->table.dirty != NULL || rl->table.hotcap != NULL))
+        fast_first_count(rl, id, ls, s, key, len);
+}
+
+/* The decision of a charge at `now` whose word's TAT was `val` (a deny) or
+ * is now `val` (an allow), as write_decision writes it. */
+static inline __attribute__((always_inline)) void fast_decision(rl_decision_t *out,
+                                                               const rl_limit_slot_t *ls,
+                                                               const fast_params_t *p,
+                                                               const rl_gcra_t *g, int allowed,
+                                                               uint64_t val, uint64_t now)
+{
+    out->allowed = allowed ? RL_ALLOW : RL_DENY;
+    out->limit = p->rate_count;
+    out->remaining = rl__gcra_remaining(g, val, now);
+    out->reset_ms = rl__gcra_reset_ms(val, now);
+    out->retry_after_ms = allowed ? 0 : rl__gcra_retry_ms(g, val, now, 1);
+    out->flags = 0;
+    out->window_ms = p->period_ms;
+    out->burst = p->g.burst;
+    out->policy = ls->name;
+}
+
+/* A deny at `now` of the word whose TAT (epoch bit off) is `val`: counted
+ * on its slot, and past instance time's horizon an error (as decide()). */
+static inline __attribute__((always_inline)) int fast_deny(rl_t *rl, int id,
+                                                          const rl_limit_slot_t *ls,
+                                                          const fast_params_t *p,
+                                                          const rl_gcra_t *g, rl_slot_t *s,
+                                                          uint64_t val, uint64_t now,
+                                                          const void *key, size_t len,
+                                                          rl_decision_t *out)
+{
+    fast_count(rl, id, ls, s, 0, key, len);
+    if (out != NULL)
+        fast_decision(out, ls, p, g, 0, val, now);
+    return __builtin_expect(rl__clock_past_horizon(&rl->clock), 0) ? rl__horizon_error(rl)
+                                                                     : RL_DENY;
+}
+
+/*
+ * Coarse-first (local/clock.h) for a PRECISE limit's key, found with word
+ * `tat`: the time to decide at. *coarse set when the coarse reading plus the
+ * margin already denies, so the caller denies at the returned coarse time;
+ * otherwise the precise reading, as coarse_first in check.c.
+ */
+static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl, const rl_gcra_t *g,
+                                                                  uint64_t limit_t_fp,
+                                                                  uint64_t tat, uint64_t bit,
+                                                                  int *coarse)
+{
+    uint64_t m = rl__clock_coarse_margin(&rl->clock);
+    *coarse = 0;
+    /* At least two margins of the limit's own T (target_clock's test), the
+     * charge at the key's parameters g. */
+    if (m != 0 && limit_t_fp >= 2 * m && tat != RL_TAT_DEAD && !((tat ^ bit) >> 63)) {
+        uint64_t now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
+        if (!rl__gcra_charge(g, tat ^ bit, now + m, 1).allowed) {
+            *coarse = 1;
+            return now;
+        }
+    }
+    return rl__clock_now_fp(&rl->clock, RL_CLOCK_PRECISE);
+}
+
+/*
+ * Charge one token at the key's parameters g to its word (found as `tat`)
+ * and answer, as charge_word and decide() do. A local limit's word is in
+ * the limit's own rate, so its epoch bit must be the snapshot's (else the
+ * full check converts or re-reads) and an update published meanwhile is
+ * checked for after the CAS; a synced key's is in its share's unit, which
+ * the sync thread rescales, so its bit is kept as found.
+ */
+static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, const void *key,
+                                                            size_t key_len, rl_decision_t *out,
+                                                            rl_limit_slot_t *ls,
+                                                            const fast_params_t *p,
+                                                            const rl_gcra_t *g, rl_slot_t *s,
+                                                            uint64_t tat, const int synced)
+{
+    const int epochal = !synced;
+    uint64_t bit = epochal ? rl__epoch_bit(p->epoch) : tat & RL_TAT_EPOCH, now;
+    if ((synced ? p->path & ~(uint64_t)RL_PATH_SYNCED : p->path) == RL_PATH_COARSE) {
+        now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
+    } else {
+        int coarse;
+        now = fast_precise(rl, g, p->g.t_fp, tat, bit, &coarse);
+        if (coarse)
+            return fast_deny(rl, id, ls, p, g, s, tat ^ bit, now, key, key_len, out);
+    }
+    for (;;) {
+        if (!epochal)
+            bit = tat & RL_TAT_EPOCH;
+        /* The word's epoch bit is the snapshot's (a DEAD word's is set). */
+        else if ((tat ^ bit) >> 63)
+            return rl__check_slow(rl, id, key, key_len, 1, out);
+        rl_verdict_t v = rl__gcra_charge(g, tat ^ bit, now, 1);
+        if (!v.allowed) {
+            if (tat == RL_TAT_DEAD) /* retired: the slow path looks again */
+                return rl__check_slow(rl, id, key, key_len, 1, out);
+            return fast_deny(rl, id, ls, p, g, s, tat ^ bit, now, key, key_len, out);
+        }
+        /* acquire on both: as charge_word's CAS. */
+        if (atomic_compare_exchange_weak_explicit(&s->tat, &tat, v.new_tat ^ bit,
+                                                  memory_order_acquire, memory_order_acquire)) {
+            /* relaxed: ordered after the CAS by its acquire (overtaken). */
+            if (epochal && __builtin_expect(atomic_load_explicit(&ls->epoch,
+                                                                 memory_order_relaxed) != p->epoch,
+                                            0))
+                fast_overtaken(ls, &s->tat, p->epoch, now);
+            fast_count(rl, id, ls, s, 1, key, key_len);
+            if (out != NULL)
+                fast_decision(out, ls, p, g, 1, v.new_tat, now);
+            return RL_ALLOW;
+        }
+    }
+}
+
+/* rl_check's fast paths, for a decision (`detail`, out not NULL) or not:
+ * two copies, so neither tests `out` again. */
+static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, const void *key,
+                                                           size_t key_len, uint32_t cost,
+                                                           rl_decision_t *out, const int detail)
+{
+    rl_limit_slot_t *ls;
+    fast_params_t p;
+    const rl_param_copy_t *c;
+    uint32_t v;
+    if (detail == 0)
+        out = NULL;
+    if (__builtin_expect(rl == NULL || cost != 1 || key == NULL ||
+                             key_len - 1 >= RL_MAX_KEY_LEN ||
+                             (detail && out->size != sizeof *out) || rl__fork_check(rl) != 0 ||
+                             (ls = rl__limit_get(&rl->limits, id)) == NULL ||
+                             ((v = fast_params(ls, detail, &p, &c)), p.path == RL_PATH_SLOW),
+                         0))
+        return rl__check_slow(rl, id, key, key_len, cost, out);
+    rl_probe_t probe;
+    rl__probe_init(&probe, &rl->table, &rl->kh, rl__keyhash(&rl->kh, key, key_len),
+                   rl__limit_ref(id), ls->salt);
+    rl_slotref_t ref;
+    uint64_t ctrl;
+    if (!fast_find(&rl->table, &probe, &ref, &ctrl))
+        return rl__check_probed(rl, id, key, key_len, out, &probe);
+    rl_slot_t *s = ref.slot;
+    /* relaxed: the share word is self-contained; a local limit's key has
+     * only the hot bit in it, a synced limit's its share too. */
+    uint64_t share = atomic_load_explicit(&s->share, memory_order_relaxed);
+    const rl_gcra_t *g = &p.g;
+    rl_gcra_t share_g;
+    if (p.path & RL_PATH_SYNCED) {
+        /* A hot key's lease, or on_failure while degraded: the full check.
+         * relaxed: one self-contained word (local/health.h), as check.c. */
+        if ((share & RL_SHAREWORD_HOT) ||
+            (rl__has_global(rl) &&
+             RL_HEALTH_STATE(atomic_load_explicit(&rl->health.word, memory_order_relaxed)) ==
+                 RL_HEALTH_DEGRADED))
+            return rl__check_probed(rl, id, key, key_len, out, &probe);
+        /* check.c's slot_gcra: the key's share, or the pre-sync default. */
+        if (RL_SHAREWORD_SHARE(share) == 0) {
+            p.presync.t_fp = RL_PARAM_AT(c, presync.t_fp);
+            p.presync.tau_fp = RL_PARAM_AT(c, presync.tau_fp);
+            p.presync.burst = RL_PARAM_AT(c, presync.burst);
+            g = &p.presync;
+        } else {
+            rl__shareword_decode(share, &share_g);
+            g = &share_g;
+        }
+        if (!fast_params_same(ls, v))
+            return rl__check_slow(rl, id, key, key_len, cost, out);
+        return fast_charge(rl, id, key, key_len, out, ls, &p, g, s, ref.tat, 1);
+    }
+    if (__builtin_expect(share != 0, 0)) {
+        if (share == RL_SHAREWORD_HOT && out == NULL && fast_params_same(ls, v) &&
+            fast_leased(rl, &p, s, ctrl))
+            return RL_ALLOW;
+        return rl__check_probed(rl, id, key, key_len, out, &probe);
+    }
+    if (!fast_params_same(ls, v))
+        return rl__check_slow(rl, id, key, key_len, cost, out);
+    return fast_charge(rl, id, key, key_len, out, ls, &p, g, s, ref.tat, 0);
+}
+
+int rl_check(rl_t *rl, int id, const void *key, size_t key_len, uint32_t cost,
+             rl_decision_t *out)
+{
+    if (out == NULL)
+        return fast_check(rl, id, key, key_len, cost, NULL, 0);
+    return fast_check(rl, id, key, key_len, cost, out, 1);
+}
