@@ -956,6 +956,37 @@ START_TEST(lost_hash_holds_every_share)
         burst_round(nodes, ids, 4, &clk, checks);
     ck_assert_double_gt(share_rate(nodes[3], ids[3], "key"), share_rate(nodes[0], ids[0], "key"));
     for (int i = 0; i < 4; i++)
+START_TEST(idle_key_comes_back_young)
+{
+    /* 10 nodes (expected_nodes 10) near a key's limit for a second, idle
+     * for a second (every entry expires: a near key announces one round,
+     * 3 rounds of life), then near it again. The first reports back find no
+     * live entry: without the young rule the first reporter takes the whole
+     * rate, the next about half, ...: the shares sum to H(10) = 2.9 of the
+     * limit for the round. With it they stay within the limit. */
+    static const char *const names[10] = {"n0", "n1", "n2", "n3", "n4",
+                                          "n5", "n6", "n7", "n8", "n9"};
+    rl_test_clock_t clk;
+    rl_t *nodes[10];
+    int ids[10];
+    manual_fleet(nodes, ids, 10, names, &clk, UINT64_C(5000000000000),
+                 "name=idle rate=1000/s burst=100");
+    int on[10], off[10];
+    for (int i = 0; i < 10; i++) {
+        on[i] = 30; /* 3x the limit in all */
+        off[i] = 0;
+    }
+    for (int round = 0; round < 10; round++)
+        burst_round(nodes, ids, 10, &clk, on);
+    for (int round = 0; round < 10; round++)
+        burst_round(nodes, ids, 10, &clk, off);
+    burst_round(nodes, ids, 10, &clk, on);
+    double sum = 0.0;
+    for (int i = 0; i < 10; i++)
+        sum += share_rate(nodes[i], ids[i], "key");
+    ck_assert_msg(sum <= 1000.0 * 1.05,
+                  "the shares sum to %.0f/s on a 1000/s limit in the round back from idle", sum);
+    for (int i = 0; i < 10; i++)
         rl_test_release(nodes[i]);
 }
 END_TEST
@@ -1058,6 +1089,7 @@ static Suite *suite(void)
     tcase_add_test(tc, quiet_key_announces_its_period_and_reports_after_expiry);
     tcase_add_test(tc, recreated_entry_is_not_a_spike);
     tcase_add_test(tc, lost_hash_holds_every_share);
+    tcase_add_test(tc, idle_key_comes_back_young);
     tcase_add_test(tc, falling_demand_reaches_redis_in_two_rounds);
     tcase_add_test(tc, close_writes_back_only_live_or_unreported);
     suite_add_tcase(s, tc);

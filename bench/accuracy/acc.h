@@ -8,6 +8,7 @@
  * many-keys scenario, report.c prints tables, CSV and plots, ideal.c
  * holds the ideal centralized limiter and the figures against it, peers.c
  * the peers' strategies as models, compare.c sets them side by side,
+ * keys.c the matrix's many-keys cells,
  * plots.c charts them over time, matrix.c runs the fleet matrix and gates
  * its claims, reportmd.c writes REPORT.md, main.c parses the command
  * line). sharecheck.c is a program of its own (rl_share_check).
@@ -55,6 +56,7 @@ typedef struct acc_opts {
     const char *only_family; /* matrix filters: NULL / 0 = every one */
     int only_nodes;
     uint32_t only_interval;
+    uint32_t only_keys;      /* 1: the single-key cells; 1000, 100000: those */
 } acc_opts_t;
 
 /* ------------------------------------------------------------- load (load.c) */
@@ -331,6 +333,9 @@ int acc_gcra_take(acc_gcra_t *g, double now_ms);
 typedef struct acc_cost {
     uint64_t ops;
     const char *unit; /* "Redis" or "RPC" */
+    uint32_t *ops_nt; /* NULL, or each timed op also counted by its sender and
+                         ms, [node * ms + t] (keys.c batches them over keys) */
+    uint64_t solo;    /* of ops, those tied to one request (never batched) */
 } acc_cost_t;
 
 /* A strategy fed a run's arrivals (arr, [node * ms + t]) writes what it
@@ -392,6 +397,8 @@ extern const char *const acc_families[];
 typedef struct acc_cell {
     char family[16];
     int nodes;             /* the fleet size N (churning has N/4 joiners more) */
+    uint32_t keys;         /* keys of the limit (0 or 1: the single-key matrix) */
+    uint32_t run_keys;     /* of them, the keys the fleet ran (keys.c's sample) */
     uint32_t interval_ms;
     uint64_t duration_ms;
     acc_row_t rows[ACC_ROWS_MAX]; /* ours first, then the ideal and the peers,
@@ -399,7 +406,7 @@ typedef struct acc_cell {
     int nrows;
 } acc_cell_t;
 
-#define ACC_CELLS_MAX 96
+#define ACC_CELLS_MAX 128
 #define ACC_MX_RATE 10000u /* the matrix's limit, per s; its burst is a tenth */
 typedef struct acc_matrix {
     acc_cell_t cells[ACC_CELLS_MAX];
@@ -412,7 +419,14 @@ typedef struct acc_matrix {
 /* Build one matrix cell's scenario (name must outlive sc); 0, or -1. */
 int acc_matrix_scen(const char *family, int nodes, uint32_t interval_ms, int quick,
                     acc_scen_t *sc, char *name, size_t name_len);
+/* The same for a run of duration_ms (a multiple of the interval). */
+int acc_matrix_scen_len(const char *family, int nodes, uint32_t interval_ms, int quick,
+                        uint64_t duration_ms, acc_scen_t *sc, char *name, size_t name_len);
 int acc_run_matrix(const acc_opts_t *o, acc_verdicts_t *v);
+/* One many-keys cell (keys.c): the family's shape on `keys` keys of one
+ * limit, ours and every strategy's figures pooled over the keys. */
+int acc_keys_cell(const acc_opts_t *o, const char *family, int nodes, uint32_t interval_ms,
+                  uint32_t keys, acc_cell_t *cell);
 /* REPORT.md from the full matrix (NULL: left out) and the quick one. */
 int acc_write_report(const acc_opts_t *o, const acc_matrix_t *full, const acc_matrix_t *quick);
 

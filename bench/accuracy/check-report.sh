@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Is bench/accuracy/REPORT.md current? The full matrix takes many minutes,
 # so this regenerates only its quick section (the CI subset: every family
-# at 10 and 100 nodes, 100 ms; about a minute) and compares it with the
-# committed one. Virtual runs are deterministic for a seed, so any
+# at 10 and 100 nodes, 100 ms, and uniform and skewed with 1000 keys at 10
+# nodes; a minute or two) and compares it with the committed one. Virtual runs are deterministic for a seed, so any
 # difference is a change in the code's figures: regenerate the report
 #   build/bench/accuracy/rl_accuracy --report bench/accuracy/REPORT.md
 # Usage: check-report.sh RL_ACCURACY REPORT.md. Exit 77 (a ctest skip)

@@ -53,7 +53,7 @@ int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
         free(adm);
         return -1;
     }
-    acc_cost_t cost = {0, "Redis"};
+    acc_cost_t cost = {.unit = "Redis"};
     acc_strategies[0].run(sc, res->arr_nt, ideal, &cost);
     acc_figs_t f;
     acc_figures(sc, res->arr_nt, res->adm_nt, ideal, res->calls + res->heartbeats + res->redis_checks,
@@ -68,7 +68,7 @@ int acc_compare(const acc_scen_t *sc, const acc_result_t *res, const char *ours,
     if (print)
         print_row(&rows[*nrows - 1], "Redis");
     for (int s = 0; acc_strategies[s].name != NULL; s++) {
-        acc_cost_t c = {0, "Redis"};
+        acc_cost_t c = {.unit = "Redis"};
         acc_strategies[s].run(sc, res->arr_nt, adm, &c);
         acc_figures(sc, res->arr_nt, adm, ideal, c.ops, &f);
         add(rows, nrows, acc_strategies[s].name, &f);

@@ -56,10 +56,14 @@ void acc_fleet_cfg_init(acc_fleet_cfg_t *c, const acc_opts_t *o, const acc_scen_
 {
     memset(c, 0, sizeof *c);
     c->redis_url = o->redis_url;
-    /* One prefix per (run, scenario, mode): runs sharing a Redis (REDIS_URL)
-     * and the scenarios of one run never see each other's keys. */
-    snprintf(c->prefix, sizeof c->prefix, "acc%x.%s.%s", o->run_tag & 0xffffffu, sc->name,
-             mode_tag);
+    /* One prefix per (run, scenario, mode, policy): runs sharing a Redis
+     * (REDIS_URL), the scenarios of one run and a matrix cell's policies
+     * (global, tiered, hot: the same scenario, run one after another from
+     * the same virtual time) never see each other's keys. Sharing them, a
+     * cell's later runs met the earlier runs' node entries, live in their
+     * virtual time, as phantom nodes holding demand. */
+    snprintf(c->prefix, sizeof c->prefix, "acc%x.%s.%s%s", o->run_tag & 0xffffffu, sc->name,
+             mode_tag, sc->tiered ? "t" : sc->hot_every > 0 ? "h" : "");
     c->interval_ms = sc->interval_ms;
     c->expected = sc->expected;
     c->max_keys = 1024;

@@ -23,6 +23,8 @@
  *   --family F, --nodes N, --interval MS
  *                  run only the matrix cells of that family, fleet size or
  *                  sync interval (each implies --matrix)
+ *   --keys K       run only the matrix cells of K keys per limit: 1 (the
+ *                  single-key cells), 1000 or 100000 (keys.c; implies --matrix)
  * Environment: REDIS_URL uses that server instead of starting one.
  * Exit status: 0 all gated targets met, 1 a gated target missed (virtual
  * mode only), 2 the simulation itself failed.
@@ -51,7 +53,7 @@ static void usage(FILE *f)
                "                   [--seed N] [--load poisson|even] [--all-rounds] "
                "[--threads N]\n"
                "                   [--matrix] [--report FILE] [--family F] [--nodes N] "
-               "[--interval MS]\n"
+               "[--interval MS] [--keys K]\n"
                "                   [scenario...]\n"
                "scenarios (default: all):");
     for (int i = 0; acc_scen_names[i] != NULL; i++)
@@ -109,6 +111,12 @@ static int parse_option(args_t *a, int argc, char **argv, int *i)
         o->matrix = 1;
         o->only_interval = (uint32_t)atoi(val);
         ++*i;
+    } else if (val != NULL && strcmp(arg, "--keys") == 0) {
+        o->matrix = 1;
+        o->only_keys = (uint32_t)atoi(val);
+        ++*i;
+        if (o->only_keys != 1 && o->only_keys != 1000 && o->only_keys != 100000)
+            return -1;
     } else if (val != NULL && strcmp(arg, "--csv") == 0) {
         o->csv_dir = val;
         ++*i;

@@ -15,6 +15,21 @@
 
 #define CELL(sc, i, t) ((size_t)(i) * (size_t)(sc)->duration_ms + (size_t)(t))
 
+/* n remote operations by node i at ms t on a timer (keys.c batches them
+ * over keys), or tied to a request (solo: one each, whatever the keys). */
+static void cost(acc_cost_t *c, const acc_scen_t *sc, int i, uint64_t t, uint64_t n)
+{
+    c->ops += n;
+    if (c->ops_nt != NULL)
+        c->ops_nt[CELL(sc, i, t)] += (uint32_t)n;
+}
+
+static void solo(acc_cost_t *c, uint64_t n)
+{
+    c->ops += n;
+    c->solo += n;
+}
+
 /* Per-request centralized GCRA: redis-cell's CL.THROTTLE
  * (github.com/brandur/redis-cell, README: "generic cell rate algorithm",
  * one command per request). Exact: the ideal itself, one round trip per
@@ -30,7 +45,7 @@ static void run_ideal(const acc_scen_t *sc, const uint16_t *arr, uint16_t *adm, 
             for (uint16_t k = 0; k < n; k++)
                 a += (uint16_t)acc_gcra_take(&g, (double)t);
             adm[CELL(sc, i, t)] = a;
-            c->ops += n;
+            solo(c, n);
         }
 }
 
@@ -54,7 +69,7 @@ static void run_envoy_rl(const acc_scen_t *sc, const uint16_t *arr, uint16_t *ad
             for (uint16_t k = 0; k < n; k++)
                 a += ++count <= sc->rate;
             adm[CELL(sc, i, t)] = a;
-            c->ops += n;
+            solo(c, n);
         }
     }
 }
@@ -154,13 +169,13 @@ static void run_limitador(const acc_scen_t *sc, const uint16_t *arr, uint16_t *a
             uint64_t phase = (uint64_t)i * 1000u / (uint64_t)sc->nodes;
             if (n->pending > 0 && t % 1000u == phase) {
                 lim_flush(n, &r, t);
-                c->ops++;
+                cost(c, sc, i, t, 1);
             }
             uint16_t want = arr[CELL(sc, i, t)], a = 0;
             if (want > 0 && (!n->cached || n->expires <= t)) {
                 n->pending = 0; /* hits of an expired window count for nothing */
                 lim_read(n, &r, t);
-                c->ops++;
+                solo(c, 1);
             }
             while (a < want && n->val + n->pending + 1 <= sc->rate) {
                 n->pending++;
@@ -239,7 +254,7 @@ static void gub_timers(const acc_scen_t *sc, gub_t *g, uint64_t t, acc_cost_t *c
                                                                  : g->owner_b.remaining;
         n->queued = 0;
         n->send_at = ACC_NEVER;
-        c->ops++;
+        cost(c, sc, i, t, 1);
         if (g->bcast_at == ACC_NEVER)
             g->bcast_at = t + sc->interval_ms;
     }
@@ -248,7 +263,7 @@ static void gub_timers(const acc_scen_t *sc, gub_t *g, uint64_t t, acc_cost_t *c
     for (int i = 0; i < sc->nodes; i++)
         if (i != g->owner && acc_node_live(sc, i, t)) {
             g->nodes[i].copy = g->owner_b;
-            c->ops++;
+            cost(c, sc, g->owner, t, 1);
         }
     g->bcast_at = ACC_NEVER;
 }
@@ -361,7 +376,7 @@ static void run_doorman(const acc_scen_t *sc, const uint16_t *arr, uint16_t *adm
                 d->seen = 0;
                 door_refresh(sc, cl, i, t);
                 d->next = t + DOORMAN_REFRESH_MS;
-                c->ops++;
+                cost(c, sc, i, t, 1);
             }
             uint16_t want = arr[CELL(sc, i, t)], a = 0;
             d->seen += want;

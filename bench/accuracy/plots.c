@@ -191,7 +191,7 @@ int acc_plot_strategies(const acc_opts_t *o, const acc_scen_t *sc, const acc_res
     rc |= add(&s, "offered", sc, res->arr_nt);
     rc |= add(&s, acc_policy_name(sc), sc, res->adm_nt);
     for (int k = 0; rc == 0 && acc_strategies[k].name != NULL; k++) {
-        acc_cost_t c = {0, "Redis"};
+        acc_cost_t c = {.unit = "Redis"};
         acc_strategies[k].run(sc, res->arr_nt, adm, &c);
         rc |= add(&s, acc_strategies[k].name, sc, adm);
     }

@@ -101,7 +101,9 @@ local function hset_all(key, kv)
 end
 
 -- Every live node's share of the key, stored in the hash; inc's returned.
-local function compute(key, now, created, extra)
+-- back: inc's entry had expired too; if no other is live, the key is idle
+-- fleet-wide and comes back young (below).
+local function compute(key, now, created, extra, back)
   local nodes, order = load_nodes(key)
   local demand, who_at, over = {}, {}, 0
   for _, who in ipairs(order) do
@@ -120,6 +122,13 @@ local function compute(key, now, created, extra)
   if live == 0 then
     redis.call('HSET', key, 'k', now, 'u', 0, 'l', 0, 'n', extra)
     return {0, 0, 0, 0}
+  end
+  -- Back from idle (every entry expired): its first reporters would see only
+  -- themselves, the first the whole limit, as a new key's would; so it is
+  -- young again from now (created moves, for the reports after this one).
+  if back and live == 1 and who_at[1] == inc and now - created >= young then
+    created = now
+    redis.call('HSET', key, 'c', now)
   end
   -- A young key: the first reporter would see only itself and take the whole
   -- limit. Until `young` ms old, the expected nodes not seen yet are stood in
@@ -230,6 +239,7 @@ local function report_key(i)
     me = {}
     for j, f in ipairs(MINE) do me[f] = tonumber(v[OWN + j]) end
   end
+  local back = me ~= nil and (me.x == nil or me.x < now)
 
   -- Fold this report in: deltas since what Redis already has.
   local da, doff = 0, 0
@@ -301,10 +311,10 @@ local function report_key(i)
   -- A hold that ran out: the stored shares may be a partial view's.
   if leaving or again or me.q == nil or computed == nil or
      (hold_until and now >= hold_until) then
-    return compute(key, now, created, extra) -- zeros for a leaving node: not live
+    return compute(key, now, created, extra, back) -- zeros for a leaving node: not live
   end
   if now - computed >= fresh then
-    return compute(key, now, created, 0)
+    return compute(key, now, created, 0, back)
   end
   -- A demand that moved by a third of itself or more since the stored
   -- shares (a node that stopped: a half), and by more than a quarter of an
