@@ -956,6 +956,10 @@ START_TEST(lost_hash_holds_every_share)
         burst_round(nodes, ids, 4, &clk, checks);
     ck_assert_double_gt(share_rate(nodes[3], ids[3], "key"), share_rate(nodes[0], ids[0], "key"));
     for (int i = 0; i < 4; i++)
+        rl_test_release(nodes[i]);
+}
+END_TEST
+
 START_TEST(idle_key_comes_back_young)
 {
     /* 10 nodes (expected_nodes 10) near a key's limit for a second, idle
