@@ -31,6 +31,8 @@ const (
 	ErrName         Code = C.RL_ENAME
 	ErrMode         Code = C.RL_EMODE
 	ErrAuth         Code = C.RL_EAUTH
+	ErrFull         Code = C.RL_EFULL
+	ErrExpired      Code = C.RL_EEXPIRED
 )
 
 type codeText struct{ name, message string }

@@ -127,7 +127,7 @@ func TestCodesMatchTheLibrary(t *testing.T) {
 		ErrRange: "RL_ERANGE", ErrSize: "RL_ESIZE", ErrKeyLen: "RL_EKEYLEN", ErrSpec: "RL_ESPEC",
 		ErrExist: "RL_EEXIST", ErrLimits: "RL_ELIMITS", ErrCost: "RL_ECOST",
 		ErrForked: "RL_EFORKED", ErrNotSupported: "RL_ENOTSUP", ErrName: "RL_ENAME",
-		ErrMode: "RL_EMODE", ErrAuth: "RL_EAUTH",
+		ErrMode: "RL_EMODE", ErrAuth: "RL_EAUTH", ErrFull: "RL_EFULL", ErrExpired: "RL_EEXPIRED",
 	}
 	for c, name := range want {
 		if c.Name() != name || c.Error() == "" {

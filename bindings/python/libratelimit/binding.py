@@ -56,6 +56,7 @@ __all__ = [
     "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
     "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
     "CostError", "ForkedError", "NotSupportedError", "LimitNameError", "ModeError", "AuthError",
+    "ReservationsFullError", "ReservationExpiredError",
 ]
 
 # The package's version: the C library's it was released with (README,
@@ -90,6 +91,8 @@ RL_ENOTSUP = -12
 RL_ENAME = -13
 RL_EMODE = -14
 RL_EAUTH = -15
+RL_EFULL = -16
+RL_EEXPIRED = -17
 
 RL_MODE_GLOBAL, RL_MODE_LOCAL, RL_MODE_EXACT, RL_MODE_TIERED = 0, 1, 2, 3
 RL_FAIL_DEFAULT, RL_FAIL_LOCAL, RL_FAIL_OPEN, RL_FAIL_CLOSED = -1, 0, 1, 2
@@ -172,6 +175,15 @@ class Rate(ctypes.Structure):
     _fields_ = [("count", _u64), ("period_ms", _u64)]
 
 
+RL_INFLIGHT_CLASSES = 4
+RL_INFLIGHT_CLASS_NAME = 16
+
+
+class InflightClass(ctypes.Structure):
+    """rl_inflight_class_t: one class of an in-flight limit"""
+    _fields_ = [("name", ctypes.c_char * RL_INFLIGHT_CLASS_NAME), ("share_ppm", _u32)]
+
+
 class Limit(ctypes.Structure):
     """rl_limit_t"""
     _fields_ = [
@@ -188,6 +200,13 @@ class Limit(ctypes.Structure):
         ("near_ppm", _u32),  # appended (tiered); 0: 20% of the burst
         ("hot_policy", _i32),  # appended: 0 sync, 1 local
         ("hot_every", _u32),  # hot_policy=local: rounds between reports; 0: 4
+        # appended fields: in-flight limits (experimental in the C API)
+        ("kind", _i32),  # 0 rate, 1 in-flight
+        ("inflight_algo", _i32),
+        ("inflight_max", _u32),
+        ("inflight_min", _u32),
+        ("max_hold_ms", _u64),
+        ("classes", InflightClass * RL_INFLIGHT_CLASSES),
     ]
 
 
@@ -216,6 +235,8 @@ class Decision_t(ctypes.Structure):
         ("window_ms", _u64),
         ("burst", _u64),
         ("policy", ctypes.c_char_p),
+        # appended field: in-flight limits (experimental in the C API)
+        ("inflight", _u64),
     ]
 
 
@@ -302,6 +323,11 @@ class LimitStats(ctypes.Structure):
         ("reserved0", _u32),
         # appended field: runs of degraded answers, each logged
         ("degraded_spells", _u64),
+        # appended fields: in-flight limits (experimental in the C API)
+        ("inflight", _u64),
+        ("inflight_limit", _u64),
+        ("inflight_reclaimed", _u64),
+        ("inflight_late", _u64),
     ]
 
 
@@ -626,6 +652,8 @@ NotSupportedError = _error_class("NotSupportedError", RL_ENOTSUP, "RL_ENOTSUP")
 LimitNameError = _error_class("LimitNameError", RL_ENAME, "RL_ENAME")
 ModeError = _error_class("ModeError", RL_EMODE, "RL_EMODE")
 AuthError = _error_class("AuthError", RL_EAUTH, "RL_EAUTH")
+ReservationsFullError = _error_class("ReservationsFullError", RL_EFULL, "RL_EFULL")
+ReservationExpiredError = _error_class("ReservationExpiredError", RL_EEXPIRED, "RL_EEXPIRED")
 
 
 def _check_rc(lib: _Lib, rc: int, function: str, detail: Optional[str] = None) -> int:
