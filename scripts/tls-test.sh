@@ -20,22 +20,13 @@ die() {
   exit 1
 }
 
-installed() {
-  [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true) == "install ok installed" ]]
-}
+# shellcheck source=scripts/backports.sh
+. "$root/scripts/backports.sh"
 
 bash scripts/deps.sh || die "scripts/deps.sh failed"
 if ! installed libhiredict-dev || ! installed libssl-dev || ! installed openssl; then
   [[ $(id -u) -eq 0 ]] || die "must run as root to install libhiredict-dev"
-  list=/etc/apt/sources.list.d/bookworm-backports.sources
-  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    # The archive apt already uses for bookworm itself.
-    uri=$(grep -rhs -m1 '^URIs:.*debian$\|^URIs:.*debian/$' /etc/apt/sources.list.d/*.sources \
-            | awk '{print $2}' | head -n1)
-    [[ -n "$uri" ]] || uri=http://deb.debian.org/debian
-    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
-      "$uri" /usr/share/keyrings/debian-archive-keyring.gpg >"$list"
-  fi
+  add_backports
   export DEBIAN_FRONTEND=noninteractive
   apt-get update || die "apt-get update failed"
   apt-get install -y --no-install-recommends libssl-dev openssl \
