@@ -195,6 +195,9 @@ struct rl_sync {
     uint64_t round_virtual_ms; /* sync thread: the current round's (0: TIME) */
     int prims_ready;          /* step_mu and step_cv initialised */
     int first_outcome;        /* under step_mu: how the first connect went */
+    uint64_t told_failure;    /* sync thread: fingerprint of the connect
+                                 failure last logged (0: none since the
+                                 last connection) */
     uv_mutex_t step_mu;
     uv_cond_t step_cv;
     uint64_t step_asked;      /* under step_mu */

@@ -103,12 +103,28 @@ static void conn_retry_scheduled(void *owner, uint64_t delay_ms)
                           memory_order_relaxed);
 }
 
+/* FNV-1a of a failure's text: whether it is the one already told. */
+static uint64_t failure_fingerprint(const char *detail)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (const unsigned char *p = (const unsigned char *)detail; *p != '\0'; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    return h | 1; /* never 0, which means none told */
+}
+
 static void conn_failed(void *owner, const char *why, const char *detail)
 {
     rl_sync_t *s = owner;
     rl__sync_error(s, RL_REDIS_ERR_CONNECT);
-    if (detail != NULL && rl__redis_route_attempts(&s->route) <= 1)
+    /* Once per reason until a connection succeeds: a reconnect's failures
+     * repeat the first one's, and a round deadline that beats a slow first
+     * handshake must not leave the reason (an expired certificate, say)
+     * untold because the attempt that found it was not the first. */
+    uint64_t fp = detail != NULL ? failure_fingerprint(detail) : 0;
+    if (fp != 0 && (fp != s->told_failure || rl__redis_route_attempts(&s->route) <= 1)) {
+        s->told_failure = fp;
         rl__sync_log(s, RL_LOG_WARN, "sync: cannot connect to %s: %s", s->where, detail);
+    }
     first_outcome(s, FIRST_FAILED);
     set_health(s, RL_HEALTH_DEGRADED, why);
 }
@@ -187,6 +203,7 @@ static void script_loaded(void *owner, unsigned id, const redisReply *reply)
     if (ready) {
         rl__redis_route_ready(&s->route);
         set_connected(s, 1);
+        s->told_failure = 0;
         first_outcome(s, FIRST_OK);
         rl__sync_log(s, RL_LOG_INFO, "sync: connected to %s", s->where);
         rl__sync_check_eviction(s);
