@@ -194,11 +194,13 @@ static void node_main(int idx, const char *url, int in, int out)
         get(in, &k, sizeof k);
         if (k.op == OP_ROUND) {
             round_out_t o;
+            memset(&o, 0, sizeof o); /* padding too: the bytes go down a pipe */
             node_round(&n, k.round, &o);
             put(out, &o, sizeof o);
         } else if (k.op == OP_SYNC) {
             atomic_store(&n.clk.precise_ns, START_NS + (uint64_t)(k.round + 1) * STEPS * 10000000u);
             sync_out_t o;
+            memset(&o, 0, sizeof o);
             o.rc = rl__sync_step(n.rl->sync, atomic_load(&n.clk.precise_ns) / 1000000u);
             rl_stats_t st;
             rl_stats_init(&st);
@@ -207,6 +209,7 @@ static void node_main(int idx, const char *url, int in, int out)
             put(out, &o, sizeof o);
         } else {
             close_out_t o;
+            memset(&o, 0, sizeof o);
             uint64_t t0 = rl_test_now_ns();
             rl_close(n.rl);
             o.close_us = (rl_test_now_ns() - t0) / 1000u;
