@@ -290,7 +290,7 @@ static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, co
     if (detail == 0)
         out = NULL;
     if (__builtin_expect(rl == NULL || cost != 1 || key == NULL ||
-                             key_len - 1 >= RL_MAX_KEY_LEN ||
+                             key_len == 0 || key_len > RL_MAX_KEY_LEN ||
                              (detail && out->size != sizeof *out) || rl__fork_check(rl) != 0 ||
                              (ls = rl__limit_get(&rl->limits, id)) == NULL ||
                              ((v = fast_params(ls, detail, &p, &c)), p.path == RL_PATH_SLOW),

@@ -33,7 +33,7 @@ static double clamp(const rl_adapt_t *a, double l)
 
 /* Uniform in [0.5, 1): Vegas' probe jitter, so that nodes started together
  * do not all measure their no-load RTT in the same window. */
-static double jitter(rl_adapt_t *a)
+static double adapt_jitter(rl_adapt_t *a)
 {
     uint64_t x = a->rng;
     x ^= x << 13;
@@ -98,7 +98,7 @@ static double vegas(rl_adapt_t *a, double rtt, const rl_adapt_window_t *w)
     }
     a->probe_count++;
     if (a->probe_jitter * RL_VEGAS_PROBE * l <= (double)a->probe_count) {
-        a->probe_jitter = jitter(a);
+        a->probe_jitter = adapt_jitter(a);
         a->probe_count = 0;
         a->rtt_noload = rtt;
         return l;

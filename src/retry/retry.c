@@ -142,7 +142,7 @@ void rl_retry_free(rl_retry_t *r)
 
 /* A uniform draw in [0, n] (n + 1 values); the modulo bias is below
  * n / 2^64, far under the jitter's purpose. Lock held. */
-static uint64_t draw(rl_retry_t *r, uint64_t n)
+static uint64_t retry_draw(rl_retry_t *r, uint64_t n)
 {
     uint64_t x;
     if (r->cfg.random != NULL) {
@@ -209,8 +209,8 @@ int rl_retry_admit(rl_retry_t *r, uint64_t now_ms)
     uint64_t req, acc, num, den;
     window_counts(r, now_ms, &req, &acc);
     reject_fraction(r, req, acc, &num, &den);
-    /* draw(den - 1) is uniform over den values: below num with p = num/den */
-    int rc = num == 0 || draw(r, den - 1) >= num ? RL_ALLOW : RL_DENY;
+    /* retry_draw(den - 1) is uniform over den values: below num with p = num/den */
+    int rc = num == 0 || retry_draw(r, den - 1) >= num ? RL_ALLOW : RL_DENY;
     slot_at(r, now_ms)->requests++;
     pthread_mutex_unlock(&r->lock);
     return rc;
@@ -247,7 +247,7 @@ int rl_retry_delay(rl_retry_t *r, uint32_t retry, int outcome, int64_t hint_ms,
     if (retry < 32 && base << retry < ceiling) /* base < 2^16: no overflow below 2^48 */
         ceiling = base << retry;
     pthread_mutex_lock(&r->lock);
-    uint64_t jitter = draw(r, ceiling);
+    uint64_t jitter = retry_draw(r, ceiling);
     pthread_mutex_unlock(&r->lock);
     *delay_ms = hint + jitter;
     return RL_ALLOW;
