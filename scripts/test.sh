@@ -42,6 +42,8 @@
 # inherited instance by design (valgrind reports that as a leak and turns the
 # child's exit status into 1). tests/valgrind.supp, if present, is used as a
 # suppression file; each entry carries a comment giving its reason.
+# Suites run RL_VALGRIND_JOBS at a time (default: the CPU count, at most 4),
+# each one's output printed whole when it ends.
 #
 # --integer builds with clang (scripts/clang.sh finds one, or installs
 # clang-14 with its sanitizer runtimes and llvm-symbolizer) and
@@ -256,21 +258,43 @@ run_valgrind() {
     echo "test.sh: no Check suite binaries found in $build_dir/tests" >&2
     exit 1
   fi
+  # Suites run RL_VALGRIND_JOBS at a time (default: the CPU count, at most
+  # 4): memcheck runs a process's threads one at a time, so one suite keeps
+  # one core busy, and a serial run leaves the others idle. Each suite's
+  # output is kept in its own log and printed whole when it ends.
+  local jobs=${RL_VALGRIND_JOBS:-$(nproc 2>/dev/null || echo 1)} logs names=() i
+  [[ $jobs -ge 1 ]] || jobs=1
+  [[ $jobs -le 4 ]] || jobs=4
+  logs=$(mktemp -d)
   for t in "${suites[@]}"; do
     name=$(basename "$t")
+    while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do
+      wait -n || true
+    done
     log "valgrind $name"
     # A suite runs in one process here (CK_FORK=no), so Check's per-test
     # timeout does not apply: bound the whole suite instead.
-    if (cd "$build_dir/tests" &&
+    (rc=0
+      cd "$build_dir/tests" &&
         CK_FORK=no RL_VALGRIND=1 CK_EXCLUDE_TAGS="${CK_EXCLUDE_TAGS:+$CK_EXCLUDE_TAGS }novalgrind" \
           timeout --signal=KILL 1200 \
-          valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes --quiet "${vg_supp[@]}" "$t"); then
+          valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes --quiet "${vg_supp[@]}" \
+          "$t" >"$logs/$name.log" 2>&1 || rc=$?
+      echo "$rc" >"$logs/$name.rc") &
+    names+=("$name")
+  done
+  wait || true
+  for i in "${!names[@]}"; do
+    name=${names[$i]}
+    cat "$logs/$name.log"
+    if [[ $(cat "$logs/$name.rc" 2>/dev/null) == 0 ]]; then
       passed=$((passed + 1))
     else
       failed=$((failed + 1))
       failed_names+=("$name")
     fi
   done
+  rm -rf "$logs"
   if [[ ${#skipped[@]} -gt 0 ]]; then
     log "skipped under valgrind (too slow; ASan/TSan cover them): ${skipped[*]}"
   fi
