@@ -482,9 +482,10 @@ void rl__bucket_rescale(_Atomic uint64_t *w, _Atomic uint64_t *over, const rl_gc
         uint64_t until = over != NULL ? atomic_load_explicit(over, memory_order_relaxed) : 0;
         int keep = now_fp < until;
         uint64_t next = rl__gcra_rescale(tat, from, to, now_fp, keep);
-        /* Still beyond the new burst: until when, in the new unit (raised
-         * before the CAS, as a charge does; a CAS that fails leaves a mark
-         * that only keeps a part that plain admissions do not reach). */
+        /* Still beyond the new burst: until when, in the new unit. Raised
+         * before the CAS, as a charge does; one that fails may leave the
+         * mark later than needed, which is harmless: a marked key that
+         * owes no more than its burst is rescaled as an unmarked one. */
         if (keep && next - now_fp > to->tau_fp)
             rl__tat_high(over, next - to->tau_fp);
         /* acquire on failure: as the load (and on success, which a

@@ -99,8 +99,8 @@ _Static_assert(sizeof(rl_slot_t) == 64, "a slot is one cache line");
  * swaps the two counters to 0 when it harvests the slot, as it does the
  * slot's, and a slot is not idle while they hold counts. `over_until`:
  * until when (instance time) the bucket may owe beyond its share's burst
- * by a debt or a wait (rl__table_note_over); rl__bucket_rescale keeps
- * that part, in tokens, only then.
+ * by a debt or a wait (rl__table_over); rl__bucket_rescale keeps that
+ * part, in tokens, only then.
  */
 typedef struct rl_slottok {
     _Atomic int64_t admitted;  /* admitted tokens beyond one a decision; a

@@ -196,8 +196,7 @@ void rl__rkey_admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint64_t slack_fp, rl
                 break;
         }
         if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
-                    !k->p.synced, OP_ADMIT, cost, slack_fp,
-                    o) == 0)
+                    !k->p.synced, OP_ADMIT, cost, slack_fp, o) == 0)
             break;
         /* The slot was retired under us: look the key up again. */
     }
@@ -215,8 +214,9 @@ void rl__rkey_count(rl_t *rl, rl_rkey_t *k, const rl_radmit_t *o, const void *ke
         if (k->p.synced && o->cost > 1)
             rl__table_count_tokens(&rl->table, o->slot, o->allowed ? (int64_t)o->cost - 1 : 0,
                                    o->allowed ? 0 : o->cost - 1);
-    } else
+    } else {
         rl__stat_add(k->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
+    }
     if (o->flags & RL_FLAG_SHADOW)
         rl__stat_add(k->ls, stripe, RL_STAT_SHADOW);
     if (o->flags & RL_FLAG_NOSLOT)
@@ -243,8 +243,7 @@ int rl__rkey_debt(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
         uint32_t fl = 0;
         const rl_gcra_t *g = slot_gcra(rl, k, ref.slot, &tmp, &fl);
         if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
-                    !k->p.synced, OP_DEBT, tokens, 0,
-                    NULL) == 0)
+                    !k->p.synced, OP_DEBT, tokens, 0, NULL) == 0)
             return 0;
     }
 }
@@ -257,8 +256,7 @@ void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens, rl_radmit_t *o)
         uint32_t fl = 0;
         const rl_gcra_t *g = slot_gcra(rl, k, ref.slot, &tmp, &fl);
         if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
-                    !k->p.synced, OP_REFUND, tokens, 0,
-                    o) == 0)
+                    !k->p.synced, OP_REFUND, tokens, 0, o) == 0)
             return;
     }
 }
