@@ -1051,8 +1051,11 @@ enum { RL_HEALTH_HEALTHY = 0, RL_HEALTH_DEGRADED = 1, RL_HEALTH_RECOVERING = 2 }
  * tokens leased to a CPU (rl_hotkey_t, Leases) count as admitted when they
  * are leased, so its admitted count runs ahead of its answers by the
  * tokens its leases hold: at most S x 64 per key, S <= 8. A synced key
- * with a table slot reports the same figure to Redis as its usage, so
- * rl_stats, rl_limit_stats, rl_metrics_text and the fleet's usage agree.
+ * with a table slot reports its tokens to Redis as its usage: the same
+ * figure for checks of cost 1, so rl_stats, rl_limit_stats,
+ * rl_metrics_text and the fleet's usage agree; a check of cost c counts
+ * one request here and c tokens there (a reservation its settled amount:
+ * reservations and waits, below).
  */
 typedef struct rl_stats_s {
     size_t size;            /* set by rl_stats_init */
@@ -1773,12 +1776,21 @@ RL_EXTERN int rl_inflight_class(rl_t *rl, int limit, const char *name);
  * burst + rate x elapsed + the sum over the reservations then in flight of
  * max(0, actual - estimate). Settled reservations add nothing: their debt is
  * charged. With a global tier, add the mode's band (the global tier's
- * bound, README "Accuracy"). There a key's bucket is this node's share:
- * what it owes beyond the share's burst (a settle's debt, or waiters'
- * turns) lasts only until the key's next sync reply, which re-bases the
- * bucket on the share it brings and caps the debt at that share's burst;
- * and the global tier's reports count decisions, not tokens, as for any
- * check of a cost above 1.
+ * bound, README "Accuracy"): from full buckets, at every admission the
+ * fleet's tokens are at most rate x elapsed + burst + E plus the sum over
+ * the reservations then in flight of max(0, actual - estimate). There a
+ * key's bucket is this node's share: what it owes beyond the share's
+ * burst (a settle's debt, or waiters' turns) is kept across the key's sync
+ * replies, in tokens: each reply re-bases the bucket on the share it
+ * brings, the part within the old burst rescaled (and capped at the new
+ * burst) as for any key, the part beyond converted at the new rate and
+ * never capped, so the node pays its debt back at its share's rate and a
+ * waiter's turn is handed out once. The global tier reports tokens to
+ * Redis: a check or an admission of cost c counts c, a reservation its
+ * settled amount (its estimate when admitted, the difference when
+ * settled; an expired one its estimate, a released one nothing). Tokens
+ * a settle gives back are taken off the key's next admissions, as
+ * Redis's counters only grow: until then Redis counts the estimate.
  *
  * The reservation table: max_reservations entries (rl_config_t), allocated
  * at rl_open; a reservation takes one from rl_reserve until it is settled,

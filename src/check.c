@@ -156,10 +156,15 @@ static inline __attribute__((always_inline)) int target_init(rl_t *rl, int id, c
  * the batch's refunds: a bucket just charged (or in debt, having denied) is
  * not idle, so its slot is not retired and reused before the count lands. */
 static inline __attribute__((always_inline)) void count(rl_t *rl, target_t *t, const outcome_t *o,
-                                                        const void *key, size_t len)
+                                                        uint32_t cost, const void *key, size_t len)
 {
-    if (o->slot != NULL && !o->leased)
+    if (o->slot != NULL && !o->leased) {
         rl__table_count(&rl->table, o->slot, o->allowed, &t->probe, key, len);
+        /* Redis is told tokens: a synced key's cost beyond the decision. */
+        if (__builtin_expect(cost > 1, 0) && t->p.synced && t->p.synced != RL_SYNCED_EXACT)
+            rl__table_count_tokens(&rl->table, o->slot, o->allowed ? (int64_t)cost - 1 : 0,
+                                   o->allowed ? 0 : cost - 1);
+    }
     if (o->slot != NULL && !(o->flags & (RL_FLAG_SHADOW | RL_FLAG_DEGRADED)))
         return;
     unsigned stripe = o->stripe;
@@ -342,7 +347,7 @@ static inline __attribute__((always_inline)) int decide(rl_t *rl, target_t *t, u
         if (__builtin_expect(tiered_confirms(t, &o), 0))
             rl__check_tiered_confirm(rl, t, cost, &o);
         else
-            count(rl, t, &o, key, len);
+            count(rl, t, &o, cost, key, len);
     }
     if (out != NULL)
         write_decision(out, t, &o);
@@ -485,7 +490,7 @@ int rl_check_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size
     for (size_t i = 0; i < n && i <= denier; i++) {
         const rl_request_t *r = (const void *)((const char *)reqs + i * req_size);
         if (r->cost != 0 && (i < denier || rc == 0))
-            count(rl, &t[i], &o[i], r->key, r->key_len);
+            count(rl, &t[i], &o[i], r->cost, r->key, r->key_len);
     }
     if (denier < n) {
         /* Give back what the earlier requests took. */
@@ -637,7 +642,7 @@ int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
             charge(rl, &t, cost, &o, key, key_len, 1);
             tiered = tiered_confirms(&t, &o);
             if (!tiered)
-                count(rl, &t, &o, key, key_len);
+                count(rl, &t, &o, cost, key, key_len);
         }
         if (!tiered)
             return o.allowed ? RL_ALLOW : RL_DENY;

@@ -269,6 +269,7 @@ void rl_close(rl_t *rl)
     rl__reserve_destroy(rl->reserve, &a);
     rl__leases_destroy(&rl->leases, &a);
     rl__free(&a, (void *)rl->table.dirty, dirty_bytes(&rl->table), 64);
+    rl__free(&a, rl->table.tok, rl->table.nslots * sizeof *rl->table.tok, 64);
     rl__table_destroy(&rl->table, &a);
     rl__limits_destroy(&rl->limits, &a);
     rl__strfree(&a, rl->node_id);
@@ -406,12 +407,14 @@ static int init_local_tier(rl_t *rl, const rl_config_t *c)
     return 0;
 }
 
-/* With a redis_url: the dirty bitmap the sync thread harvests, the quota
- * ledger, the sync thread, and the exact thread. */
+/* With a redis_url: the dirty bitmap the sync thread harvests and the
+ * slots' token counts (local/table.h), the quota ledger, the sync thread,
+ * and the exact thread. */
 static int start_global_tier(rl_t *rl, const rl_config_t *c, int manual_sync)
 {
     rl->table.dirty = rl__calloc(&rl->alloc, dirty_bytes(&rl->table), 64);
-    if (rl->table.dirty == NULL)
+    rl->table.tok = rl__calloc(&rl->alloc, rl->table.nslots * sizeof *rl->table.tok, 64);
+    if (rl->table.dirty == NULL || rl->table.tok == NULL)
         return RL_ENOMEM;
     rl_redisurl_t url;
     rl__redisurl_parse(c->redis_url, &url, NULL, 0); /* validated above */

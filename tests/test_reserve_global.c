@@ -3,8 +3,10 @@
  * Reservations on a synced instance (a real redis-server): a global
  * limit's reservations decide on the node's bucket as rl_check does, their
  * settles move that bucket, and what the sync round reports to Redis is
- * the decisions the node answered (each admitted reservation once,
- * whatever its settle). Exact and tiered limits are refused (RL_EMODE).
+ * tokens: each admitted reservation at its settled amount. A settle's debt
+ * survives the sync reply (the bucket re-based on the share it brings
+ * keeps what it owes beyond the burst). Exact and tiered limits are
+ * refused (RL_EMODE).
  */
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
@@ -93,9 +95,16 @@ START_TEST(global_limit_reserves_on_the_node_bucket)
     ck_assert_int_eq(rl_settle(rl, &b, 9), 0); /* 11 owed of 10 */
     ck_assert_int_eq(rl_check(rl, id, "t", 1, 1, NULL), RL_DENY);
     sync_round(rl);
-    /* two reservations admitted, whatever they settled at */
-    ck_assert_int_eq(redis_admitted("g"), 2);
-    ck_assert_int_eq(rl_reserve(rl, id, "t", 1, 1, 60000, &a, NULL), RL_DENY);
+    /* the settled amounts, 2 + 9 tokens (not two decisions) */
+    ck_assert_int_eq(redis_admitted("g"), 11);
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_reserve(rl, id, "t", 1, 1, 60000, &a, &d), RL_DENY);
+    /* 11 owed of a burst of 10, at about the whole rate (one node): two
+     * tokens, about two hours, must refill before one is admitted. A reply
+     * that capped the debt at the burst would leave one, an hour. */
+    ck_assert_uint_gt(d.retry_after_ms, 6000000);
+    ck_assert_uint_lt(d.retry_after_ms, 8000000);
 }
 END_TEST
 

@@ -140,6 +140,39 @@ static inline uint64_t rl__gcra_convert(uint64_t tat, uint64_t from_t, uint64_t 
     return u + (d < RL_DEBT_FP_MAX ? (uint64_t)d : RL_DEBT_FP_MAX);
 }
 
+/*
+ * A synced key's TAT at a new share (emission interval and tolerance `to`
+ * for `from`), at time u. What the bucket owes at u, d = tat - u, is split
+ * at from's tolerance: the part within it, the most plain admissions
+ * reach, is rescaled by to_t / from_t (rounded down) and capped at to's
+ * tolerance: a share move hands the fleet's burst around, and a node that
+ * used its old share's burst keeps only the new one's worth of it. The
+ * part beyond it (a settle's debt, waiters' turns: charged past the burst,
+ * and only when `keep_debt`) is owed in tokens: converted at the new
+ * interval (rounded up) and never capped, so a share move can neither pay
+ * a debt nor hand out a turn twice. Without keep_debt (a key no debt or
+ * wait has taken past its burst) all of d is the first part: the result
+ * is that of the rescale before debts were kept, bit for bit. Only a debt
+ * beyond RL_DEBT_FP_MAX (years) is cut to it.
+ */
+static inline uint64_t rl__gcra_rescale(uint64_t tat, const rl_gcra_t *from, const rl_gcra_t *to,
+                                        uint64_t u, int keep_debt)
+{
+    if (tat <= u)
+        return tat; /* full: nothing owed either way */
+    uint64_t d = tat - u;
+    uint64_t beyond = keep_debt && d > from->tau_fp ? d - from->tau_fp : 0;
+    unsigned __int128 in = (unsigned __int128)(d - beyond) * to->t_fp / from->t_fp;
+    uint64_t owed = in < to->tau_fp ? (uint64_t)in : to->tau_fp;
+    if (beyond != 0) {
+        unsigned __int128 x =
+            ((unsigned __int128)beyond * to->t_fp + from->t_fp - 1) / from->t_fp;
+        uint64_t room = RL_DEBT_FP_MAX - (owed < RL_DEBT_FP_MAX ? owed : RL_DEBT_FP_MAX);
+        owed += x < room ? (uint64_t)x : room;
+    }
+    return u + owed;
+}
+
 /* Milliseconds, rounded up, until the bucket whose TAT is tat is full. */
 static inline uint64_t rl__gcra_reset_ms(uint64_t tat, uint64_t now_fp)
 {

@@ -144,7 +144,20 @@ static int slot_idle(rl_table_t *t, rl_slot_t *s, uint64_t c, uint64_t v, uint64
      * made the retire CAS fail. */
     return v + t->ttl_fp <= now_fp &&
            atomic_load_explicit(&s->admitted, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&s->denied, memory_order_relaxed) == 0;
+           atomic_load_explicit(&s->denied, memory_order_relaxed) == 0 &&
+           (t->tok == NULL ||
+            (atomic_load_explicit(&t->tok[s - t->slots].admitted, memory_order_relaxed) == 0 &&
+             atomic_load_explicit(&t->tok[s - t->slots].denied, memory_order_relaxed) == 0));
+}
+
+/* A claimed slot's token counts start at 0, as its decision counters. */
+static void tok_clear(rl_slottok_t *x)
+{
+    /* relaxed: as the counters' stores beside the call, published by the
+     * claim's CAS of ctrl. */
+    atomic_store_explicit(&x->admitted, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->denied, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->over_until, 0, memory_order_relaxed);
 }
 
 /* Reserve one key of the table's and the limit's capacity. */
@@ -341,6 +354,8 @@ static int claim_slot(rl_table_t *t, const rl_probe_t *p, rl_limit_slot_t *lim, 
         atomic_store_explicit(&s->aux, 0, memory_order_relaxed);
         atomic_store_explicit(&s->admitted, 0, memory_order_relaxed);
         atomic_store_explicit(&s->denied, 0, memory_order_relaxed);
+        if (t->tok != NULL)
+            tok_clear(&t->tok[s - t->slots]);
         uint64_t c = claim;
         /* seq_cst: publishes the slot (release) and takes part in the
          * store->load ordering of rl_limit_remove. A CAS: it fails if a
@@ -453,22 +468,32 @@ void rl__tat_high(_Atomic uint64_t *high, uint64_t v)
     }
 }
 
-void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
-                        uint64_t now_fp)
+void rl__bucket_rescale(_Atomic uint64_t *w, _Atomic uint64_t *over, const rl_gcra_t *from,
+                        const rl_gcra_t *to, uint64_t now_fp)
 {
-    /* relaxed: the CAS validates it; a bucket word publishes nothing. */
-    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
+    /* acquire: a debt's or a wait's charge raised `over` before its CAS of
+     * the word (release); a word it wrote comes with its mark, read after. */
+    uint64_t x = atomic_load_explicit(w, memory_order_acquire);
     for (;;) {
         uint64_t tat = x & RL_TAT_MASK;
         if (x == RL_TAT_DEAD || tat <= now_fp)
             return; /* dying, or full: nothing owed either way */
-        unsigned __int128 debt = (unsigned __int128)(tat - now_fp) * to->t_fp / from->t_fp;
-        uint64_t next = now_fp + (debt < to->tau_fp ? (uint64_t)debt : to->tau_fp);
-        /* relaxed: as rl_check's charge; an RMW, so it carries on the
-         * word's release sequence. */
+        /* relaxed: ordered after the word's load (or failed CAS) by its acquire. */
+        uint64_t until = over != NULL ? atomic_load_explicit(over, memory_order_relaxed) : 0;
+        int keep = now_fp < until;
+        uint64_t next = rl__gcra_rescale(tat, from, to, now_fp, keep);
+        /* Still beyond the new burst: until when, in the new unit. Raised
+         * before the CAS, as a charge does; one that fails may leave the
+         * mark later than needed, which is harmless: a marked key that
+         * owes no more than its burst is rescaled as an unmarked one. */
+        if (keep && next - now_fp > to->tau_fp)
+            rl__tat_high(over, next - to->tau_fp);
+        /* acquire on failure: as the load (and on success, which a
+         * failure's order may not exceed; free on x86). An RMW, so it
+         * carries on the word's release sequence. */
         if (next == tat ||
             atomic_compare_exchange_weak_explicit(w, &x, next | (x & RL_TAT_EPOCH),
-                                                  memory_order_relaxed, memory_order_relaxed))
+                                                  memory_order_acquire, memory_order_acquire))
             return;
     }
 }

@@ -90,6 +90,25 @@ typedef struct rl_slot {
 
 _Static_assert(sizeof(rl_slot_t) == 64, "a slot is one cache line");
 
+/*
+ * What the global tier reports of a synced key beyond its slot's decision
+ * counters, one per slot (rl_table_t.tok; instances with a global tier):
+ * Redis is told tokens, the slot counts decisions (rl_stats). A check of
+ * cost c counts 1 on the slot and c - 1 here; a settle counts its
+ * difference here, either way (rl__table_count_tokens). The sync thread
+ * swaps the two counters to 0 when it harvests the slot, as it does the
+ * slot's, and a slot is not idle while they hold counts. `over_until`:
+ * until when (instance time) the bucket may owe beyond its share's burst
+ * by a debt or a wait (rl__table_over); rl__bucket_rescale keeps that
+ * part, in tokens, only then.
+ */
+typedef struct rl_slottok {
+    _Atomic int64_t admitted;  /* admitted tokens beyond one a decision; a
+                                  settle's difference (negative: down) */
+    _Atomic uint64_t denied;   /* denied tokens beyond one a decision */
+    _Atomic uint64_t over_until;
+} rl_slottok_t;
+
 typedef struct rl_table {
     rl_slot_t *slots;
     size_t nslots;
@@ -103,6 +122,8 @@ typedef struct rl_table {
     /* Instances with a global tier: one bit per slot with unharvested
      * counts, set by checkers, cleared by the sync thread. */
     _Atomic uint64_t *dirty;
+    /* Beside it, one rl_slottok_t per slot (NULL without a global tier). */
+    rl_slottok_t *tok;
     /* Key bytes of hot keys (local/hotcap.h); NULL in a shared instance. */
     struct rl_hotcap *hotcap;
 } rl_table_t;
@@ -130,6 +151,43 @@ static inline void rl__table_count(rl_table_t *t, rl_slot_t *s, int allowed, con
                                   memory_order_relaxed) == 0 &&
         (t->dirty != NULL || t->hotcap != NULL))
         rl__table_first_count(t, s, p, key, len);
+}
+
+/* Mark slot s for the sync thread's next harvest (the dirty bitmap). */
+static inline void rl__table_mark(rl_table_t *t, rl_slot_t *s)
+{
+    size_t i = (size_t)(s - t->slots);
+    /* release: a harvest whose bitmap swap (acquire) sees this bit also
+     * sees the counts added before it (as rl__table_first_count). */
+    atomic_fetch_or_explicit(&t->dirty[i >> 6], UINT64_C(1) << (i & 63), memory_order_release);
+}
+
+/*
+ * Count tokens beyond a synced key's decisions (rl_slottok_t): `admitted`
+ * (signed: a settle below its estimate gives back) or `denied` more.
+ * Marks the slot for the harvest whenever it counts (a settle counts no
+ * decision, so nothing else would). No-op without a global tier.
+ */
+static inline void rl__table_count_tokens(rl_table_t *t, rl_slot_t *s, int64_t admitted,
+                                          uint64_t denied)
+{
+    if (t->tok == NULL || (admitted == 0 && denied == 0))
+        return;
+    rl_slottok_t *x = &t->tok[s - t->slots];
+    /* relaxed: counters, harvested as the slot's are (rl__table_count). */
+    if (admitted != 0)
+        atomic_fetch_add_explicit(&x->admitted, admitted, memory_order_relaxed);
+    if (denied != 0)
+        atomic_fetch_add_explicit(&x->denied, denied, memory_order_relaxed);
+    rl__table_mark(t, s);
+}
+
+/* Slot s's rl_slottok_t.over_until, or NULL without a global tier: a
+ * charge that leaves the bucket owing beyond its burst raises it
+ * (rl__tat_high) before its CAS of the word (release). */
+static inline _Atomic uint64_t *rl__table_over(rl_table_t *t, rl_slot_t *s)
+{
+    return t->tok != NULL ? &t->tok[s - t->slots].over_until : NULL;
 }
 
 /* Looks at the probe window an insert takes before it gives up (the no-slot
@@ -248,11 +306,15 @@ void rl__bucket_convert(_Atomic uint64_t *w, _Atomic uint64_t *high, uint64_t fr
 void rl__tat_high(_Atomic uint64_t *high, uint64_t v);
 
 /*
- * A synced key's new share: its debt is rescaled by T_new / T_old and capped
- * at the new tau; the word keeps its epoch bit. Sync thread.
+ * A synced key's new share (local/bucket.h, rl__gcra_rescale): what it
+ * owes within the old share's burst is rescaled by T_new / T_old and capped
+ * at the new tau; what it owes beyond (a settle's debt, waiters' turns)
+ * while `over` (its rl_slottok_t.over_until, may be NULL) says so, is
+ * kept in tokens, and over_until is moved to the new unit. The word keeps
+ * its epoch bit. Sync thread.
  */
-void rl__bucket_rescale(_Atomic uint64_t *w, const rl_gcra_t *from, const rl_gcra_t *to,
-                        uint64_t now_fp);
+void rl__bucket_rescale(_Atomic uint64_t *w, _Atomic uint64_t *over, const rl_gcra_t *from,
+                        const rl_gcra_t *to, uint64_t now_fp);
 
 /* Retire idle slots across the whole table. Control path (and tests). */
 size_t rl__table_sweep(rl_table_t *t, uint64_t now_fp);

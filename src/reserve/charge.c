@@ -56,6 +56,12 @@ static const rl_gcra_t *slot_gcra(rl_t *rl, rl_rkey_t *k, rl_slot_t *s, rl_gcra_
 
 enum { OP_ADMIT, OP_DEBT, OP_REFUND };
 
+/* A synced key's mark of owing past its burst (local/table.h), else NULL. */
+static _Atomic uint64_t *slot_over(rl_t *rl, const rl_rkey_t *k, rl_slot_t *s)
+{
+    return k->p.synced ? rl__table_over(&rl->table, s) : NULL;
+}
+
 /* One operation on a bucket word by CAS: 0 done, -1 the slot died. A local
  * key's word (epochal) carries its epoch's parity (local/bucket.h): a word
  * of the other one is at the previous epoch's T, or the snapshot is behind
@@ -63,8 +69,8 @@ enum { OP_ADMIT, OP_DEBT, OP_REFUND };
  * parity) is charged again at the word's new unit: conservative, as
  * checkint.h's recharge. */
 static int word_op(rl_rkey_t *k, _Atomic uint64_t *w, _Atomic uint64_t *high,
-                   const rl_gcra_t *g0, int epochal, int op, uint64_t tokens, uint64_t slack,
-                   rl_radmit_t *o)
+                   _Atomic uint64_t *over, const rl_gcra_t *g0, int epochal, int op,
+                   uint64_t tokens, uint64_t slack, rl_radmit_t *o)
 {
     /* acquire: the word may be a conversion's (release), after which the
      * epoch and parameters are read and must be no older. */
@@ -111,8 +117,14 @@ static int word_op(rl_rkey_t *k, _Atomic uint64_t *w, _Atomic uint64_t *high,
             o->retry_ms = rl__gcra_retry_ms(g, val, now, (uint32_t)tokens);
             return 0;
         }
-        /* acq_rel: the release orders a refund's high-water store before the
-         * lowered TAT (local/table.h); acquire as the load above. */
+        /* A synced key owing past its share's burst (debt, or a wait's
+         * turn): marked before the CAS, so the sync thread's rescale that
+         * reads the word also reads the mark and keeps what it owes. */
+        if (over != NULL && op != OP_REFUND && next - now > g->tau_fp)
+            rl__tat_high(over, next - g->tau_fp);
+        /* acq_rel: the release orders a refund's high-water store (and the
+         * mark above) before the new TAT (local/table.h); acquire as the
+         * load above. */
         if (!atomic_compare_exchange_weak_explicit(w, &x, next | (x & RL_TAT_EPOCH),
                                                    memory_order_acq_rel, memory_order_acquire))
             continue;
@@ -120,7 +132,7 @@ static int word_op(rl_rkey_t *k, _Atomic uint64_t *w, _Atomic uint64_t *high,
         if (epochal && atomic_load_explicit(&k->ls->epoch, memory_order_relaxed) >=
                            e + 2 - (uint64_t)behind) {
             rl__params_read(k->ls, &k->p);
-            word_op(k, w, high, g0, epochal, OP_DEBT, tokens, 0, o);
+            word_op(k, w, high, over, g0, epochal, OP_DEBT, tokens, 0, o);
         }
         if (op == OP_REFUND && o != NULL) {
             o->remaining = rl__gcra_remaining(g, next, now);
@@ -159,6 +171,7 @@ void rl__rkey_admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint64_t slack_fp, rl
     o->flags = 0;
     o->ready_fp = k->now;
     o->slot = NULL;
+    o->cost = cost;
     rl_slotref_t ref;
     for (;;) {
         if (!rl__table_find(&rl->table, &k->probe, &ref) &&
@@ -182,8 +195,8 @@ void rl__rkey_admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint64_t slack_fp, rl
             if (failure_answer(k, rl->sync_interval_ms, o))
                 break;
         }
-        if (word_op(k, &ref.slot->tat, &ref.slot->aux, g, !k->p.synced, OP_ADMIT, cost, slack_fp,
-                    o) == 0)
+        if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
+                    !k->p.synced, OP_ADMIT, cost, slack_fp, o) == 0)
             break;
         /* The slot was retired under us: look the key up again. */
     }
@@ -196,16 +209,27 @@ void rl__rkey_admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint64_t slack_fp, rl
 void rl__rkey_count(rl_t *rl, rl_rkey_t *k, const rl_radmit_t *o, const void *key, size_t len)
 {
     unsigned stripe = (unsigned)k->probe.home;
-    if (o->slot != NULL)
+    if (o->slot != NULL) {
         rl__table_count(&rl->table, o->slot, o->allowed, &k->probe, key, len);
-    else
+        if (k->p.synced && o->cost > 1)
+            rl__table_count_tokens(&rl->table, o->slot, o->allowed ? (int64_t)o->cost - 1 : 0,
+                                   o->allowed ? 0 : o->cost - 1);
+    } else {
         rl__stat_add(k->ls, stripe, o->allowed ? RL_STAT_ADMITTED : RL_STAT_DENIED);
+    }
     if (o->flags & RL_FLAG_SHADOW)
         rl__stat_add(k->ls, stripe, RL_STAT_SHADOW);
     if (o->flags & RL_FLAG_NOSLOT)
         rl__stat_add(k->ls, stripe, RL_STAT_NOSLOT);
     if (o->flags & RL_FLAG_DEGRADED)
         rl__stat_add(k->ls, stripe, RL_STAT_DEGRADED);
+}
+
+void rl__rkey_count_settle(rl_t *rl, rl_rkey_t *k, int64_t tokens)
+{
+    rl_slotref_t ref;
+    if (k->p.synced && rl__table_find(&rl->table, &k->probe, &ref))
+        rl__table_count_tokens(&rl->table, ref.slot, tokens, 0);
 }
 
 int rl__rkey_debt(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
@@ -218,8 +242,8 @@ int rl__rkey_debt(rl_t *rl, rl_rkey_t *k, uint64_t tokens)
         rl_gcra_t tmp;
         uint32_t fl = 0;
         const rl_gcra_t *g = slot_gcra(rl, k, ref.slot, &tmp, &fl);
-        if (word_op(k, &ref.slot->tat, &ref.slot->aux, g, !k->p.synced, OP_DEBT, tokens, 0,
-                    NULL) == 0)
+        if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
+                    !k->p.synced, OP_DEBT, tokens, 0, NULL) == 0)
             return 0;
     }
 }
@@ -231,8 +255,8 @@ void rl__rkey_refund(rl_t *rl, rl_rkey_t *k, uint64_t tokens, rl_radmit_t *o)
         rl_gcra_t tmp;
         uint32_t fl = 0;
         const rl_gcra_t *g = slot_gcra(rl, k, ref.slot, &tmp, &fl);
-        if (word_op(k, &ref.slot->tat, &ref.slot->aux, g, !k->p.synced, OP_REFUND, tokens, 0,
-                    o) == 0)
+        if (word_op(k, &ref.slot->tat, &ref.slot->aux, slot_over(rl, k, ref.slot), g,
+                    !k->p.synced, OP_REFUND, tokens, 0, o) == 0)
             return;
     }
 }

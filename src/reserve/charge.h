@@ -29,6 +29,7 @@ typedef struct rl_radmit {
     uint64_t remaining, reset_ms, retry_ms;
     uint64_t ready_fp; /* the instant from which the tokens conform (>= now) */
     rl_slot_t *slot;   /* the key's slot, for counting; NULL: none */
+    uint32_t cost;     /* the tokens asked for (counted as tokens too) */
 } rl_radmit_t;
 
 /* Resolve limit `id` and key id `kid`, read the time: 0, RL_ENOTFOUND, or
@@ -40,8 +41,14 @@ int rl__rkey_resolve(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t 
 void rl__rkey_admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint64_t slack_fp, rl_radmit_t *o);
 
 /* Count an admission as rl_check counts a check (the slot's counters, or
- * the limit's stripes when it had none). */
+ * the limit's stripes when it had none; a synced key's tokens beyond its
+ * decision for the global tier's report, local/table.h). */
 void rl__rkey_count(rl_t *rl, rl_rkey_t *k, const rl_radmit_t *o, const void *key, size_t len);
+
+/* A settle's difference (actual - estimate, either sign), counted in a
+ * synced key's tokens for the global tier's report; nothing for a local
+ * key or one with no slot. */
+void rl__rkey_count_settle(rl_t *rl, rl_rkey_t *k, int64_t tokens);
 
 /* Charge `tokens` without an admission test: the bucket may go into debt
  * (past its burst). 0, or -1 when the key has no slot and none is free

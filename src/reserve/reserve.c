@@ -200,10 +200,15 @@ static int finish(rl_t *rl, rl_reservation_t *res, uint32_t actual, int release)
     if (!(d.held & RL_RENT_UNBACKED) && actual != held) {
         rl_rkey_t k;
         rc = rl__rkey_resolve(rl, d.limit, (rl_keyid_t){.lo = d.id_lo, .hi = d.id_hi}, 0, &k);
-        if (rc == 0 && actual > held)
-            rl__rkey_debt(rl, &k, actual - held);
-        else if (rc == 0)
+        /* The global tier reports the settled amount: the difference is
+         * counted as the bucket moves (none when it could not). */
+        if (rc == 0 && actual > held) {
+            if (rl__rkey_debt(rl, &k, actual - held) == 0)
+                rl__rkey_count_settle(rl, &k, (int64_t)(actual - held));
+        } else if (rc == 0) {
             rl__rkey_refund(rl, &k, held - actual, NULL);
+            rl__rkey_count_settle(rl, &k, -(int64_t)(held - actual));
+        }
     }
     rl__rents_free(&r->rents, index, 0);
     if (rc != 0)

@@ -126,9 +126,10 @@ static void apply_share(rl_sync_t *s, size_t i, uint64_t c, const rl_share_reply
      * is accepted (see call_reply). */
     atomic_store_explicit(&slot->share, w, memory_order_relaxed);
     rl__shareword_decode(w, &after);
-    /* Keep the key's tokens, not its time debt, across the new share. */
+    /* Keep the key's tokens, not its time debt, across the new share: what
+     * a debt or a wait owes beyond the burst whole, in tokens. */
     uint64_t now = rl__clock_now_fp(&s->rl->clock, l->p.clock_source);
-    rl__bucket_rescale(&slot->tat, &before, &after, now);
+    rl__bucket_rescale(&slot->tat, rl__table_over(&s->rl->table, slot), &before, &after, now);
 }
 
 int rl__sync_parse_shares(const redisReply *reply, uint32_t n, rl_share_reply_t *out)

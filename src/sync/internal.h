@@ -62,6 +62,9 @@ typedef struct rl_syncslot {
     uint64_t pend_a; /* admitted since the last report */
     uint64_t pend_o; /* offered since the last report */
     uint64_t last_round; /* the round of the last report (round_id) */
+    int64_t owed;      /* tokens given back (settles below their estimate)
+                          that the counters above, which only grow, have
+                          yet to take off the next admissions (<= 0) */
     uint64_t usage_q;  /* the fleet's admitted rate at the last reply, Q24
                           of the limit's rate (hot-key marking, hot/hot.c) */
     uint32_t win_seen; /* the stats window (low 31 bits of window_no) that

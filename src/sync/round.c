@@ -31,6 +31,29 @@ static void snapshot_limits(rl_sync_t *s)
     pthread_mutex_unlock(&ls->lock);
 }
 
+/*
+ * The tokens a harvested slot's decisions (a admitted, d denied) stand for:
+ * its rl_slottok_t's counts added (local/table.h), swapped to 0 as the
+ * slot's counters are. A settle below its estimate takes tokens off; the
+ * cumulative counters Redis folds (report.lua) only grow, so what a round
+ * cannot take off its own admissions is owed (rl_syncslot_t.owed) and
+ * taken off the next ones: Redis's count is the settled amounts once
+ * later admissions have absorbed it. Cost 1 alone: *ta = a, *td = d.
+ */
+static void harvest_tokens(rl_slottok_t *x, rl_syncslot_t *ss, uint64_t a, uint64_t d,
+                           uint64_t *ta, uint64_t *td)
+{
+    /* release: as the slot's counters' swaps (above); a relaxed add of
+     * a checker is in the count or in the next harvest's. */
+    int64_t more = atomic_exchange_explicit(&x->admitted, 0, memory_order_release);
+    uint64_t more_d = atomic_exchange_explicit(&x->denied, 0, memory_order_release);
+    /* Within range: a round's counts are far below 2^62 either way. */
+    int64_t net = (int64_t)a + more + ss->owed;
+    ss->owed = net < 0 ? net : 0;
+    *ta = net > 0 ? (uint64_t)net : 0;
+    *td = d + more_d;
+}
+
 /* Fold a slot's new counts into its state; 1 if it should report now. */
 static int harvest_slot(rl_sync_t *s, size_t i)
 {
@@ -60,10 +83,12 @@ static int harvest_slot(rl_sync_t *s, size_t i)
     rl_limit_slot_t *ls = &s->rl->limits.slots[RL_CTRL_LREF(c) & RL_LIMIT_IDX_MASK];
     rl__stat_fold_n(ls, (unsigned)i, RL_STAT_ADMITTED, a);
     rl__stat_fold_n(ls, (unsigned)i, RL_STAT_DENIED, d);
-    ss->cum_a += a;
-    ss->cum_o += a + d;
-    ss->pend_a += a;
-    ss->pend_o += a + d;
+    uint64_t ta, td;
+    harvest_tokens(&t->tok[i], ss, a, d, &ta, &td);
+    ss->cum_a += ta;
+    ss->cum_o += ta + td;
+    ss->pend_a += ta;
+    ss->pend_o += ta + td;
     /* relaxed: the key id is stable while ctrl is (validated on reply). */
     rl__hot_feed(s->rl, i, RL_CTRL_LREF(c), atomic_load_explicit(&slot->id_lo, memory_order_relaxed),
                  atomic_load_explicit(&slot->id_hi, memory_order_relaxed), a + d, ss->usage_q);
