@@ -1643,7 +1643,11 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * RL_FLAG_NOSLOT. A permit held longer than max_hold is reclaimed by a
  * later acquire of the same limit (a sweep at most every max_hold / 4),
  * counted (rl_limit_stats_t.inflight_reclaimed, the metrics) and logged
- * once per limit; its late release is a counted no-op.
+ * once per limit; its late release is a counted no-op. A removed in-flight
+ * limit's memory (its key entries and permit pool) is kept until rl_close,
+ * so that acquires and releases never count themselves in and out: each
+ * remove and add again of one holds one more such block until then
+ * (rl_limit_update changes a limit in place and holds nothing more).
  *
  * Adaptive limits (limit=adaptive) move the limit between its min and max
  * from what releases report: each release's latency and outcome feeds a

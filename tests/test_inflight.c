@@ -133,6 +133,12 @@ START_TEST(acquire_release)
     ck_assert_uint_eq(st.inflight_limit, 2);
     ck_assert_uint_eq(st.admitted, 3);
     ck_assert_uint_eq(st.denied, 1);
+    /* The instance's totals count the admissions too (on the permit
+     * records, not the limit's stripes). */
+    rl_stats_t all;
+    rl_stats_init(&all);
+    ck_assert_int_eq(rl_stats(rl, &all), 0);
+    ck_assert_uint_eq(all.admitted, 3);
     ck_assert_int_eq(rl_inflight_release(rl, &p[0], RL_INFLIGHT_SUCCESS, 0), 0);
     ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p[0], &d),
                      RL_ALLOW);
