@@ -22,8 +22,8 @@ deny 272
 decision 306
 hot 292
 precise1s 272
-ifl_first 425
-ifl_held 440"
+ifl_first 400
+ifl_held 416"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'

@@ -88,17 +88,12 @@ static void reclaim_told(rl_t *rl, rl_ifl_t *b, uint64_t hold_ns, uint64_t n)
             (unsigned long long)(hold_ns / 1000000u));
 }
 
-/* Walk the pool for permits held past max_hold; at most one sweeper per
- * max_hold / 4, elected by the CAS on next_sweep_ns. */
-static void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
+/* Walk the pool for permits held past max_hold: the sweeper elected by
+ * the CAS on next_sweep_ns (sweep). Out of line: the acquire's hot path
+ * keeps its registers. */
+static __attribute__((noinline, cold)) void sweep_walk(rl_t *rl, rl_ifl_t *b, uint64_t now,
+                                                        uint64_t hold)
 {
-    /* relaxed: a schedule; the records carry their own order. */
-    uint64_t due = atomic_load_explicit(&b->next_sweep_ns, memory_order_relaxed);
-    uint64_t hold = atomic_load_explicit(&b->max_hold_ns, memory_order_relaxed);
-    if (now < due || !atomic_compare_exchange_strong_explicit(
-                         &b->next_sweep_ns, &due, now + hold / 4, memory_order_relaxed,
-                         memory_order_relaxed))
-        return;
     uint64_t n = 0;
     for (uint32_t i = 0; i < b->pool; i++) {
         rl_ifl_rec_t *r = &b->recs[i];
@@ -131,9 +126,22 @@ static void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
     }
 }
 
+/* At most one sweep per max_hold / 4, elected by the CAS on next_sweep_ns. */
+static inline void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
+{
+    /* relaxed: a schedule; the records carry their own order. */
+    uint64_t due = atomic_load_explicit(&b->next_sweep_ns, memory_order_relaxed);
+    if (__builtin_expect(now < due, 1))
+        return;
+    uint64_t hold = atomic_load_explicit(&b->max_hold_ns, memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(&b->next_sweep_ns, &due, now + hold / 4,
+                                                memory_order_relaxed, memory_order_relaxed))
+        sweep_walk(rl, b, now, hold);
+}
+
 /* ------------------------------------------------------ the decision */
 
-static void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
+static __attribute__((noinline)) void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
                            uint32_t limit, uint32_t held, uint32_t flags)
 {
     if (out == NULL)
@@ -222,7 +230,7 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
 }
 
 /* A refused acquire: counted and its decision written. */
-static int acquire_denied(rl_t *rl, rl_ifl_t *b, int limit, int rc, uint32_t lim,
+static __attribute__((noinline, cold)) int acquire_denied(rl_t *rl, rl_ifl_t *b, int limit, int rc, uint32_t lim,
                           uint32_t held, unsigned stripe, rl_decision_t *out)
 {
     rl_limit_slot_t *ls = rl__limit_get(&rl->limits, limit);
@@ -300,7 +308,7 @@ static int permit_find(rl_t *rl, const rl_permit_t *p, rl_ifl_t **b, uint32_t *r
 }
 
 /* A permit whose life is over: late (reclaimed, counted once) or not. */
-static int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
+static __attribute__((noinline, cold)) int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
 {
     while (st_gen(s) == gen + 1u && st_end(s) == END_RECLAIMED) {
         uint64_t late = (s & ~(UINT64_C(3) << RS_END_SHIFT)) |
@@ -339,6 +347,17 @@ int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t
     return rc;
 }
 
+/* A release's sample: out of line, as most of a fixed limit's take none. */
+static __attribute__((noinline)) void release_sample(rl_t *rl, rl_ifl_t *b, uint64_t t0,
+                                                     int32_t outcome, uint64_t latency_ns,
+                                                     uint32_t held)
+{
+    uint64_t now = rl__ifl_now(rl, b);
+    if (latency_ns == 0)
+        latency_ns = now > t0 ? now - t0 : 0;
+    rl__ifl_sample(rl, b, outcome, latency_ns, held, now);
+}
+
 /* rl_inflight_release inside its block. */
 static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
                       int32_t outcome, uint64_t latency_ns)
@@ -360,9 +379,6 @@ static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_
      * the window's shared line and a clock read. */
     if (!atomic_load_explicit(&b->precise, memory_order_relaxed) && (gen + rec) % 16 != 0)
         return 0;
-    uint64_t now = rl__ifl_now(rl, b);
-    if (latency_ns == 0)
-        latency_ns = now > t0 ? now - t0 : 0;
-    rl__ifl_sample(rl, b, outcome, latency_ns, held, now);
+    release_sample(rl, b, t0, outcome, latency_ns, held);
     return 0;
 }
