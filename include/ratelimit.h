@@ -1716,7 +1716,10 @@ typedef struct rl_permit {
  * latency of the limit's last window of releases, at least 1; 1000 before
  * the first; a fixed limit samples one release in 16), policy (the name), flags RL_FLAG_INFLIGHT (and NOSLOT); rl_headers
  * renders it. Lock-free and allocation-free; the sweep for held-too-long
- * permits runs in an acquire at most every max_hold / 4 and walks the pool.
+ * permits runs in an acquire at most every max_hold / 4 and walks the pool,
+ * and an acquire looks for a free permit from one its permit's address
+ * picks (one look while the pool has room; up to the whole pool when it is
+ * nearly all held).
  * Counted as a check is (rl_limit_stats_t admitted, denied, noslot).
  * Errors: RL_EINVAL (rl or permit NULL, key NULL with key_len > 0),
  * RL_EKEYLEN, RL_ENOTFOUND, RL_EMODE (a rate limit), RL_ERANGE (cls not a
