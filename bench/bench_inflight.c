@@ -18,7 +18,8 @@
  * In one process, each round runs every contender once, one after the other
  * (a slow spell of this shared machine slows all alike); a figure is the
  * median of its rounds in ns per acquire+release pair (wall time over all
- * threads' pairs), a ratio the median of the per-round ratios to atomic.
+ * threads' pairs), a ratio the median of the per-round ratios to atomic
+ * and to mutex+cond (the goal: rl at or under 1.00x of the mutex).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -178,22 +179,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl_bench_inflight: %s\n", err);
         return 2;
     }
-    static double ns[2][C_N][MAX_RUNS], ratio[2][C_N][MAX_RUNS];
+    static double ns[2][C_N][MAX_RUNS], ratio[2][C_N][MAX_RUNS], rmu[2][C_N][MAX_RUNS];
     for (int r = 0; r < runs; r++)
         for (int th = 1; th <= 2; th++)
             for (int c = 0; c < C_N; c++)
                 ns[th - 1][c][r] = run(&s, c, th);
     for (int th = 0; th < 2; th++)
         for (int c = 0; c < C_N; c++)
-            for (int r = 0; r < runs; r++)
+            for (int r = 0; r < runs; r++) {
                 ratio[th][c][r] = ns[th][c][r] / ns[th][C_ATOMIC][r];
+                rmu[th][c][r] = ns[th][c][r] / ns[th][C_MUTEX][r];
+            }
     printf("rl_bench_inflight: %d rounds of %ld acquire+release pairs per thread; medians\n",
            runs, ops);
-    printf("%-12s %8s %10s   %8s %10s\n", "", "1 thread", "x atomic", "2 thr", "x atomic");
+    printf("%-12s %9s %9s %8s   %9s %9s %8s\n", "", "1 thread", "x atomic", "x mutex",
+           "2 thr", "x atomic", "x mutex");
     for (int c = 0; c < C_N; c++) {
         double a = median(ns[0][c], runs), ra = median(ratio[0][c], runs);
         double b = median(ns[1][c], runs), rb = median(ratio[1][c], runs);
-        printf("%-12s %6.1f ns %9.2fx   %6.1f ns %9.2fx\n", names[c], a, ra, b, rb);
+        double ma = median(rmu[0][c], runs), mb = median(rmu[1][c], runs);
+        printf("%-12s %6.1f ns %8.2fx %7.2fx   %6.1f ns %8.2fx %7.2fx\n", names[c], a, ra, ma,
+               b, rb, mb);
     }
     rl_close(s.rl);
     return 0;

@@ -32,6 +32,12 @@
  *
  * The totals over N are one check's data reads and misses (rl_check's
  * inclusive figures leave out the loop's own reads of the key stream).
+ *
+ * In-flight limits (a fixed limit of 64, decision NULL), counted per
+ * acquire+release pair: ifl_first (the key holds nothing between pairs, so
+ * each acquire is the key's first: a claim of its entry) and ifl_held (a
+ * permit of the key is held throughout, so each acquire finds the entry
+ * live).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +83,31 @@ static long spread(rl_t *rl, int id, uint32_t nkeys, long n)
                  (uint32_t)(splitmix(&seed) % nkeys));
     long allowed = measured(rl, id, ops, n);
     free(ops);
+    return allowed;
+}
+
+/* N acquire+release pairs of one key of an in-flight limit of 64; with
+ * `hold`, a permit of the key held throughout. */
+static long inflight_pairs(rl_t *rl, long n, int hold)
+{
+    rl_limit_t lim;
+    char err[256];
+    if (rl_limit_parse(&lim, "name=f kind=inflight max=64", err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    int id = rl_limit_add(rl, &lim);
+    rl_permit_t held, p;
+    if (id < 0 || (hold && rl_inflight_acquire(rl, id, "user:00000001", 13,
+                                               RL_INFLIGHT_NO_CLASS, &held, NULL) != RL_ALLOW))
+        return -1;
+    long allowed = 0;
+    for (long i = 0; i < n; i++)
+        if (rl_inflight_acquire(rl, id, "user:00000001", 13, RL_INFLIGHT_NO_CLASS, &p, NULL) ==
+            RL_ALLOW)
+            allowed += rl_inflight_release(rl, &p, RL_INFLIGHT_SUCCESS, 0) == 0;
+    if (hold && rl_inflight_release(rl, &held, RL_INFLIGHT_SUCCESS, 0) != 0)
+        return -1;
     return allowed;
 }
 
@@ -132,7 +163,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (nkeys != 0) {
+    if (strncmp(mode, "ifl_", 4) == 0) {
+        allowed = inflight_pairs(rl, n, strcmp(mode, "ifl_held") == 0);
+        if (allowed < 0)
+            return 2;
+    } else if (nkeys != 0) {
         allowed = spread(rl, id, nkeys, n);
         if (allowed < 0)
             return 2;

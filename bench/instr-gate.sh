@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Instruction counts of one check, gated: callgrind counts the same binary
+# Instruction counts of one check (and of one in-flight acquire+release
+# pair), gated: callgrind counts the same binary
 # to the instruction on any machine, whatever its load, so unlike a timing
 # a count can decide a test. For each mode of rl_bench_instr, the
 # difference of N2 and N1 checks over N2 - N1 (one check plus the driver
@@ -14,12 +15,15 @@ bin=$1
 command -v valgrind > /dev/null || { echo "no valgrind: skipped"; exit 77; }
 n1=20000
 n2=40000
-# mode limit (instructions per check)
+# mode limit (instructions per check; ifl_*: per in-flight acquire+release
+# pair, rl_bench_instr's in-flight modes)
 limits="allow 262
 deny 272
 decision 306
 hot 292
-precise1s 272"
+precise1s 272
+ifl_first 400
+ifl_held 416"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'

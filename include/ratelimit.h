@@ -1646,7 +1646,11 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * RL_FLAG_NOSLOT. A permit held longer than max_hold is reclaimed by a
  * later acquire of the same limit (a sweep at most every max_hold / 4),
  * counted (rl_limit_stats_t.inflight_reclaimed, the metrics) and logged
- * once per limit; its late release is a counted no-op.
+ * once per limit; its late release is a counted no-op. A removed in-flight
+ * limit's memory (its key entries and permit pool) is kept until rl_close,
+ * so that acquires and releases never count themselves in and out: each
+ * remove and add again of one holds one more such block until then
+ * (rl_limit_update changes a limit in place and holds nothing more).
  *
  * Adaptive limits (limit=adaptive) move the limit between its min and max
  * from what releases report: each release's latency and outcome feeds a
@@ -1715,7 +1719,10 @@ typedef struct rl_permit {
  * latency of the limit's last window of releases, at least 1; 1000 before
  * the first; a fixed limit samples one release in 16), policy (the name), flags RL_FLAG_INFLIGHT (and NOSLOT); rl_headers
  * renders it. Lock-free and allocation-free; the sweep for held-too-long
- * permits runs in an acquire at most every max_hold / 4 and walks the pool.
+ * permits runs in an acquire at most every max_hold / 4 and walks the pool,
+ * and an acquire looks for a free permit from one its permit's address
+ * picks (one look while the pool has room; up to the whole pool when it is
+ * nearly all held).
  * Counted as a check is (rl_limit_stats_t admitted, denied, noslot).
  * Errors: RL_EINVAL (rl or permit NULL, key NULL with key_len > 0),
  * RL_EKEYLEN, RL_ENOTFOUND, RL_EMODE (a rate limit), RL_ERANGE (cls not a

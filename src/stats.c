@@ -230,6 +230,7 @@ void rl__stats_read(rl_t *rl, rl_stats_t *o, int slot_counts)
             rl_limit_slot_t *ls = &rl->limits.slots[(uint32_t)ids[j] & RL_LIMIT_IDX_MASK];
             if (!slot_counts)
                 limit_totals(ls, &l[j]);
+            l[j].admitted += rl__inflight_admitted(rl, ids[j]);
 #define RL_X_(field, counter) o->field += l[j].field;
             RL_STATS_LIMIT_MAP(RL_X_)
 #undef RL_X_

@@ -133,6 +133,12 @@ START_TEST(acquire_release)
     ck_assert_uint_eq(st.inflight_limit, 2);
     ck_assert_uint_eq(st.admitted, 3);
     ck_assert_uint_eq(st.denied, 1);
+    /* The instance's totals count the admissions too (on the permit
+     * records, not the limit's stripes). */
+    rl_stats_t all;
+    rl_stats_init(&all);
+    ck_assert_int_eq(rl_stats(rl, &all), 0);
+    ck_assert_uint_eq(all.admitted, 3);
     ck_assert_int_eq(rl_inflight_release(rl, &p[0], RL_INFLIGHT_SUCCESS, 0), 0);
     ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p[0], &d),
                      RL_ALLOW);
@@ -439,13 +445,15 @@ END_TEST
 #define RACE_THREADS 8
 #define RACE_ITERS 20000
 #define RACE_MAX 5
+#define RACE_KEYS 12
 
 typedef struct race {
     rl_t *rl;
     int id;
     int cls; /* -1: no classes */
-    _Atomic int held[2];  /* the model: permits the callers hold, per key */
-    _Atomic int peak[2];
+    int nkeys; /* keys "a", "b", ...: 2, or RACE_KEYS */
+    _Atomic int held[RACE_KEYS];  /* the model: permits the callers hold, per key */
+    _Atomic int peak[RACE_KEYS];
     _Atomic int allowed;
 } race_t;
 
@@ -464,8 +472,9 @@ static void *racer_main(void *arg)
     for (int i = 0; i < RACE_ITERS; i++) {
         uint64_t x = next_u64(&me->seed);
         if (n < 4 && (x & 1) == 0) {
-            int k = (int)((x >> 1) & 1);
-            int rc = rl_inflight_acquire(r->rl, r->id, k ? "b" : "a", 1, RL_INFLIGHT_NO_CLASS,
+            int k = (int)((x >> 1) % (uint64_t)r->nkeys);
+            char name = (char)('a' + k);
+            int rc = rl_inflight_acquire(r->rl, r->id, &name, 1, RL_INFLIGHT_NO_CLASS,
                                          &mine[n], NULL);
             REQUIRE(rc == RL_ALLOW || rc == RL_DENY, "acquire: %s", rl_err_name(rc));
             if (rc == RL_ALLOW) {
@@ -503,7 +512,7 @@ static void *racer_main(void *arg)
 START_TEST(race_never_past_max)
 {
     rl_t *rl = rl_test_open(&clk, 0);
-    race_t r = {.rl = rl};
+    race_t r = {.rl = rl, .nkeys = 2};
     r.id = rl_test_add(rl, "name=db kind=inflight max=5");
     pthread_t t[RACE_THREADS];
     racer_t rs[RACE_THREADS];
@@ -533,6 +542,98 @@ START_TEST(race_never_past_max)
     for (int i = 0; i < RACE_MAX; i++)
         ck_assert_int_eq(rl_inflight_release(rl, &p[i], RL_INFLIGHT_SUCCESS, 0), 0);
     rl_close(rl);
+}
+END_TEST
+
+/* The same race on 12 keys in a table of 16 entries (max_keys=4): keys
+ * share probe windows, so entries are claimed, given way, revived by their
+ * key and taken over by another key's claim all the time; still no key ever
+ * holds more than max, and every count comes back. */
+START_TEST(race_keys_share_entries)
+{
+    rl_t *rl = rl_test_open(&clk, 0);
+    race_t r = {.rl = rl, .nkeys = RACE_KEYS};
+    r.id = rl_test_add(rl, "name=db kind=inflight max=5 max_keys=4");
+    pthread_t t[RACE_THREADS];
+    racer_t rs[RACE_THREADS];
+    for (int i = 0; i < RACE_THREADS; i++) {
+        rs[i] = (racer_t){&r, (uint64_t)i * 104729u + 3};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, racer_main, &rs[i]), 0);
+    }
+    for (int i = 0; i < RACE_THREADS; i++)
+        pthread_join(t[i], NULL);
+    int used = 0;
+    for (int k = 0; k < RACE_KEYS; k++) {
+        ck_assert_int_le(atomic_load(&r.peak[k]), RACE_MAX);
+        used += atomic_load(&r.peak[k]) > 0;
+    }
+    ck_assert_int_ge(used, RACE_KEYS / 2);
+    rl_limit_stats_t st;
+    rl_limit_stats_init(&st);
+    ck_assert_int_eq(rl_limit_stats(rl, r.id, &st), 0);
+    ck_assert_uint_eq(st.inflight, 0);
+    ck_assert_uint_eq(st.admitted, (uint64_t)atomic_load(&r.allowed));
+    rl_close(rl);
+}
+END_TEST
+
+/* A key's first acquires racing: each round, RACE_THREADS threads released
+ * together acquire one fresh key (a claim each) and hold what they got
+ * until all have tried: a key kept to one entry admits RACE_MAX, never
+ * more (two entries for it would admit up to twice that). */
+typedef struct firsts {
+    rl_t *rl;
+    int id;
+    pthread_barrier_t go;
+    _Atomic int allowed;
+    _Atomic int worst;
+} firsts_t;
+
+#define FIRST_ROUNDS 1500
+
+static void *firsts_main(void *arg)
+{
+    firsts_t *f = arg;
+    for (int round = 0; round < FIRST_ROUNDS; round++) {
+        char key[16];
+        int n = snprintf(key, sizeof key, "fresh%d", round);
+        pthread_barrier_wait(&f->go);
+        rl_permit_t p;
+        int rc = rl_inflight_acquire(f->rl, f->id, key, (size_t)n, RL_INFLIGHT_NO_CLASS, &p,
+                                     NULL);
+        REQUIRE(rc == RL_ALLOW || rc == RL_DENY, "acquire: %s", rl_err_name(rc));
+        if (rc == RL_ALLOW)
+            atomic_fetch_add(&f->allowed, 1);
+        if (pthread_barrier_wait(&f->go) == PTHREAD_BARRIER_SERIAL_THREAD) {
+            int a = atomic_exchange(&f->allowed, 0);
+            int w = atomic_load(&f->worst);
+            if (a > w)
+                atomic_store(&f->worst, a);
+        }
+        pthread_barrier_wait(&f->go);
+        if (rc == RL_ALLOW)
+            REQUIRE(rl_inflight_release(f->rl, &p, RL_INFLIGHT_SUCCESS, 0) == 0, "release");
+    }
+    return NULL;
+}
+
+START_TEST(race_first_acquires)
+{
+    firsts_t f = {.rl = rl_test_open(&clk, 0)};
+    f.id = rl_test_add(f.rl, "name=db kind=inflight max=5");
+    ck_assert_int_eq(pthread_barrier_init(&f.go, NULL, RACE_THREADS), 0);
+    pthread_t t[RACE_THREADS];
+    for (int i = 0; i < RACE_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, firsts_main, &f), 0);
+    for (int i = 0; i < RACE_THREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&f.go);
+    ck_assert_int_eq(atomic_load(&f.worst), RACE_MAX);
+    rl_limit_stats_t st;
+    rl_limit_stats_init(&st);
+    ck_assert_int_eq(rl_limit_stats(f.rl, f.id, &st), 0);
+    ck_assert_uint_eq(st.inflight, 0);
+    rl_close(f.rl);
 }
 END_TEST
 
@@ -602,6 +703,8 @@ static Suite *suite(void)
     tcase_add_test(tc, global_refused_with_redis);
     tcase_add_test(tc, adaptive_through_releases);
     tcase_add_test(tc, race_never_past_max);
+    tcase_add_test(tc, race_keys_share_entries);
+    tcase_add_test(tc, race_first_acquires);
     tcase_add_test(tc, removal_races_calls);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);

@@ -2,11 +2,10 @@
 /*
  * The in-flight module's lifetime and its blocks: one per in-flight limit,
  * allocated by rl_limit_add (keys, permit records and the block in one
- * allocation), updated in place, and freed by its removal once no call is
- * inside it (internal.h, rl__ifl_enter).
+ * allocation), updated in place, unpublished by its removal and freed by
+ * rl_close (internal.h, rl__ifl_enter: so calls never count themselves in).
  * Statistics, class names, and the refusal of checks.
  */
-#include <sched.h>
 #include <string.h>
 #include "inflight/keys.h"
 
@@ -20,10 +19,8 @@ int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
     m->cap = cfg->max_limits;
     m->tag = cfg->tag;
     m->blocks = rl__calloc(a, sizeof *m->blocks * m->cap, 64);
-    m->users = rl__calloc(a, sizeof *m->users * m->cap, 64);
-    if (m->blocks == NULL || m->users == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {
+    if (m->blocks == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {
         rl__free(a, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
-        rl__free(a, m->users, sizeof *m->users * m->cap, 64);
         rl__free(a, m, sizeof *m, 64);
         return RL_ENOMEM;
     }
@@ -36,17 +33,13 @@ static void block_free(struct rl_inflight *m, rl_ifl_t *b)
     rl__free(&m->alloc, b, b->bytes, 64);
 }
 
-/* Free an unpublished block once no call is inside it (rl__ifl_enter):
- * the calls it waits for are a few atomic operations long (or a sweep). */
+/* An unpublished block onto the retired list (under the module's lock):
+ * a call that loaded it before may still be inside, for a few atomic
+ * operations or a sweep; rl_close, which runs alone, frees it. */
 static void block_retire(struct rl_inflight *m, rl_ifl_t *b)
 {
-    unsigned spins = 0;
-    /* seq_cst: pairs with the entry's fetch_add (rl__ifl_enter); acquire
-     * with its leave's release, so its accesses are done. */
-    while (atomic_load(&m->users[(uint32_t)b->id & RL_LIMIT_IDX_MASK].n) != 0)
-        if (++spins % 64 == 0)
-            sched_yield();
-    block_free(m, b);
+    b->retired = m->retired;
+    m->retired = b;
 }
 
 void rl__inflight_destroy(struct rl_inflight *m)
@@ -59,9 +52,13 @@ void rl__inflight_destroy(struct rl_inflight *m)
         if (b != NULL)
             block_free(m, b);
     }
+    while (m->retired != NULL) {
+        rl_ifl_t *b = m->retired;
+        m->retired = b->retired;
+        block_free(m, b);
+    }
     pthread_mutex_destroy(&m->lock);
     rl__free(&m->alloc, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
-    rl__free(&m->alloc, m->users, sizeof *m->users * m->cap, 64);
     rl_allocator_t a = m->alloc;
     rl__free(&a, m, sizeof *m, 64);
 }
@@ -101,11 +98,7 @@ static rl_ifl_t *block_new(struct rl_inflight *m, const rl_inflight_def_t *d)
     b->pool = d->pool;
     b->keys = (rl_ifl_key_t *)(void *)((char *)b + head);
     b->recs = (rl_ifl_rec_t *)(void *)(b->keys + entries);
-    /* Not yet published: plain initialisation through the atomics. */
-    for (uint32_t i = 0; i < d->pool; i++)
-        atomic_init(&b->recs[i].next, i + 1 < d->pool ? i + 2 : 0);
-    atomic_init(&b->head, d->pool > 0 ? 1u : 0u);
-    return b;
+    return b; /* zeroed: free entries, free records of generation 0 */
 }
 
 int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
@@ -124,15 +117,14 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
     atomic_store_explicit(&b->next_sweep_ns, now + d.max_hold_ns / 4, memory_order_relaxed);
     rl__ifl_sampler_reset(b, &d, now);
     /* A block still there is a removed limit's whose own removal step has
-     * not run yet: unpublished and freed here, as that step would, before
-     * the new one is published (its callers count on the same index). */
+     * not run yet: retired here, as that step would. */
     _Atomic(rl_ifl_t *) *at = &m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK];
-    rl_ifl_t *old = atomic_exchange(at, NULL); /* seq_cst: see rl__ifl_enter */
+    /* relaxed: under the lock, which orders every store of the pointer. */
+    rl_ifl_t *old = atomic_load_explicit(at, memory_order_relaxed);
     if (old != NULL)
         block_retire(m, old);
-    /* seq_cst (a release, and more): the block's contents before an entry
-     * that loads it. */
-    atomic_store(at, b);
+    /* release: the block's contents before an entry that loads it. */
+    atomic_store_explicit(at, b, memory_order_release);
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -177,7 +169,8 @@ void rl__inflight_remove(rl_t *rl, int id)
     /* relaxed: under the lock, which orders every store of the pointer. */
     rl_ifl_t *b = atomic_load_explicit(at, memory_order_relaxed);
     if (b != NULL && b->id == id) {
-        atomic_store(at, NULL); /* seq_cst: see rl__ifl_enter */
+        /* relaxed: the pointer's NULL publishes nothing; the block stays. */
+        atomic_store_explicit(at, NULL, memory_order_relaxed);
         block_retire(m, b);
     }
     pthread_mutex_unlock(&m->lock);
@@ -206,12 +199,29 @@ int rl__inflight_refuse_check(rl_t *rl, const rl_limit_slot_t *ls)
     return RL_ENOTSUP;
 }
 
+static uint64_t block_admitted(const rl_ifl_t *b)
+{
+    /* Admissions are counted by the records' lives, not on a stripe: an
+     * acquire spends no shared RMW on them. relaxed: statistics. */
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < b->pool; i++)
+        n += atomic_load_explicit(&b->recs[i].lives, memory_order_relaxed);
+    return n;
+}
+
+uint64_t rl__inflight_admitted(rl_t *rl, int id)
+{
+    rl_ifl_t *b = rl__ifl_enter(rl->inflight, id);
+    return b != NULL ? block_admitted(b) : 0;
+}
+
 void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
 {
-    if (s->size < offsetof(rl_limit_stats_t, inflight_late) + sizeof s->inflight_late)
-        return;
     rl_ifl_t *b = rl__ifl_enter(rl->inflight, id);
     if (b == NULL)
+        return;
+    s->admitted += block_admitted(b);
+    if (s->size < offsetof(rl_limit_stats_t, inflight_late) + sizeof s->inflight_late)
         return;
     uint64_t held = 0;
     for (uint32_t i = 0; i <= b->mask; i++)

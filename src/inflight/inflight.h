@@ -38,8 +38,12 @@ void rl__inflight_remove(rl_t *rl, int id);
  * in-flight limit's: its checks are refused. Else 0. */
 int rl__inflight_refuse_check(rl_t *rl, const rl_limit_slot_t *ls);
 
-/* An in-flight limit's figures into s (rl_limit_stats_t's in-flight
- * fields, those that fit); nothing for a rate limit. */
+/* An in-flight limit's figures into s (its admissions added to
+ * s->admitted, rl_limit_stats_t's in-flight fields, those that fit);
+ * nothing for a rate limit. */
 void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s);
+/* An in-flight limit's admissions (counted by its permit records, not on
+ * the limit's stripes); 0 for a rate limit. */
+uint64_t rl__inflight_admitted(rl_t *rl, int id);
 
 #endif

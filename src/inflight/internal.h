@@ -5,20 +5,30 @@
  * packed into them.
  *
  * A key entry's word: tag (40 bits) | PENDING | count (23 bits). An entry
- * with count 0 and no PENDING is free, whatever its tag. A key's first
- * acquire claims a free entry PENDING, then looks for another entry of the
- * same tag in the probe window (a racing first acquire of the same key):
- * it gives way to a live one, or a pending one earlier in the window, and
- * waits for a pending one later in it (which gives way to it), so a key is
- * counted in one entry only. The claim and that look are sequentially
- * consistent: of two racing claimers, at least one sees the other.
+ * is the key's while it keeps the key's tag, held or not: the key's next
+ * acquire revives it by one CAS from count 0, with no claim. An entry at
+ * count 0 is free for any key (a claim takes it, the tag it had is lost);
+ * a word of 0 is free and no key's (tags are odd). A key's first acquire
+ * (no entry of its tag in the probe window) claims a free entry PENDING,
+ * then looks at the other entries of the window (a racing first acquire of
+ * the same key): it gives way to one settled with the key's tag (held or
+ * not) or a pending one earlier in the window, and waits for a pending one
+ * later in it (which gives way to it), so a key has one settled entry
+ * only; one that gives way leaves its entry 0. The claim and that look are
+ * sequentially consistent: of two racing claimers, at least one sees the
+ * other.
  *
  * A permit record's word: generation (32) | HELD | how the last life ended
- * (2 bits) | class + 1 (3) | key entry (26). A life ends (release or
- * reclaim) by one CAS that bumps the generation, so of a release, a
- * reclaim and a second release of one permit exactly one wins; the end
- * kept in the word tells a late release of a reclaimed permit (counted,
- * once) from a double release (RL_EINVAL).
+ * (2 bits) | class + 1 (3) | key entry (26). A life begins by one CAS that
+ * sets HELD on a free record (found from a hint, the permit's address, so
+ * threads start apart and a thread finds the record it freed last) and
+ * ends (release or reclaim) by one CAS that bumps the generation, so of a
+ * release, a reclaim and a second release of one permit exactly one wins;
+ * the end kept in the word tells a late release of a reclaimed permit
+ * (counted, once) from a double release (RL_EINVAL). The life's start
+ * time, for the sweep, is a word of its own written after the CAS, tagged
+ * with the low bits of the generation: a sweep that finds another life's
+ * time there leaves the record for its next round.
  */
 #ifndef RL_INFLIGHT_INTERNAL_H
 #define RL_INFLIGHT_INTERNAL_H
@@ -34,6 +44,7 @@
 #define KW_COUNT_BITS 23
 #define KW_COUNT ((UINT64_C(1) << KW_COUNT_BITS) - 1)
 #define KW_PENDING (UINT64_C(1) << KW_COUNT_BITS)
+_Static_assert(RL_INFLIGHT_MAX < KW_COUNT, "a count under the limit never saturates");
 #define KW_TAG_SHIFT 24
 #define KW_TAG_BITS 40
 /* Entries a key may sit in: its home and the next ones. */
@@ -53,11 +64,16 @@ typedef struct rl_ifl_key {
     uint64_t pad;
 } rl_ifl_key_t;
 
+/* A life's start: generation's low 16 bits | instance time in units of
+ * 2^RS_T0_SHIFT ns (48 bits: 36 years). */
+#define RS_T0_SHIFT 12
+#define RS_T0_BITS 48
+#define RS_T0_MASK ((UINT64_C(1) << RS_T0_BITS) - 1)
+
 typedef struct rl_ifl_rec {
     _Atomic uint64_t st;
-    _Atomic uint64_t t0_ns;  /* its acquire, instance time */
-    _Atomic uint32_t next;   /* the free list's link (index + 1; 0 ends it) */
-    uint32_t pad;
+    _Atomic uint64_t t0w;   /* the life's start (RS_T0_*), written by its holder */
+    _Atomic uint64_t lives; /* lives begun (the limit's admissions), by their holders */
 } rl_ifl_rec_t;
 
 typedef struct rl_ifl {
@@ -68,6 +84,7 @@ typedef struct rl_ifl {
     rl_ifl_key_t *keys;
     rl_ifl_rec_t *recs;
     size_t bytes;     /* the allocation, keys and records with this header */
+    struct rl_ifl *retired; /* a removed block's link, under the module's lock */
     /* Parameters: rl_limit_update stores them, acquires load them. */
     _Atomic uint32_t limit_now; /* fixed: max; adaptive: the algorithm's */
     _Atomic uint32_t nclasses;
@@ -75,9 +92,7 @@ typedef struct rl_ifl {
     _Atomic uint64_t max_hold_ns;
     _Atomic uint32_t precise; /* adaptive: latencies on the precise clock */
     char class_name[RL_INFLIGHT_CLASSES][RL_INFLIGHT_CLASS_NAME]; /* under the module's lock */
-    /* The free list's head: ABA count (32) | record index + 1 (32). */
-    _Atomic uint64_t head __attribute__((aligned(64)));
-    _Atomic uint64_t next_sweep_ns;
+    _Atomic uint64_t next_sweep_ns __attribute__((aligned(64)));
     /* The sampler (inflight/sampler.c): the open window's sums, on a line of
      * their own; the algorithm's state, under `busy`. */
     _Atomic uint64_t w_samples __attribute__((aligned(64)));
@@ -95,52 +110,38 @@ typedef struct rl_ifl {
     _Atomic uint32_t told_reclaim, told_check;
 } rl_ifl_t;
 
-/* Calls inside a limit index's block now (rl__ifl_enter), one line each:
- * outside the block, so that counting in never touches a block that may
- * already be freed. */
-typedef struct rl_ifl_users {
-    _Atomic uint32_t n;
-    char pad[60];
-} rl_ifl_users_t;
-
 struct rl_inflight {
     rl_allocator_t alloc;
     uint32_t cap;
     uint32_t tag;
-    pthread_mutex_t lock; /* add, update, remove, class names */
+    pthread_mutex_t lock; /* add, update, remove, class names, retired */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
-    rl_ifl_users_t *users;       /* by limit index */
+    rl_ifl_t *retired;           /* removed blocks, freed by rl_close */
 };
 
 /*
- * Enter the live block of an in-flight limit id, or NULL. A block is freed
- * by its removal once no call is inside it: an entry counts itself in on
- * its index, then loads the block; the removal unpublishes the block, then
- * waits for the index's count to reach 0. Both pairs are sequentially
- * consistent, so either the entry sees the block gone (and leaves) or the
- * removal sees the entry (and waits for it to leave).
+ * The live block of an in-flight limit id, or NULL. Blocks are never freed
+ * before rl_close (a removed one waits on the module's retired list), so a
+ * call counts itself in nowhere: one that loaded a block just before its
+ * removal finishes in it harmlessly (a permit it takes names the removed
+ * id, whose release is RL_ENOTFOUND). rl__ifl_leave is the call's end, for
+ * the shape of the callers; it has nothing to do.
  */
 static inline rl_ifl_t *rl__ifl_enter(struct rl_inflight *m, int id)
 {
     if (m == NULL || id <= 0 || ((uint32_t)id & RL_LIMIT_IDX_MASK) >= m->cap)
         return NULL;
-    uint32_t idx = (uint32_t)id & RL_LIMIT_IDX_MASK;
-    atomic_fetch_add(&m->users[idx].n, 1); /* seq_cst: see above */
-    /* seq_cst: see above; and an acquire, pairing with the add's store,
-     * so the block's contents (id, arrays, parameters) are seen whole. */
-    rl_ifl_t *b = atomic_load(&m->blocks[idx]);
-    if (b != NULL && b->id == id)
-        return b;
-    atomic_fetch_sub_explicit(&m->users[idx].n, 1, memory_order_release);
-    return NULL;
+    /* acquire: pairs with the add's release store, so the block's contents
+     * (id, arrays, parameters) are seen whole. */
+    rl_ifl_t *b = atomic_load_explicit(&m->blocks[(uint32_t)id & RL_LIMIT_IDX_MASK],
+                                       memory_order_acquire);
+    return b != NULL && b->id == id ? b : NULL;
 }
 
 static inline void rl__ifl_leave(struct rl_inflight *m, rl_ifl_t *b)
 {
-    /* release: the call's accesses to the block happen before the removal
-     * that sees the count at 0 frees it. */
-    atomic_fetch_sub_explicit(&m->users[(uint32_t)b->id & RL_LIMIT_IDX_MASK].n, 1,
-                              memory_order_release);
+    (void)m;
+    (void)b;
 }
 
 /* Instance time in ns: the precise source for an adaptive limit, whose

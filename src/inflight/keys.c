@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An in-flight limit's key entries: take one permit's count for a key, and
- * give it back (internal.h says how a key keeps to one entry). Lock-free
- * but for one wait: an acquire that meets its key's first acquire between
- * its claim and its look around spins until that settles (a few
- * instructions, unless the claimer is preempted there).
+ * give it back (internal.h says how a key keeps to one entry). A key whose
+ * entry kept its tag takes a permit with one load and one CAS, held or
+ * not. Lock-free but for one wait: an acquire that meets its key's first
+ * acquire between its claim and its look around spins until that settles
+ * (a few instructions, unless the claimer is preempted there).
  */
 #include <sched.h>
 #include "inflight/keys.h"
 
 static inline uint64_t kw_tag(uint64_t w) { return w >> KW_TAG_SHIFT; }
-static inline int kw_live(uint64_t w) { return (w & KW_COUNT) != 0 && !(w & KW_PENDING); }
 static inline int kw_busy(uint64_t w) { return (w & (KW_COUNT | KW_PENDING)) != 0; }
 
 static void pause_once(unsigned *spins)
@@ -51,8 +51,9 @@ static void class_give(rl_ifl_key_t *e, int cls)
 
 enum { TAKE_RETRY = 2 };
 
-/* One more permit on a live entry of the key: RL_ALLOW, RL_DENY (full;
- * *held its count), or TAKE_RETRY (the entry stopped being the key's). */
+/* One more permit on the key's settled entry (held, or at 0: revived):
+ * RL_ALLOW, RL_DENY (full; *held its count), or TAKE_RETRY (the entry
+ * stopped being the key's). */
 static int take_live(rl_ifl_key_t *e, uint64_t w, uint64_t tag, const rl_ifl_take_t *t,
                      uint32_t *held)
 {
@@ -66,13 +67,15 @@ static int take_live(rl_ifl_key_t *e, uint64_t w, uint64_t tag, const rl_ifl_tak
         return RL_DENY;
     }
     for (;;) {
-        if (kw_tag(w) != tag || !kw_live(w) || (!over && (w & KW_COUNT) >= t->limit) ||
+        if (kw_tag(w) != tag || (w & KW_PENDING) || (!over && (w & KW_COUNT) >= t->limit) ||
             (w & KW_COUNT) == KW_COUNT) {
             class_give(e, t->cls);
             return TAKE_RETRY;
         }
         /* seq_cst: a claimer's look around (seq_cst loads) must see this
-         * entry live if it ran after; acq_rel would not order it so. */
+         * entry the key's if it ran after; acq_rel would not order it so.
+         * From count 0 this revives the entry: it was the key's settled one
+         * all along (internal.h), so no claim is needed. */
         if (atomic_compare_exchange_weak(&e->word, &w, w + 1)) {
             *held = (uint32_t)((w & KW_COUNT) + 1);
             return RL_ALLOW;
@@ -92,10 +95,10 @@ static int claim_settles(const rl_ifl_t *b, uint64_t tag, uint32_t home, uint32_
         for (;;) {
             /* seq_cst: pairs with the other claimer's seq_cst claim (Dekker). */
             uint64_t w = atomic_load(&e->word);
-            if (kw_tag(w) != tag || !kw_busy(w))
+            if (kw_tag(w) != tag)
                 break;
             if (!(w & KW_PENDING) || i < mo)
-                return 0;
+                return 0; /* the key's settled entry, or an earlier claim */
             pause_once(&spins); /* a later claimer of the key gives way to us */
         }
     }
@@ -115,7 +118,7 @@ int rl__ifl_key_take(rl_ifl_t *b, uint64_t tag, uint32_t home, const rl_ifl_take
             /* seq_cst: see claim_settles; these loads are the look of an
              * acquire that may go on to claim. */
             uint64_t w = atomic_load(&e->word);
-            if (kw_tag(w) == tag && kw_busy(w)) {
+            if (kw_tag(w) == tag) {
                 if (w & KW_PENDING) {
                     pause_once(&spins);
                     again = 1;
@@ -129,7 +132,8 @@ int rl__ifl_key_take(rl_ifl_t *b, uint64_t tag, uint32_t home, const rl_ifl_take
                 again = 1;
                 break;
             }
-            if (free_i == RL_IFL_PROBE && !kw_busy(w)) {
+            /* A free entry: an empty word first, else another key's at 0. */
+            if (!kw_busy(w) && (free_i == RL_IFL_PROBE || (free_w != 0 && w == 0))) {
                 free_i = i;
                 free_w = w;
             }
@@ -144,8 +148,9 @@ int rl__ifl_key_take(rl_ifl_t *b, uint64_t tag, uint32_t home, const rl_ifl_take
         if (!atomic_compare_exchange_strong(&e->word, &free_w, claim))
             continue;
         if (!claim_settles(b, tag, home, free_i)) {
-            /* release: nobody else writes a pending entry; freed whole. */
-            atomic_store_explicit(&e->word, tag << KW_TAG_SHIFT, memory_order_release);
+            /* release: nobody else writes a pending entry; freed whole, as
+             * no key's (the key's settled entry is the other). */
+            atomic_store_explicit(&e->word, 0, memory_order_release);
             pause_once(&spins);
             continue;
         }
@@ -158,16 +163,6 @@ int rl__ifl_key_take(rl_ifl_t *b, uint64_t tag, uint32_t home, const rl_ifl_take
         *held = 1;
         return RL_ALLOW;
     }
-}
-
-uint32_t rl__ifl_key_give(rl_ifl_t *b, uint32_t entry, int cls)
-{
-    rl_ifl_key_t *e = &b->keys[entry];
-    class_give(e, cls);
-    /* release: the class decrement above, and everything the permit's holder
-     * did, happen before a claimer that takes the entry once it is free. */
-    uint64_t w = atomic_fetch_sub_explicit(&e->word, 1, memory_order_release);
-    return (uint32_t)(w & KW_COUNT);
 }
 
 uint32_t rl__ifl_key_count(const rl_ifl_t *b, uint32_t entry)

@@ -3,46 +3,16 @@
  * rl_inflight_acquire and rl_inflight_release: a key entry's count and a
  * permit record from the limit's pool, both lock-free and allocation-free;
  * the sweep that reclaims permits held past max_hold; the decision.
+ *
+ * A pair costs four RMWs: the key's count (a CAS, a fetch_sub) and the
+ * record's life (a CAS each way). Nothing else is shared and written: the
+ * record, found from the permit's address, is the one the caller freed
+ * last (or far from other threads'), and admissions are counted on it
+ * (internal.h).
  */
 #include <string.h>
 #include "inflight/keys.h"
 #include "base/structsize.h"
-
-/* ------------------------------------------------------ the free list */
-
-static uint32_t pool_pop(rl_ifl_t *b)
-{
-    /* acquire: the pusher's release CAS made the record's link (and its
-     * last life's end) visible. */
-    uint64_t h = atomic_load_explicit(&b->head, memory_order_acquire);
-    for (;;) {
-        uint32_t i = (uint32_t)h;
-        if (i == 0)
-            return 0;
-        /* relaxed: read after the acquire of h; a stale link fails the CAS,
-         * whose ABA count moved with every push and pop since. */
-        uint32_t next = atomic_load_explicit(&b->recs[i - 1].next, memory_order_relaxed);
-        uint64_t nh = ((h >> 32) + 1) << 32 | next;
-        /* acquire on success: as the load above. */
-        if (atomic_compare_exchange_weak_explicit(&b->head, &h, nh, memory_order_acquire,
-                                                  memory_order_acquire))
-            return i;
-    }
-}
-
-static void pool_push(rl_ifl_t *b, uint32_t i)
-{
-    /* relaxed: the CAS below publishes. */
-    uint64_t h = atomic_load_explicit(&b->head, memory_order_relaxed);
-    for (;;) {
-        atomic_store_explicit(&b->recs[i - 1].next, (uint32_t)h, memory_order_relaxed);
-        uint64_t nh = ((h >> 32) + 1) << 32 | i;
-        /* release: the record's end and its link before a popper sees it. */
-        if (atomic_compare_exchange_weak_explicit(&b->head, &h, nh, memory_order_release,
-                                                  memory_order_relaxed))
-            return;
-    }
-}
 
 /* ------------------------------------------------------ permits */
 
@@ -57,13 +27,52 @@ static inline uint64_t st_ended(uint64_t s, int how)
     return ((uint64_t)(st_gen(s) + 1u) << RS_GEN_SHIFT) | ((uint64_t)how << RS_END_SHIFT);
 }
 
-/* End a held life (release or reclaim): give its count back, free its
- * record. The CAS that ended it was the caller's. */
-static uint32_t life_end(rl_ifl_t *b, uint32_t rec, uint64_t s)
+/* End a held life (release or reclaim): give its count back. The CAS that
+ * ended it (and freed the record) was the caller's. */
+static uint32_t life_end(rl_ifl_t *b, uint64_t s)
 {
-    uint32_t before = rl__ifl_key_give(b, st_key(s), st_cls(s));
-    pool_push(b, rec + 1);
-    return before;
+    return rl__ifl_key_give(b, st_key(s), st_cls(s));
+}
+
+/* A record's start word for life `gen` begun at `now`. */
+static inline uint64_t t0_word(uint32_t gen, uint64_t now)
+{
+    return (uint64_t)(gen & 0xffffu) << RS_T0_BITS | ((now >> RS_T0_SHIFT) & RS_T0_MASK);
+}
+
+/* Where a permit's search of the pool starts: from its address (a caller's
+ * permit on its own stack or request), so that threads start apart and a
+ * caller that reuses its permit finds the record it freed last. */
+static inline uint32_t rec_hint(const rl_ifl_t *b, const void *permit)
+{
+    uintptr_t a = (uintptr_t)permit;
+    uint32_t h = (uint32_t)((a >> 4) ^ (a >> 13) ^ (a >> 23)) & 0xfffffu;
+    return (uint32_t)(((uint64_t)h * b->pool) >> 20); /* < pool: no wrap */
+}
+
+/* Begin a life on a free record: its index, or pool when every record is
+ * held. The word's other bits (generation, the last end) stay. */
+static uint32_t rec_take(rl_ifl_t *b, uint32_t hint, uint64_t held_bits, uint64_t *st)
+{
+    uint32_t i = hint;
+    for (uint32_t n = 0; n < b->pool; n++) {
+        rl_ifl_rec_t *r = &b->recs[i];
+        /* relaxed: a look; the CAS decides. */
+        uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
+        /* acquire on success: pairs with the last life's start-word
+         * release and its ending CAS, so its `lives` is seen before ours
+         * overwrites it. */
+        while (!(s & RS_HELD))
+            if (atomic_compare_exchange_weak_explicit(
+                    &r->st, &s, (s & ~(RS_KEY | (UINT64_C(7) << RS_CLS_SHIFT))) | held_bits,
+                    memory_order_acquire, memory_order_relaxed)) {
+                *st = s;
+                return i;
+            }
+        if (++i == b->pool)
+            i = 0;
+    }
+    return b->pool;
 }
 
 static void reclaim_told(rl_t *rl, rl_ifl_t *b, uint64_t hold_ns, uint64_t n)
@@ -79,33 +88,34 @@ static void reclaim_told(rl_t *rl, rl_ifl_t *b, uint64_t hold_ns, uint64_t n)
             (unsigned long long)(hold_ns / 1000000u));
 }
 
-/* Walk the pool for permits held past max_hold; at most one sweeper per
- * max_hold / 4, elected by the CAS on next_sweep_ns. */
-static void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
+/* Walk the pool for permits held past max_hold: the sweeper elected by
+ * the CAS on next_sweep_ns (sweep). Out of line: the acquire's hot path
+ * keeps its registers. */
+static __attribute__((noinline, cold)) void sweep_walk(rl_t *rl, rl_ifl_t *b, uint64_t now,
+                                                        uint64_t hold)
 {
-    /* relaxed: a schedule; the records carry their own order. */
-    uint64_t due = atomic_load_explicit(&b->next_sweep_ns, memory_order_relaxed);
-    uint64_t hold = atomic_load_explicit(&b->max_hold_ns, memory_order_relaxed);
-    if (now < due || !atomic_compare_exchange_strong_explicit(
-                         &b->next_sweep_ns, &due, now + hold / 4, memory_order_relaxed,
-                         memory_order_relaxed))
-        return;
     uint64_t n = 0;
     for (uint32_t i = 0; i < b->pool; i++) {
         rl_ifl_rec_t *r = &b->recs[i];
-        /* acquire: pairs with the acquire's release store of the word, so
-         * t0 is that life's. */
-        uint64_t s = atomic_load_explicit(&r->st, memory_order_acquire);
+        /* relaxed: the start word says which life it is; the CAS below
+         * checks the life is still that one. */
+        uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
         if (!(s & RS_HELD))
             continue;
-        uint64_t t0 = atomic_load_explicit(&r->t0_ns, memory_order_relaxed);
-        if (now < t0 || now - t0 < hold)
+        /* acquire: pairs with the holder's release store, so the life's
+         * `lives` is written before our CAS frees the record. */
+        uint64_t w = atomic_load_explicit(&r->t0w, memory_order_acquire);
+        if ((uint32_t)(w >> RS_T0_BITS) != (st_gen(s) & 0xffffu))
+            continue; /* its holder has not written the start yet: young */
+        /* The start rounded down: reclaimed no sooner than max_hold. */
+        uint64_t t0 = (w & RS_T0_MASK) << RS_T0_SHIFT;
+        if (now < t0 || now - t0 < hold + (UINT64_C(1) << RS_T0_SHIFT))
             continue;
         /* acq_rel: wins the life against its release (see life_end). */
         if (atomic_compare_exchange_strong_explicit(&r->st, &s, st_ended(s, END_RECLAIMED),
                                                     memory_order_acq_rel,
                                                     memory_order_relaxed)) {
-            life_end(b, i, s);
+            life_end(b, s);
             n++;
         }
     }
@@ -116,9 +126,22 @@ static void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
     }
 }
 
+/* At most one sweep per max_hold / 4, elected by the CAS on next_sweep_ns. */
+static inline void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
+{
+    /* relaxed: a schedule; the records carry their own order. */
+    uint64_t due = atomic_load_explicit(&b->next_sweep_ns, memory_order_relaxed);
+    if (__builtin_expect(now < due, 1))
+        return;
+    uint64_t hold = atomic_load_explicit(&b->max_hold_ns, memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(&b->next_sweep_ns, &due, now + hold / 4,
+                                                memory_order_relaxed, memory_order_relaxed))
+        sweep_walk(rl, b, now, hold);
+}
+
 /* ------------------------------------------------------ the decision */
 
-static void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
+static __attribute__((noinline)) void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
                            uint32_t limit, uint32_t held, uint32_t flags)
 {
     if (out == NULL)
@@ -206,55 +229,61 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
     return rc;
 }
 
+/* A refused acquire: counted and its decision written. */
+static __attribute__((noinline, cold)) int acquire_denied(rl_t *rl, rl_ifl_t *b, int limit, int rc, uint32_t lim,
+                          uint32_t held, unsigned stripe, rl_decision_t *out)
+{
+    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, limit);
+    if (ls != NULL)
+        rl__stat_add(ls, stripe, rc == RL_DENY ? RL_STAT_DENIED : RL_STAT_NOSLOT);
+    if (ls != NULL && rc != RL_DENY)
+        rl__stat_add(ls, stripe, RL_STAT_DENIED);
+    write_decision(out, ls, b, 0, lim, held, rc == RL_DENY ? 0 : RL_FLAG_NOSLOT);
+    return RL_DENY;
+}
+
 /* rl_inflight_acquire inside its block. */
 static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
                       int32_t cls, rl_permit_t *permit, rl_decision_t *out)
 {
-    int rc;
     uint64_t now = rl__ifl_now(rl, b);
     sweep(rl, b, now);
     uint64_t x = rl__keyid_mix(&rl->kh, rl__keyhash(&rl->kh, key, key_len), b->salt);
     uint64_t tag = (x & ((UINT64_C(1) << KW_TAG_BITS) - 1)) | 1u;
+    /* relaxed: parameters. */
     rl_ifl_take_t t = {atomic_load_explicit(&b->limit_now, memory_order_relaxed), cls, 0};
     if (cls >= 0)
         t.cap = rl__inflight_class_cap(
             atomic_load_explicit(&b->class_ppm[cls], memory_order_relaxed), t.limit);
     uint32_t entry = 0, held = 0;
-    rl_limit_slot_t *ls = rl__limit_get(&rl->limits, limit);
     unsigned stripe = (unsigned)(x >> 60);
-    rc = rl__ifl_key_take(b, tag, (uint32_t)(x >> 32) & b->mask, &t, &entry, &held);
-    uint32_t rec = rc == RL_ALLOW ? pool_pop(b) : 0;
-    if (rc == RL_ALLOW && rec == 0) {
+    uint32_t home = (uint32_t)(x >> 32) & b->mask;
+    int rc = RL_ALLOW;
+    if (cls < 0 && rl__ifl_key_take_home(b, tag, home, t.limit, &held))
+        entry = home;
+    else
+        rc = rl__ifl_key_take(b, tag, home, &t, &entry, &held);
+    if (rc != RL_ALLOW)
+        return acquire_denied(rl, b, limit, rc, t.limit, held, stripe, out);
+    uint64_t s = 0;
+    uint32_t rec = rec_take(b, rec_hint(b, permit),
+                            RS_HELD | ((uint64_t)(cls + 1) << RS_CLS_SHIFT) | entry, &s);
+    if (rec == b->pool) {
         rl__ifl_key_give(b, entry, cls);
-        held--;
-        rc = RL_INFLIGHT_NOENTRY;
+        return acquire_denied(rl, b, limit, RL_INFLIGHT_NOENTRY, t.limit, held - 1, stripe,
+                              out);
     }
-    if (rc != RL_ALLOW) {
-        if (ls != NULL)
-            rl__stat_add(ls, stripe, rc == RL_DENY ? RL_STAT_DENIED : RL_STAT_NOSLOT);
-        if (ls != NULL && rc != RL_DENY)
-            rl__stat_add(ls, stripe, RL_STAT_DENIED);
-        write_decision(out, ls, b, 0, t.limit, held, rc == RL_DENY ? 0 : RL_FLAG_NOSLOT);
-        return RL_DENY;
-    }
-    rl_ifl_rec_t *r = &b->recs[rec - 1];
-    /* relaxed: the record is ours (popped); the release CAS below
-     * publishes t0 with the word to a sweeper. */
-    atomic_store_explicit(&r->t0_ns, now, memory_order_relaxed);
-    uint64_t s = atomic_load_explicit(&r->st, memory_order_relaxed);
-    /* A CAS, not a store: the last life's late release may be marking its
-     * end in the word at this moment (release_ended), and must not be
-     * undone. release: t0 and the word before a sweeper's acquire load. */
-    while (!atomic_compare_exchange_weak_explicit(
-        &r->st, &s,
-        (s & ~(RS_KEY | (UINT64_C(7) << RS_CLS_SHIFT))) | RS_HELD |
-            ((uint64_t)(cls + 1) << RS_CLS_SHIFT) | entry,
-        memory_order_release, memory_order_relaxed))
-        ;
-    permit_write(permit, rl->inflight->tag, limit, st_gen(s), rec - 1, now);
-    if (ls != NULL)
-        rl__stat_add(ls, stripe, RL_STAT_ADMITTED);
-    write_decision(out, ls, b, 1, t.limit, held, 0);
+    rl_ifl_rec_t *r = &b->recs[rec];
+    /* relaxed: only this life's holder writes `lives` (the record's lives
+     * follow each other through the CASes, and this store is released by
+     * the start word's store below). */
+    atomic_store_explicit(&r->lives, atomic_load_explicit(&r->lives, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    /* release: `lives` before a sweeper that reads this start reclaims. */
+    atomic_store_explicit(&r->t0w, t0_word(st_gen(s), now), memory_order_release);
+    permit_write(permit, rl->inflight->tag, limit, st_gen(s), rec, now);
+    if (out != NULL)
+        write_decision(out, rl__limit_get(&rl->limits, limit), b, 1, t.limit, held, 0);
     return RL_ALLOW;
 }
 
@@ -279,7 +308,7 @@ static int permit_find(rl_t *rl, const rl_permit_t *p, rl_ifl_t **b, uint32_t *r
 }
 
 /* A permit whose life is over: late (reclaimed, counted once) or not. */
-static int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
+static __attribute__((noinline, cold)) int release_ended(rl_ifl_t *b, rl_ifl_rec_t *r, uint64_t s, uint32_t gen)
 {
     while (st_gen(s) == gen + 1u && st_end(s) == END_RECLAIMED) {
         uint64_t late = (s & ~(UINT64_C(3) << RS_END_SHIFT)) |
@@ -318,6 +347,17 @@ int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t
     return rc;
 }
 
+/* A release's sample: out of line, as most of a fixed limit's take none. */
+static __attribute__((noinline)) void release_sample(rl_t *rl, rl_ifl_t *b, uint64_t t0,
+                                                     int32_t outcome, uint64_t latency_ns,
+                                                     uint32_t held)
+{
+    uint64_t now = rl__ifl_now(rl, b);
+    if (latency_ns == 0)
+        latency_ns = now > t0 ? now - t0 : 0;
+    rl__ifl_sample(rl, b, outcome, latency_ns, held, now);
+}
+
 /* rl_inflight_release inside its block. */
 static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_t t0,
                       int32_t outcome, uint64_t latency_ns)
@@ -333,15 +373,12 @@ static int release_in(rl_t *rl, rl_ifl_t *b, uint32_t rec, uint32_t gen, uint64_
                                                   memory_order_acq_rel, memory_order_acquire))
             break;
     }
-    uint32_t held = life_end(b, rec, s);
+    uint32_t held = life_end(b, s);
     /* relaxed: a parameter. A fixed limit samples only for its Retry-After
      * hint: one release in 16 is enough for a mean, and spares the others
      * the window's shared line and a clock read. */
     if (!atomic_load_explicit(&b->precise, memory_order_relaxed) && (gen + rec) % 16 != 0)
         return 0;
-    uint64_t now = rl__ifl_now(rl, b);
-    if (latency_ns == 0)
-        latency_ns = now > t0 ? now - t0 : 0;
-    rl__ifl_sample(rl, b, outcome, latency_ns, held, now);
+    release_sample(rl, b, t0, outcome, latency_ns, held);
     return 0;
 }
