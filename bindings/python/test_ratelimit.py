@@ -451,6 +451,15 @@ class Reservations(unittest.TestCase):
         again.release()
         first.settle(1)
 
+    def test_max_reservations(self):
+        with RateLimiter(max_reservations=1) as rl:
+            rl.add_limit("name=a rate=10/h mode=local")
+            r = rl.reserve("a", "k", 1)
+            with self.assertRaises(rlm.ReservationsFullError):
+                rl.reserve("a", "k", 1)
+            r.settle(1)
+            self.assertEqual(rl.reserve_stats()["capacity"], 1)
+
     def test_wait_refuses_at_once_when_too_long(self):
         self.rl.add_limit("name=slow rate=1/h burst=1 mode=local")
         self.assertTrue(self.rl.wait("slow", "x", 1, max_wait_ms=10))
@@ -1049,7 +1058,7 @@ class FirstClass(unittest.TestCase):
                "key_ttl_ms": 10, "demand_alpha_pct": 101, "degrade_after_failures": 101,
                "recover_after_rounds": 101, "reconnect_max_ms": 60001,
                "degrade_ramp_ms": 3600001, "max_limits": 5000, "expected_nodes": 100001,
-               "sync_interval_ms": 10, "max_keys": 8}
+               "sync_interval_ms": 10, "max_keys": 8, "max_reservations": 1048577}
         for field, value in bad.items():
             with self.assertRaises(rlm.OutOfRangeError, msg=field) as cm:
                 RateLimiter(**{field: value}).close()

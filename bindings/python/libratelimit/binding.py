@@ -1149,6 +1149,7 @@ class RateLimiter:
     (degrade_after_failures, recover_after_rounds, reconnect_max_ms,
     degrade_ramp_ms); exact mode (exact_timeout_ms, exact_pool_size);
     quotas (quota_journal_max, quota_timeout_ms); hot keys (hotkeys_k);
+    reservations (max_reservations: in flight at once, 0 for none);
     clock_coarse_tick_ns. log, if given, is called as log(level, message) from
     the library's threads; without it, warnings and errors go to stderr,
     rate-limited, unless log_quiet=True. A bad argument raises
@@ -1174,6 +1175,7 @@ class RateLimiter:
                  quota_journal_max: Optional[int] = None,
                  quota_timeout_ms: Optional[int] = None,
                  hotkeys_k: Optional[int] = None,
+                 max_reservations: Optional[int] = None,
                  log: Optional[Callable[[int, str], None]] = None,
                  log_quiet: bool = False,
                  library: Optional[str] = None):
@@ -1211,7 +1213,8 @@ class RateLimiter:
                             ("exact_pool_size", exact_pool_size),
                             ("quota_journal_max", quota_journal_max),
                             ("quota_timeout_ms", quota_timeout_ms),
-                            ("hotkeys_k", hotkeys_k)):
+                            ("hotkeys_k", hotkeys_k),
+                            ("max_reservations", max_reservations)):
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise TypeError(f"{name} must be an int, not {type(value).__name__}")
