@@ -30,6 +30,7 @@ func TestConfigFieldsReachTheLibrary(t *testing.T) {
 		{"hotkeys_k", Config{HotkeysK: 1025}},
 		{"max_limits", Config{MaxLimits: 5000}},
 		{"expected_nodes", Config{ExpectedNodes: 100001}},
+		{"max_reservations", Config{MaxReservations: 1048577}},
 	}
 	for _, c := range cases {
 		l, err := New(c.cfg)

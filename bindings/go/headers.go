@@ -83,6 +83,24 @@ func (d Decision) HeaderFields() []HeaderField {
 	if !d.Allowed {
 		t = retry
 	}
+	if d.Flags&FlagInflight != 0 {
+		// An in-flight decision has no window and no reset (a permit comes
+		// back when a request ends): q without w, t only on a refusal.
+		rate := name + ";r=" + u(sfInt(d.Remaining))
+		if !d.Allowed {
+			rate += ";t=" + u(sfInt(retry))
+		}
+		f := []HeaderField{
+			{"RateLimit-Policy", name + ";q=" + u(sfInt(d.Limit))},
+			{"RateLimit", rate},
+			{"X-RateLimit-Limit", u(d.Limit)},
+			{"X-RateLimit-Remaining", u(d.Remaining)},
+		}
+		if !d.Allowed {
+			f = append(f, HeaderField{"Retry-After", u(retry)})
+		}
+		return f
+	}
 	f := []HeaderField{
 		{"RateLimit-Policy", name + ";q=" + u(sfInt(d.Limit)) + ";w=" + u(sfInt(window))},
 		{"RateLimit", name + ";r=" + u(sfInt(d.Remaining)) + ";t=" + u(sfInt(t))},
@@ -125,6 +143,8 @@ func cHeaders(d Decision) string {
 	cd.retry_after_ms = C.uint64_t(d.retryMs)
 	cd.window_ms = C.uint64_t(d.windowMs)
 	cd.burst = C.uint64_t(d.Burst)
+	cd.flags = C.uint32_t(d.Flags)
+	cd.inflight = C.uint64_t(d.Inflight)
 	if d.Policy != "" {
 		cd.policy = C.CString(d.Policy)
 		defer C.free(unsafe.Pointer(cd.policy))

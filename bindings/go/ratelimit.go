@@ -88,6 +88,7 @@ const (
 	FlagDegraded = uint32(C.RL_FLAG_DEGRADED) // decided by on_failure while Redis is out
 	FlagShadow   = uint32(C.RL_FLAG_SHADOW)   // a shadow limit would have denied
 	FlagNoSlot   = uint32(C.RL_FLAG_NOSLOT)   // the key table had no slot for the key
+	FlagInflight = uint32(C.RL_FLAG_INFLIGHT) // an in-flight limit's decision (Acquire)
 )
 
 // Config holds an instance's options: rl_config_t's fields, the zero value
@@ -122,6 +123,10 @@ type Config struct {
 	// Redis is out, 1..1000000; 0: 10000; negative: none kept (each such
 	// charge is lost and counted).
 	QuotaJournalMax int
+
+	// MaxReservations is the reservations in flight at once (Reserve,
+	// ReserveWait), 1..1048576; 0: 4096; negative: none (Reserve: ErrFull).
+	MaxReservations int
 
 	HotkeysK int  // keys each top-K sketch reports (rl_hotkeys), 1..1024; 0: 32
 	LogQuiet bool // with no Log: true writes nothing to stderr
@@ -163,6 +168,7 @@ type Decision struct {
 	Burst      uint64        // the bucket's capacity
 	Flags      uint32        // Flag*
 	Policy     string        // the limit's name
+	Inflight   uint64        // FlagInflight: the key's permits held after it
 
 	resetMs, retryMs, windowMs uint64 // exact, for the headers
 }
@@ -289,6 +295,16 @@ func setNumbers(c *C.rl_config_t, cfg *Config) error {
 			return err
 		}
 		c.quota_journal_max = v
+	}
+	switch {
+	case cfg.MaxReservations < 0:
+		c.max_reservations = 0
+	case cfg.MaxReservations > 0:
+		v, err := u32("MaxReservations", cfg.MaxReservations, 1<<32-1)
+		if err != nil {
+			return err
+		}
+		c.max_reservations = v
 	}
 	if cfg.LogQuiet {
 		c.log_quiet = 1

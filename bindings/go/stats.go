@@ -62,6 +62,10 @@ type LimitStats struct {
 	UsageMaxPpm, ShareSkewMaxPpm                     uint32 // ppm of the rate / of an even split
 	NodesMax                                         uint32
 	DegradedSpells                                   uint64 // runs of degraded answers, each logged
+	// In-flight limits (0 for a rate limit): permits held now (all keys),
+	// the limit now (adaptive: as it moved), permits reclaimed past
+	// max_hold, and late releases of reclaimed permits.
+	Inflight, InflightLimit, InflightReclaimed, InflightLate uint64
 }
 
 func msDur(v C.uint64_t) time.Duration { return msDuration(uint64(v)) }
@@ -140,5 +144,7 @@ func (l *Limiter) LimitStats(limit Limit) (LimitStats, error) {
 		SyncKeys: uint64(s.sync_keys), OvershootKeys: uint64(s.overshoot_keys),
 		UsageMaxPpm: uint32(s.usage_max_ppm), ShareSkewMaxPpm: uint32(s.share_skew_max_ppm),
 		NodesMax: uint32(s.nodes_max), DegradedSpells: uint64(s.degraded_spells),
+		Inflight: uint64(s.inflight), InflightLimit: uint64(s.inflight_limit),
+		InflightReclaimed: uint64(s.inflight_reclaimed), InflightLate: uint64(s.inflight_late),
 	}, nil
 }

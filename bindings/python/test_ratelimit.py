@@ -359,6 +359,183 @@ class Errors(unittest.TestCase):
         self.assertEqual(e.name, "RL_EUNKNOWN")
 
 
+
+class Reservations(unittest.TestCase):
+    """reserve/settle/release, reserve_multi, reserve_wait, wait and
+    reserve_stats. Rates per hour where a count must be exact: nothing
+    refills during a test."""
+
+    def setUp(self):
+        self.rl = RateLimiter()
+        self.rl.add_limit("name=tpm rate=10/h burst=10 mode=local")
+
+    def tearDown(self):
+        self.rl.close()
+
+    def peek(self, key, limit="tpm"):
+        return self.rl.check(limit, key, 0).remaining
+
+    def test_settle_up_is_debt(self):
+        r = self.rl.reserve("tpm", "k", 4, ttl_ms=60000)
+        self.assertTrue(r)
+        self.assertEqual((r.estimate, r.ready_in_ms, r.decision.remaining), (4, 0, 6))
+        self.rl.settle(r, 12)  # 12 used of 10: the key owes 2
+        self.assertTrue(r.done)
+        self.assertFalse(self.rl.check("tpm", "k"))
+        self.assertFalse(self.rl.reserve("tpm", "k", 1))
+        st = self.rl.reserve_stats()
+        self.assertEqual((st["reserved"], st["settled_up"], st["debt_tokens"], st["in_flight"]),
+                         (1, 1, 8, 0))
+        self.assertEqual(st["denied"], 1)
+        with self.assertRaises(rlm.InvalidArgumentError):
+            r.settle(1)  # settled once already: refused, nothing charged
+
+    def test_settle_down_refunds_and_release_gives_all_back(self):
+        r = self.rl.reserve("tpm", "a", 6)
+        r.settle(2)
+        self.assertEqual(self.peek("a"), 8)
+        r = self.rl.reserve("tpm", "b", 7)
+        self.assertEqual(self.peek("b"), 3)
+        r.release()
+        self.assertEqual(self.peek("b"), 10)
+        with self.rl.reserve("tpm", "c", 5) as r:  # left without a settle: released
+            self.assertEqual(self.peek("c"), 5)
+        self.assertEqual(self.peek("c"), 10)
+        st = self.rl.reserve_stats()
+        self.assertEqual((st["settled_down"], st["released"], st["refund_tokens"]), (1, 2, 16))
+
+    def test_denied_and_bad_reservations(self):
+        self.assertFalse(self.rl.reserve("tpm", "d", 10).settle(10) or False)
+        r = self.rl.reserve("tpm", "d", 1)
+        self.assertFalse(r)
+        self.assertGreater(r.decision.retry_after_ms, 0)
+        with self.assertRaises(rlm.InvalidArgumentError):
+            r.release()  # a denied reservation holds nothing
+        with self.assertRaises(rlm.CostError):
+            self.rl.reserve("tpm", "d", 11)  # above the burst
+        with self.assertRaises(rlm.InvalidArgumentError):
+            self.rl.reserve("tpm", "d", 1, ttl_ms=0)
+        with self.assertRaises(rlm.OutOfRangeError):
+            self.rl.reserve("tpm", "e", 1).settle(rlm.RL_COST_SETTLE_MAX + 1)
+
+    def test_reserve_multi_is_all_or_nothing(self):
+        self.rl.add_limit("name=rpm rate=1/h burst=1 mode=local")
+        m = self.rl.reserve_multi([("tpm", "k", 3), ("rpm", "k", 1)])
+        self.assertTrue(m)
+        self.assertEqual(m.denied_index, 2)
+        self.assertEqual(self.peek("k"), 7)
+        m2 = self.rl.reserve_multi([("tpm", "k", 3), ("rpm", "k", 1)])
+        self.assertFalse(m2)
+        self.assertEqual(m2.denied_index, 1)
+        self.assertFalse(any(m2.reservations))
+        self.assertEqual(self.peek("k"), 7)  # the denied batch holds nothing
+        m.reservations[0].settle(5)
+        m.reservations[1].settle(1)
+        self.assertEqual(self.peek("k"), 5)
+
+    def test_reserve_wait_tells_when_and_cancels_exactly(self):
+        self.rl.add_limit("name=pace rate=1/s burst=1 mode=local")
+        first = self.rl.reserve_wait("pace", "w", 1, 0)
+        self.assertTrue(first)
+        self.assertEqual(first.ready_in_ms, 0)
+        second = self.rl.reserve_wait("pace", "w", 1, 5000)
+        self.assertTrue(second)
+        self.assertTrue(0 < second.ready_in_ms <= 1000, second.ready_in_ms)
+        third = self.rl.reserve_wait("pace", "w", 1, 100)  # needs about 2 s
+        self.assertFalse(third)
+        self.assertGreater(third.decision.retry_after_ms, 100)
+        second.release()  # the cancel: exactly its token back
+        again = self.rl.reserve_wait("pace", "w", 1, 5000)
+        self.assertTrue(again)
+        self.assertLessEqual(again.ready_in_ms, second.ready_in_ms)
+        again.release()
+        first.settle(1)
+
+    def test_max_reservations(self):
+        with RateLimiter(max_reservations=1) as rl:
+            rl.add_limit("name=a rate=10/h mode=local")
+            r = rl.reserve("a", "k", 1)
+            with self.assertRaises(rlm.ReservationsFullError):
+                rl.reserve("a", "k", 1)
+            r.settle(1)
+            self.assertEqual(rl.reserve_stats()["capacity"], 1)
+
+    def test_wait_refuses_at_once_when_too_long(self):
+        self.rl.add_limit("name=slow rate=1/h burst=1 mode=local")
+        self.assertTrue(self.rl.wait("slow", "x", 1, max_wait_ms=10))
+        t0 = time.monotonic()
+        d = self.rl.wait("slow", "x", 1, max_wait_ms=10)
+        self.assertFalse(d)
+        self.assertLess(time.monotonic() - t0, 5)  # refused, not slept on
+        self.assertGreater(d.retry_after_ms, 10)
+        st = self.rl.reserve_stats()
+        self.assertEqual((st["waits"], st["waits_refused"]), (1, 1))
+
+
+class Inflight(unittest.TestCase):
+    """inflight_acquire/release and the with-block permit."""
+
+    def setUp(self):
+        self.rl = RateLimiter()
+        self.rl.add_limit("name=db kind=inflight max=2")
+
+    def tearDown(self):
+        self.rl.close()
+
+    def held(self):
+        return self.rl.limit_stats("db")["inflight"]
+
+    def test_with_block_holds_and_releases(self):
+        with self.rl.inflight("db", "k") as p1:
+            self.assertTrue(p1)
+            self.assertEqual(p1.decision.inflight, 1)
+            with self.rl.inflight("db", "k"):
+                self.assertEqual(self.held(), 2)
+                with self.assertRaises(rlm.InflightFull) as cm:
+                    with self.rl.inflight("db", "k"):
+                        self.fail("a third permit was handed out")
+                d = cm.exception.decision
+                self.assertEqual((d.inflight, d.limit, d.allowed), (2, 2, False))
+                self.assertTrue(d.flags & rlm.RL_FLAG_INFLIGHT)
+                self.assertGreaterEqual(cm.exception.retry_after_ms, 1)
+                self.assertIn("Retry-After:", d.headers())
+            self.assertEqual(self.held(), 1)
+        self.assertEqual(self.held(), 0)
+        self.assertTrue(p1.released)
+
+    def test_exception_releases_as_dropped(self):
+        with self.assertRaises(KeyError):
+            with self.rl.inflight("db", "k") as p:
+                raise KeyError("the work failed")
+        self.assertTrue(p.released)
+        self.assertEqual(self.held(), 0)
+        with self.assertRaises(rlm.InvalidArgumentError):
+            p.release()  # once only
+
+    def test_acquire_release_by_hand(self):
+        p = self.rl.inflight_acquire("db", b"\x00bin")
+        self.assertTrue(p)
+        self.assertFalse(p.release(rlm.RL_INFLIGHT_IGNORED, 1000))
+        with self.assertRaises(rlm.OutOfRangeError):
+            self.rl.inflight_acquire("db", "k").release(7)
+        with self.assertRaises(rlm.ModeError):
+            self.rl.add_limit("name=r rate=1/s")
+            self.rl.inflight_acquire("r", "k")
+
+    def test_classes(self):
+        self.rl.add_limit("name=pool kind=inflight max=4 partitions=live:0.5,batch:0.5")
+        self.assertEqual(self.rl.inflight_class("pool", "live"), 0)
+        self.assertEqual(self.rl.inflight_class("pool", "batch"), 1)
+        with self.assertRaises(rlm.LimitNotFoundError):
+            self.rl.inflight_class("pool", "nosuch")
+        with self.rl.inflight("pool", "k", cls="batch") as p:
+            self.assertTrue(p)
+        with self.rl.inflight("pool", "k", cls=0) as p:
+            self.assertTrue(p)
+        with self.assertRaises(rlm.OutOfRangeError):
+            self.rl.inflight_acquire("pool", "k", cls=3)
+
+
 class StructLayout(unittest.TestCase):
     """Every ctypes field's offset, and each struct's size, against what a C
     compiler makes of include/ratelimit.h."""
@@ -376,6 +553,9 @@ class StructLayout(unittest.TestCase):
         "rl_quota_result_t": rlm.QuotaResult_t,
         "rl_hotkey_t": rlm.Hotkey,
         "rl_retry_config_t": rlm.RetryConfig,
+        "rl_reservation_t": rlm.Reservation_t,
+        "rl_reserve_stats_t": rlm.ReserveStats,
+        "rl_permit_t": rlm.Permit_t,
     }
 
     def test_offsets_match_c(self):
@@ -878,7 +1058,7 @@ class FirstClass(unittest.TestCase):
                "key_ttl_ms": 10, "demand_alpha_pct": 101, "degrade_after_failures": 101,
                "recover_after_rounds": 101, "reconnect_max_ms": 60001,
                "degrade_ramp_ms": 3600001, "max_limits": 5000, "expected_nodes": 100001,
-               "sync_interval_ms": 10, "max_keys": 8}
+               "sync_interval_ms": 10, "max_keys": 8, "max_reservations": 1048577}
         for field, value in bad.items():
             with self.assertRaises(rlm.OutOfRangeError, msg=field) as cm:
                 RateLimiter(**{field: value}).close()

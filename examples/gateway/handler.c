@@ -10,10 +10,11 @@
 #include <time.h>
 
 #include "log.h"
+#include "proxy.h"
 
 #define JSON "application/json"
 
-static void reply_init(reply_t *r, int status)
+void reply_init(reply_t *r, int status)
 {
     memset(&r->resp, 0, sizeof r->resp);
     r->resp.status = status;
@@ -22,7 +23,7 @@ static void reply_init(reply_t *r, int status)
     r->owned = NULL;
 }
 
-__attribute__((format(printf, 2, 3))) static void json_body(reply_t *r, const char *fmt, ...)
+void json_body(reply_t *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -171,7 +172,7 @@ static void on_quota(void *ud, int rc, const rl_quota_result_t *q)
 static int check_limits(gateway_t *g, const char *path, size_t path_len, const keys_t *k,
                         rl_decision_t *shown, size_t *nrules, const limit_rule_t **exact,
                         size_t *nexact, rl_request_t *reqs, size_t *nlocal,
-                        const limit_rule_t **quotas, size_t *nquotas)
+                        const limit_rule_t **quotas, size_t *nquotas, proxy_rules_t *pr)
 {
     const limit_rule_t *rules[RL_MULTI_MAX];
     size_t n = limits_match(g->limits, path, path_len, rules);
@@ -179,6 +180,7 @@ static int check_limits(gateway_t *g, const char *path, size_t path_len, const k
     *nexact = 0;
     *nlocal = 0;
     *nquotas = 0;
+    pr->ninflight = pr->ntokens = 0;
     if (n == 0)
         return RL_ALLOW;
     rl_decision_t out[RL_MULTI_MAX];
@@ -186,6 +188,16 @@ static int check_limits(gateway_t *g, const char *path, size_t path_len, const k
     for (size_t i = 0; i < n; i++) {
         if (rules[i]->is_quota) { /* charged once the rate limits allowed */
             quotas[(*nquotas)++] = rules[i];
+            continue;
+        }
+        if (rules[i]->limit.kind == RL_KIND_INFLIGHT) { /* the proxy stage's */
+            pr->inflight_key[pr->ninflight] = rule_key(rules[i], k);
+            pr->inflight[pr->ninflight++] = rules[i];
+            continue;
+        }
+        if (rules[i]->tokens) { /* reserved on the estimate by the proxy stage */
+            pr->tokens_key[pr->ntokens] = rule_key(rules[i], k);
+            pr->tokens[pr->ntokens++] = rules[i];
             continue;
         }
         if (g->exact_async && rules[i]->limit.mode == RL_MODE_EXACT) {
@@ -266,7 +278,7 @@ static void decided(gateway_t *g, int rc, const rl_decision_t *d, size_t nrules,
 
 /* Append one header line to a reply's headers (whatever rl_headers put
  * there first); a line that does not fit is left out. */
-__attribute__((format(printf, 2, 3))) static void add_header(reply_t *out, const char *fmt, ...)
+void add_header(reply_t *out, const char *fmt, ...)
 {
     size_t used = out->resp.headers != NULL ? strlen(out->headers) : 0;
     va_list ap;
@@ -562,12 +574,26 @@ int handler_request(gateway_t *g, const http_request_t *req, const char *client_
     size_t nrules = 0, nexact = 0, nlocal = 0, nquotas = 0;
     const limit_rule_t *exact[RL_MULTI_MAX], *quotas[RL_MULTI_MAX];
     rl_request_t local[RL_MULTI_MAX];
+    proxy_rules_t pr;
     int rc = check_limits(g, req->target, path_len, &k, &d, &nrules, exact, &nexact, local,
-                          &nlocal, quotas, &nquotas);
+                          &nlocal, quotas, &nquotas, &pr);
     char path[2 * HTTP_TARGET_CAP + 1];
     json_string(path, req->target, path_len);
     if (metrics)
-        nquotas = nexact = 0;
+        nquotas = nexact = pr.ninflight = pr.ntokens = 0;
+    bool proxied = !metrics && (pr.ninflight > 0 || pr.ntokens > 0 || g->upstream != NULL);
+    if (rc == RL_ALLOW && proxied && (nquotas > 0 || nexact > 0)) {
+        for (size_t j = 0; j < nlocal; j++)
+            rl_refund(g->rl, local[j].limit, local[j].key, local[j].key_len, 1);
+        out->resp.status = 501;
+        json_body(out, "{\"error\":\"this example does not combine quota or exact rules with "
+                       "in-flight, token or upstream routes\"}\n");
+        return 0;
+    }
+    if (rc == RL_ALLOW && proxied) {
+        proxy_local_t pl = {local, nlocal, nlocal > 0 ? &d : NULL, nrules};
+        return proxy_start(g, req, &pr, &pl, path, out, conn);
+    }
     if (rc == RL_ALLOW && (nquotas > 0 || nexact > 0)) {
         char rid[RL_QUOTA_ID_MAX];
         size_t rid_len = 0;

@@ -21,6 +21,7 @@
 
 struct pending;
 struct reply;
+struct upstream;
 
 /* A request answered later (a quota or an exact rule): the server's hook,
  * on the loop. */
@@ -43,6 +44,8 @@ typedef struct gateway {
     unsigned pending;          /* requests waiting for Redis (loop only) */
     bool wake_closed;
     handler_done_fn *done;
+    struct upstream *upstream; /* --upstream: where admitted requests go; NULL:
+                                  the gateway answers them itself */
 } gateway_t;
 
 /* A response and the buffers it points into, until it is formatted. */
@@ -76,6 +79,14 @@ void handler_parse_error(gateway_t *g, http_error_t e, reply_t *out);
 
 /* The reply to a request that did not arrive within the request timeout. */
 void handler_timeout(reply_t *out);
+
+/* A reply's parts, for the stages in other files (proxy.c). */
+void reply_init(reply_t *r, int status);
+/* The body: JSON from a format. */
+__attribute__((format(printf, 2, 3))) void json_body(reply_t *r, const char *fmt, ...);
+/* Append one header line (whatever rl_headers put there first); a line
+ * that does not fit is left out. */
+__attribute__((format(printf, 2, 3))) void add_header(reply_t *out, const char *fmt, ...);
 
 /* Free what a reply owns (after formatting it). */
 void reply_free(reply_t *r);

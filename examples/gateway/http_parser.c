@@ -27,7 +27,7 @@ enum {
 };
 
 /* The fields the parser acts on. */
-enum { F_OTHER, F_HOST, F_LENGTH, F_TE, F_CONNECTION, F_EXPECT, F_API_KEY, F_IDEM_KEY };
+enum { F_OTHER, F_HOST, F_LENGTH, F_TE, F_CONNECTION, F_EXPECT, F_API_KEY, F_IDEM_KEY, F_MAX_TOKENS };
 
 static const struct {
     const char *name; /* lower case */
@@ -40,6 +40,7 @@ static const struct {
     {"expect", F_EXPECT},
     {"x-api-key", F_API_KEY},
     {"idempotency-key", F_IDEM_KEY},
+    {"x-max-tokens", F_MAX_TOKENS},
 };
 
 http_limits_t http_limits_default(void)
@@ -129,6 +130,7 @@ static http_error_t begin_value(http_parser_t *p)
     case F_LENGTH: seen = &p->has_length; break;
     case F_API_KEY: seen = &p->has_api_key; break;
     case F_IDEM_KEY: seen = &p->has_idem_key; break;
+    case F_MAX_TOKENS: seen = &p->has_max_tokens; break;
     default: break;
     }
     if (seen != NULL) {
@@ -191,6 +193,20 @@ static http_error_t value_byte(http_parser_t *p, unsigned char c)
             return HTTP_ERR_BAD_CONTENT_LENGTH;
         }
         return HTTP_ERR_NONE;
+    case F_MAX_TOKENS:
+        if (is_ws(c)) {
+            p->value_ended = p->value_started;
+        } else if (c >= '0' && c <= '9' && !p->value_ended) {
+            uint64_t d = (uint64_t)(c - '0');
+            /* max_tokens * 10 + d > HTTP_MAX_TOKENS, without overflowing */
+            if (r->max_tokens > (HTTP_MAX_TOKENS - d) / 10)
+                return HTTP_ERR_BAD_MAX_TOKENS;
+            r->max_tokens = r->max_tokens * 10 + d;
+            p->value_started = true;
+        } else {
+            return HTTP_ERR_BAD_MAX_TOKENS;
+        }
+        return HTTP_ERR_NONE;
     case F_TE:
     case F_EXPECT:
         small_value_byte(p, c);
@@ -249,6 +265,8 @@ static http_error_t end_value(http_parser_t *p)
         return p->value_started ? HTTP_ERR_NONE : HTTP_ERR_BAD_API_KEY;
     case F_IDEM_KEY:
         return p->value_started ? HTTP_ERR_NONE : HTTP_ERR_BAD_IDEM_KEY;
+    case F_MAX_TOKENS:
+        return p->value_started && p->req.max_tokens > 0 ? HTTP_ERR_NONE : HTTP_ERR_BAD_MAX_TOKENS;
     case F_TE:
         /* a second Transfer-Encoding line makes a list: not "chunked" alone */
         p->te_chunked_only = !p->has_te && small_is(p, "chunked");

@@ -39,6 +39,7 @@
 #define HTTP_TARGET_CAP 4096
 #define HTTP_API_KEY_CAP 256
 #define HTTP_IDEM_KEY_CAP 64
+#define HTTP_MAX_TOKENS 1000000000u /* X-Max-Tokens' largest value */
 
 /* Every error, its HTTP status and its message; the name is
  * the label the gateway's metrics use. */
@@ -60,7 +61,7 @@
     XX(HEAD_TOO_LARGE, 431, "request head too large")                                        \
     XX(MISSING_HOST, 400, "HTTP/1.1 request without Host")                                   \
     XX(DUPLICATE_HEADER, 400,                                                                \
-       "Host, Content-Length, X-API-Key or Idempotency-Key given more than once")             \
+       "Host, Content-Length, X-API-Key, Idempotency-Key or X-Max-Tokens given more than once")             \
     XX(BAD_CONTENT_LENGTH, 400, "Content-Length is not a single decimal number")             \
     XX(BODY_TOO_LARGE, 413, "Content-Length above the body limit")                          \
     XX(LENGTH_AND_CHUNKED, 400, "Transfer-Encoding with Content-Length (request smuggling)") \
@@ -72,7 +73,8 @@
     XX(API_KEY_TOO_LONG, 431, "X-API-Key too long")                                          \
     XX(EXPECTATION_FAILED, 417, "Expect other than 100-continue")                            \
     XX(BAD_IDEM_KEY, 400, "Idempotency-Key empty or not visible ASCII")                      \
-    XX(IDEM_KEY_TOO_LONG, 400, "Idempotency-Key longer than 64 bytes")
+    XX(IDEM_KEY_TOO_LONG, 400, "Idempotency-Key longer than 64 bytes")                       \
+    XX(BAD_MAX_TOKENS, 400, "X-Max-Tokens is not a single decimal number in 1..1000000000")
 
 typedef enum http_error {
 #define HTTP_ERRNO_ENUM_(name, status, msg) HTTP_ERR_##name,
@@ -107,6 +109,7 @@ typedef struct http_request {
     size_t api_key_len;        /* 0: no X-API-Key */
     char idem_key[HTTP_IDEM_KEY_CAP + 1];
     size_t idem_key_len;       /* 0: no Idempotency-Key */
+    uint64_t max_tokens;       /* X-Max-Tokens, 1..HTTP_MAX_TOKENS; 0: none */
     uint64_t content_length;   /* 0 without Content-Length */
     bool keep_alive;           /* from the version and Connection */
     bool expect_continue;      /* HTTP/1.1, Expect: 100-continue, a body */
@@ -142,7 +145,7 @@ typedef struct http_parser {
     size_t small_len;
     bool small_mismatch;     /* longer than small, or inner whitespace */
     /* across the field lines of one head */
-    bool has_host, has_length, has_api_key, has_idem_key, has_te, te_chunked_only;
+    bool has_host, has_length, has_api_key, has_idem_key, has_max_tokens, has_te, te_chunked_only;
     bool expect_seen, expect_other;
     bool conn_close, conn_keep_alive;
     size_t version_pos;

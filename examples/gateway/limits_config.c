@@ -38,6 +38,7 @@ static void take_rules(limit_set_t *out, const limitsfile_t *lf)
                                                            : SCOPE_CLIENT;
         r->limit = src->limit;
         r->is_quota = src->is_quota;
+        r->tokens = src->tokens;
         r->quota = src->quota;
         r->line = (int)src->line;
         r->id = -1;

@@ -59,6 +59,8 @@ typedef struct limit_rule {
     int id;                           /* the instance's id, after limits_apply */
     bool is_quota;                    /* a quota rule (SPEC with amount=) */
     rl_quota_t quota;
+    bool tokens;                      /* "PATTERN SCOPE tokens SPEC": charged the
+                                         request's tokens (proxy.c) */
 } limit_rule_t;
 
 typedef struct limit_set {

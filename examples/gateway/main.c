@@ -25,6 +25,7 @@
 #include "handler.h"
 #include "limits_config.h"
 #include "log.h"
+#include "upstream.h"
 #include "server.h"
 
 #define DRAIN_MS 5000
@@ -45,11 +46,14 @@ typedef struct options {
     uint64_t idle_timeout_ms;
     uint64_t request_timeout_ms;
     uint64_t max_body;
+    const char *upstream;
+    uint64_t upstream_timeout_ms;
 } options_t;
 
 typedef struct app {
     const char *limits_path;
     gateway_t gw;
+    upstream_t upstream;
     server_t server;
     uv_signal_t sighup, sigint, sigterm;
 } app_t;
@@ -76,7 +80,10 @@ static void usage(FILE *f)
           "  --max-connections N       open client connections (default 1024)\n"
           "  --idle-timeout-ms N       keep-alive wait for the next request (default 5000)\n"
           "  --request-timeout-ms N    a whole request, from its first byte (default 10000)\n"
-          "  --max-body BYTES          largest Content-Length accepted (default 1048576)\n",
+          "  --max-body BYTES          largest Content-Length accepted (default 1048576)\n"
+          "  --upstream HOST:PORT      forward admitted requests there (numeric, as\n"
+          "                            --listen); without it the gateway answers them\n"
+          "  --upstream-timeout-ms N   an upstream's whole answer, 1..600000 (default 30000)\n",
           f);
 }
 
@@ -172,6 +179,8 @@ static int parse_options(int argc, char **argv, options_t *o)
         {"idle-timeout-ms", required_argument, NULL, 'I'},
         {"request-timeout-ms", required_argument, NULL, 'R'},
         {"max-body", required_argument, NULL, 'b'},
+        {"upstream", required_argument, NULL, 'u'},
+        {"upstream-timeout-ms", required_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -185,7 +194,8 @@ static int parse_options(int argc, char **argv, options_t *o)
                      .max_connections = 1024,
                      .idle_timeout_ms = 5000,
                      .request_timeout_ms = 10000,
-                     .max_body = 1024 * 1024};
+                     .max_body = 1024 * 1024,
+                     .upstream_timeout_ms = 30000};
     int ch, rc = 0;
     while (rc == 0 && (ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
@@ -206,6 +216,10 @@ static int parse_options(int argc, char **argv, options_t *o)
             rc = parse_u64("--request-timeout-ms", optarg, 1, 86400000, &o->request_timeout_ms);
             break;
         case 'b': rc = parse_u64("--max-body", optarg, 0, UINT64_C(1) << 40, &o->max_body); break;
+        case 'u': o->upstream = optarg; break;
+        case 'U':
+            rc = parse_u64("--upstream-timeout-ms", optarg, 1, 600000, &o->upstream_timeout_ms);
+            break;
         case 'h': usage(stdout); exit(0);
         default: rc = -1; break;
         }
@@ -398,9 +412,20 @@ int main(int argc, char **argv)
     app->gw.node_id = o.node_id;
     app->gw.exact_async = o.redis_url != NULL; /* mode=exact rules: rl_check_async */
     app->gw.limits = limits;
+    if (o.upstream != NULL) {
+        if (parse_listen(o.upstream, &app->upstream.addr) != 0) {
+            fprintf(stderr, "rl_gateway: --upstream: expected a numeric HOST:PORT, got \"%s\"\n",
+                    o.upstream);
+            rl_close(rl);
+            return 2;
+        }
+        app->upstream.timeout_ms = o.upstream_timeout_ms;
+        app->gw.upstream = &app->upstream;
+    }
     app->gw.metrics.limit_rules = limits->count;
 
     uv_loop_t *loop = uv_default_loop();
+    app->upstream.loop = loop;
     int rc = server_start(&app->server, loop, &sc, &app->gw, err, sizeof err);
     if (rc == 0 && (watch(app, loop, &app->sighup, SIGHUP) != 0 ||
                     watch(app, loop, &app->sigint, SIGINT) != 0 ||

@@ -11,7 +11,11 @@
 #    (431/414/413), keep-alive and HTTP/1.0 close, pipelining in order,
 #    SIGHUP reloads (state kept, new rate applied, a bad file keeps the old
 #    limits), idle and request timeouts, max connections, clean SIGTERM.
-# 2. Three gateways sharing a private redis-server (skipped when
+# 2. A gateway in front of a test upstream (python3): a tokens-per-minute
+#    route (reserve on X-Max-Tokens, settle at X-Usage-Tokens: debt, refill,
+#    release on failure, the overshoot bound) and in-flight limits (per
+#    key, and the upstream's adaptive one: 503 + Retry-After when full).
+# 3. Three gateways sharing a private redis-server (skipped when
 #    redis-server is not installed and RL_SKIP_REDIS=1): the fleet's total
 #    stays within the README's tolerance band.
 # Every check is on responses, counts and bounds; no check depends on how
@@ -324,6 +328,176 @@ rc=0
 wait "${gw_pid[local]}" || rc=$?
 check "exits 0 after SIGTERM" eq "$rc" 0
 check "logged its stop" wait_log local "stopped"
+
+# ================================================================ upstream
+# The proxy stage (proxy.c): an LLM-style route limited in tokens per
+# minute (reserved on X-Max-Tokens, settled at the upstream's
+# X-Usage-Tokens, released when it fails), and in-flight limits (the
+# upstream's adaptive one, a fixed one per API key). The test upstream is a
+# small Python server whose /v1/slow requests wait until the test opens a
+# gate, so "N requests in flight at once" is a state the test holds, never
+# a race with a sleep.
+if ! command -v python3 >/dev/null 2>&1; then
+  bad "python3 not installed: the upstream tests need it"
+else
+cat >"$tmp/upstream.py" <<'PY'
+import http.server, sys, threading, urllib.parse
+gate = threading.Event(); gate.set()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        u = urllib.parse.urlsplit(self.path); q = urllib.parse.parse_qs(u.query)
+        if u.path == "/hold": gate.clear()
+        elif u.path == "/go": gate.set()
+        elif u.path == "/v1/slow": gate.wait(60)
+        if "fail" in q:
+            self.send_response(500); self.end_headers(); return
+        body = ('{"upstream":"%s","key":"%s","max_tokens":"%s"}\n' % (u.path,
+                self.headers.get("X-API-Key", ""), self.headers.get("X-Max-Tokens", ""))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if "usage" in q: self.send_header("X-Usage-Tokens", q["usage"][0])
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+python3 "$tmp/upstream.py" "$tmp/upstream.port" &
+pids+=("$!")
+up_ready() { [[ -s $tmp/upstream.port ]]; }
+wait_for up_ready || { echo "gateway test: the test upstream did not start" >&2; exit 1; }
+up_port=$(cat "$tmp/upstream.port")
+up() { curl -s -o /dev/null "http://127.0.0.1:$up_port$1"; }
+
+# rate=6000/m: 100 tokens a second, burst 1000. The in-flight rules as in
+# the sample limits.conf: the upstream's adaptive limit (min 2, max 4: it
+# starts at 4 and moves only on full windows of releases) and 2 per key.
+cat >"$tmp/llm.conf" <<'CONF'
+/v1/chat client tokens name=tpm rate=6000/m burst=1000
+/v1/*    shared name=upstream kind=inflight limit=adaptive algo=gradient2 min=2 max=4 max_hold=60s
+/v1/*    client name=per_key_inflight kind=inflight max=2 mode=local
+/metrics shared name=scrapes rate=1000/s burst=1000
+CONF
+start_gateway llm --limits "$tmp/llm.conf" --upstream "127.0.0.1:$up_port"
+chat() { # chat KEY MAX_TOKENS QUERY: curl -si through the gateway
+  curl -si -H "X-API-Key: $1" -H "X-Max-Tokens: $2" "$(url "/v1/chat?$3")"
+}
+gauge() { # gauge FAMILY LIMIT: a per-limit metric's value
+  curl -s "$(url /metrics)" | sed -n "s/^$1{limit=\"$2\"} \\([0-9]*\\).*/\\1/p"
+}
+
+echo "== tokens per minute: reserve on X-Max-Tokens, settle at X-Usage-Tokens"
+check "no X-Max-Tokens on a token route: 400" eq "$(code -H 'X-API-Key: t0' "$(url /v1/chat)")" 400
+check "an estimate above the burst: 400" eq "$(code -H 'X-API-Key: t0' -H 'X-Max-Tokens: 1001' "$(url /v1/chat)")" 400
+check "X-Max-Tokens not a number: 400" eq "$(code -H 'X-API-Key: t0' -H 'X-Max-Tokens: ten' "$(url /v1/chat)")" 400
+r=$(chat t1 100 usage=80)
+check "admitted and forwarded" eq "$(status_of "$r")" 200
+check "the upstream saw the estimate" has "$r" '"max_tokens":"100"'
+check "the usage is passed back" eq "$(header "$r" X-Usage-Tokens)" 80
+check "the 200 shows the token budget: 900 of 1000 left at the reservation" \
+  eq "$(header "$r" X-RateLimit-Remaining)" 900
+# An underestimate: 100 reserved, 5000 used. The key owes 5000 - 1000 + 80
+# (minus what refilled meanwhile): at 100/s, 41 s before an estimate of 100
+# fits again. So its next request is refused, whatever the machine's speed.
+t_debt=$SECONDS
+r=$(chat t1 100 usage=5000)
+check "the underestimated request itself is served (settled at 5000)" eq "$(status_of "$r")" 200
+r=$(chat t1 100 usage=10)
+check "debt: the key's next request is refused" eq "$(status_of "$r")" 429
+ra=$(header "$r" Retry-After)
+lo=$((41 - (SECONDS - t_debt) - 2))
+check "Retry-After is the debt's payback: (5080 - 1000 + 100) / 100 = 42 s less the time since" \
+  test "${ra:-0}" -ge "$lo" -a "${ra:-99}" -le 42
+check "429 names the token limit" has "$r" '"limit":"tpm"'
+check "another key is not in debt" eq "$(status_of "$(chat t2 100 usage=10)")" 200
+# A small debt is paid back by refill: 100 reserved, 1150 used on a full
+# bucket leaves -150 (plus refill); an estimate of 50 fits after about 2 s.
+r=$(chat t3 100 usage=1150)
+t3_admit() { [[ $(code -H 'X-API-Key: t3' -H 'X-Max-Tokens: 50' "$(url /v1/chat?usage=50)") == 200 ]]; }
+check "after the refill pays a small debt back, the key is admitted again" wait_for t3_admit
+rel0=$(curl -s "$(url /metrics)" | sed -n 's/^ratelimit_reserve_released_total \([0-9]*\)/\1/p')
+check "an upstream failure (its 500) is passed on ..." eq "$(status_of "$(chat t4 600 fail=1)")" 500
+rel1=$(curl -s "$(url /metrics)" | sed -n 's/^ratelimit_reserve_released_total \([0-9]*\)/\1/p')
+check "... and its reservation released, not settled" eq "$((rel1 - rel0))" 1
+check "... so its 600 tokens are back: a full burst fits" \
+  eq "$(status_of "$(chat t4 1000 usage=1)")" 200
+
+echo "== the overshoot bound (README: reservations): 4 clients, 1 key, 15 requests each"
+# Every request reserves 200 and uses 400. The bound at every admission:
+# used <= burst + rate x elapsed + the in-flight excess, and a key holds at
+# most 2 requests in flight (per_key_inflight), so used <= 1000 + 100 x
+# elapsed + 2 x 200. Elapsed is measured around the whole run (an upper
+# bound on the gateway's own). 60 requests of 400 tokens ask for 24000:
+# far more than the bound gives in any run shorter than 3 minutes, so some
+# are refused however slow the machine.
+t0=$(date +%s%N)
+bg=()
+for w in 1 2 3 4; do
+  ( for _ in $(seq 15); do
+      code -H 'X-API-Key: ob' -H 'X-Max-Tokens: 200' "$(url /v1/chat?usage=400)"; echo
+    done >"$tmp/ob.$w" ) &
+  bg+=("$!")
+done
+wait "${bg[@]}"
+t1=$(date +%s%N)
+served=$(cat "$tmp"/ob.* | grep -c '^200$')
+refused=$(cat "$tmp"/ob.* | grep -c '^429$')
+used=$((served * 400))
+elapsed_ms=$(((t1 - t0) / 1000000))
+bound=$((1000 + elapsed_ms / 10 + 2 * 200))
+echo "      served $served (used $used tokens), refused $refused, in ${elapsed_ms} ms: bound $bound"
+check "used tokens within the stated bound" test "$used" -le "$bound"
+check "the key was refused once its budget and debt ran out" test "$refused" -gt 0
+check "no request failed otherwise" eq "$(cat "$tmp"/ob.* | grep -cvE '^(200|429|503)$')" 0
+
+echo "== in-flight: 2 per API key (503 + Retry-After when full)"
+up /hold
+bg=()
+for i in 1 2; do
+  curl -s -o /dev/null -w '%{http_code}' -H 'X-API-Key: k1' "$(url /v1/slow)" >"$tmp/k.$i.code" &
+  bg+=("$!")
+done
+two_held() { [[ $(gauge ratelimit_limit_inflight per_key_inflight) == 2 ]]; }
+check "two of k1's requests are held upstream" wait_for two_held
+r=$(curl -si -H 'X-API-Key: k1' "$(url /v1/slow)")
+check "k1's third at once: 503" eq "$(status_of "$r")" 503
+check "503: Retry-After" hasre "$(header "$r" Retry-After)" '^[0-9]+$'
+check "503: names the per-key limit" has "$r" '"limit":"per_key_inflight"'
+check "503: RateLimit headers from the decision" has "$(header "$r" RateLimit-Policy)" '"per_key_inflight"'
+up /go
+wait "${bg[@]}"
+check "the two held requests were served" eq "$(cat "$tmp/k.1.code") $(cat "$tmp/k.2.code")" "200 200"
+check "once they are done, k1 is admitted again" eq "$(code -H 'X-API-Key: k1' "$(url /v1/slow)")" 200
+
+echo "== in-flight: the upstream's adaptive limit, every key together"
+lim=$(gauge ratelimit_limit_inflight_limit upstream)
+check "the adaptive limit is within min..max" test "${lim:-0}" -ge 2 -a "${lim:-0}" -le 4
+up /hold
+bg=()
+for ((i = 1; i <= lim; i++)); do
+  curl -s -o /dev/null -w '%{http_code}' -H "X-API-Key: u$i" "$(url /v1/slow)" >"$tmp/u.$i.code" &
+  bg+=("$!")
+done
+all_held() { [[ $(gauge ratelimit_limit_inflight upstream) == "$lim" ]]; }
+check "$lim requests of $lim keys held upstream" wait_for all_held
+r=$(curl -si -H 'X-API-Key: u-extra' "$(url /v1/slow)")
+check "the next, from a fresh key: 503" eq "$(status_of "$r")" 503
+check "503: Retry-After" hasre "$(header "$r" Retry-After)" '^[0-9]+$'
+check "503: names the upstream's limit" has "$r" '"limit":"upstream"'
+up /go
+wait "${bg[@]}"
+codes=""
+for ((i = 1; i <= lim; i++)); do codes+="$(cat "$tmp/u.$i.code") "; done
+check "the held requests were served" eq "$codes" "$(printf '200 %.0s' $(seq "$lim"))"
+check "a request after them is admitted" eq "$(code -H 'X-API-Key: u-extra' "$(url /v1/slow)")" 200
+check "nothing left in flight" eq "$(gauge ratelimit_limit_inflight upstream)" 0
+kill -TERM "${gw_pid[llm]}"
+rc=0
+wait "${gw_pid[llm]}" || rc=$?
+check "llm gateway: clean exit after SIGTERM" eq "$rc" 0
+fi
 
 # ================================================================ fleet
 echo "== three gateways sharing a redis-server"

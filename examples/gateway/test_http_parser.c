@@ -696,6 +696,32 @@ START_TEST(idempotency_key_rules)
 }
 END_TEST
 
+/* X-Max-Tokens: a decimal number in 1..HTTP_MAX_TOKENS, once. */
+START_TEST(max_tokens_rules)
+{
+    ck_assert_uint_eq(parse_ok("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens:  250 \r\n\r\n").max_tokens,
+                      250);
+    ck_assert_uint_eq(parse_ok("GET / HTTP/1.1\r\nHost: h\r\n\r\n").max_tokens, 0);
+    ck_assert_uint_eq(
+        parse_ok("GET / HTTP/1.1\r\nHost: h\r\nx-max-tokens: 1000000000\r\n\r\n").max_tokens,
+        HTTP_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: 1000000001\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: 99999999999999999999\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: 0\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens:\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: 1 2\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: -1\r\n\r\n"),
+                     HTTP_ERR_BAD_MAX_TOKENS);
+    ck_assert_int_eq(ERR("GET / HTTP/1.1\r\nHost: h\r\nX-Max-Tokens: 1\r\nX-Max-Tokens: 1\r\n\r\n"),
+                     HTTP_ERR_DUPLICATE_HEADER);
+}
+END_TEST
+
 START_TEST(expect_rules)
 {
     ck_assert_int_eq(parse_ok("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\n"
@@ -765,6 +791,7 @@ static Suite *parser_suite(void)
     tcase_add_test(tc, host_rules);
     tcase_add_test(tc, api_key_rules);
     tcase_add_test(tc, idempotency_key_rules);
+    tcase_add_test(tc, max_tokens_rules);
     tcase_add_test(tc, expect_rules);
     tcase_add_test(tc, error_table);
     suite_add_tcase(s, tc);

@@ -156,6 +156,16 @@ static int parse_line(parser_t *p, char *s, unsigned line)
             return 0;
         }
         r->scope = (limitsfile_scope_t)i;
+        if (strncmp(s, "tokens", 6) == 0 && (s[6] == '\0' || is_space(s[6]))) {
+            r->tokens = true;
+            next_word(&s);
+            while (is_space(*s))
+                s++;
+            if (*s == '\0') {
+                bad(p, line, RL_ESPEC, "expected a SPEC after \"tokens\"");
+                return 0;
+            }
+        }
     } else if (p->flags & LIMITSFILE_ROUTES_REQUIRED) {
         bad(p, line, RL_ESPEC,
             "expected PATTERN SCOPE SPEC, e.g. \"* client name=api rate=10/s\": "
@@ -174,6 +184,10 @@ static int parse_line(parser_t *p, char *s, unsigned line)
     }
     if (rc < 0) {
         bad(p, line, rc, "%s", err[0] != '\0' ? err : rl_strerror(rc));
+        return 0;
+    }
+    if (r->tokens && (r->is_quota || r->limit.kind != RL_KIND_RATE)) {
+        bad(p, line, RL_ESPEC, "\"tokens\" is for a rate limit (not a quota or kind=inflight)");
         return 0;
     }
     for (size_t j = 0; j < p->out->count; j++) {

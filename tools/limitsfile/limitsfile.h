@@ -8,6 +8,7 @@
  *
  *   SPEC                     name=api rate=100/s burst=200
  *   PATTERN SCOPE SPEC       /search client name=search rate=5/s
+ *   PATTERN SCOPE tokens SPEC  /v1/chat client tokens name=tpm rate=6000/m
  *
  * SPEC     an rl_limit_parse spec, or an rl_quota_parse spec (a quota rule:
  *          its SPEC has an amount= word, e.g. "name=plan amount=1000000
@@ -18,6 +19,10 @@
  *          A query string is never part of a path.
  * SCOPE    whose bucket a request is charged to: client (its API key, else
  *          its IP), ip, or shared (one bucket for every matching request).
+ * tokens   (optional, routed form only) the rule counts a request's tokens,
+ *          not the request: a routing consumer reserves its estimate and
+ *          settles at the real cost (the gateway: X-Max-Tokens, then the
+ *          upstream's X-Usage-Tokens). Only on a rate limit's SPEC.
  *
  * A line whose first word holds '=' and is not a path is a SPEC; any other
  * is PATTERN SCOPE SPEC. '#' starts a comment anywhere on a line (a spec
@@ -58,6 +63,7 @@ typedef struct limitsfile_rule {
     char pattern[LIMITSFILE_PATTERN_MAX];   /* without a trailing '*' */
     size_t pattern_len;
     bool prefix;                            /* the pattern ended in '*' ("*": "" prefix) */
+    bool tokens;                            /* "tokens" after SCOPE: charged in tokens */
     rl_limit_t limit;                       /* a quota rule: only its name is set */
     bool is_quota;                          /* a quota rule: SPEC has amount= */
     rl_quota_t quota;                       /* is_quota: rl_quota_parse's result */

@@ -140,6 +140,37 @@ START_TEST(quota_rules)
 }
 END_TEST
 
+/* "tokens" after SCOPE: the rule counts tokens; only on a rate limit, only
+ * in the routed form (a SPEC line's first word is the spec). */
+START_TEST(tokens_rules)
+{
+    limitsfile_t lf;
+    errs_t e;
+    int rc = parse(&lf,
+                   "/v1/* client tokens name=tpm rate=6000/m burst=1000\n"
+                   "/v1/* client name=rpm rate=60/m\n"
+                   "/v1/* shared tokens name=up kind=inflight max=4\n" /* 3: in-flight */
+                   "/v1/* client tokens name=plan amount=5 period=month\n" /* 4: quota */
+                   "/v1/* client tokens\n"                             /* 5: no spec */
+                   "/v1/* client tokenz name=t2 rate=1/s\n",           /* 6: a bad spec word */
+                   NULL, &e);
+    ck_assert_int_eq(rc, 4);
+    ck_assert_uint_eq(e.line[0], 3);
+    ck_assert_int_eq(e.code[0], RL_ESPEC);
+    ck_assert_ptr_nonnull(strstr(e.msg[0], "\"tokens\" is for a rate limit"));
+    ck_assert_uint_eq(e.line[1], 4);
+    ck_assert_int_eq(e.code[1], RL_ESPEC);
+    ck_assert_uint_eq(e.line[2], 5);
+    ck_assert_uint_eq(e.line[3], 6);
+    ck_assert_uint_eq(lf.count, 2);
+    ck_assert(lf.rules[0].tokens);
+    ck_assert_str_eq(lf.rules[0].limit.name, "tpm");
+    ck_assert_uint_eq(lf.rules[0].limit.burst, 1000);
+    ck_assert(!lf.rules[1].tokens);
+    limitsfile_free(&lf);
+}
+END_TEST
+
 START_TEST(options)
 {
     limitsfile_t lf;
@@ -274,6 +305,7 @@ int main(void)
     tcase_add_test(tc, errors_carry_line_and_code);
     tcase_add_test(tc, options);
     tcase_add_test(tc, quota_rules);
+    tcase_add_test(tc, tokens_rules);
     tcase_add_test(tc, line_bounds);
     tcase_add_test(tc, match_bound);
     tcase_add_test(tc, matching);

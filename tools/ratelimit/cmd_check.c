@@ -67,6 +67,8 @@ static void print_json(const char *path, const limitfile_t *lf)
             json_object(&j, "route");
             json_str(&j, "pattern", e->pattern);
             json_str(&j, "scope", limitsfile_scope_name(e->scope));
+            if (e->tokens) /* only when set: a plain route's object is unchanged */
+                json_bool(&j, "tokens", 1);
             json_end(&j);
         }
         json_end(&j);

@@ -479,6 +479,19 @@ int cli_inspect(cli_t *cli, int argc, char **argv)
     int rc = resolve_limit(cli, in, pos[0], limits);
     if (rc != CLI_OK)
         goto out;
+    if (in->have_spec && in->lim.kind == RL_KIND_INFLIGHT) {
+        /* mode=local is the only in-flight mode built: nothing is in Redis
+         * to read, and another process's memory is not this tool's. */
+        rc = cli_fail(cli, CMD, CLI_FAIL, "local_state",
+                      "limit \"%s\" is an in-flight limit (kind=inflight, mode=local): its "
+                      "permits are counted in each process's memory, not in Redis; read them "
+                      "where they are held: rl_limit_stats (inflight, inflight_limit) or the "
+                      "process's metrics (ratelimit_limit_inflight{limit=\"%s\"}, "
+                      "ratelimit_limit_inflight_limit), and a key's count in its acquire's "
+                      "decision (inflight, limit)",
+                      in->lim.name, in->lim.name);
+        goto out;
+    }
     unsigned char *secret;
     size_t secret_len;
     rc = cli_fleet_key(cli, CMD, &fl, pos[1], in->key, &in->key_len, &secret, &secret_len);

@@ -68,6 +68,7 @@ static int merge(limitfile_t *lf, const limitsfile_t *rules, const limitfile_t *
         e->is_quota = r->is_quota;
         e->quota = r->quota;
         e->scope = r->scope;
+        e->tokens = r->tokens;
         if (r->scope != LIMITSFILE_SCOPE_NONE)
             snprintf(e->pattern, sizeof e->pattern, "%s%s", r->pattern, r->prefix ? "*" : "");
     }

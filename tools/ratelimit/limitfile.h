@@ -25,6 +25,7 @@ typedef struct limitfile_entry {
     rl_limit_t lim;    /* when rc == 0 */
     limitsfile_scope_t scope;               /* when rc == 0; NONE: a SPEC line */
     char pattern[LIMITSFILE_PATTERN_MAX + 1]; /* with its '*', when routed */
+    bool tokens;                            /* routed with "tokens": counts tokens */
     bool is_quota;     /* a quota rule: `quota` holds it (lim only its name) */
     rl_quota_t quota;
 } limitfile_entry_t;

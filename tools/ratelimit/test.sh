@@ -212,13 +212,15 @@ run check_empty 0 -- check "$work/empty.conf"
 # with each rule's route in the JSON; bad routes get their lines and codes.
 gateway_conf=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/gateway" && pwd)/limits.conf
 run check_gateway_file 0 -- check "$gateway_conf"
-has check_gateway_file out "OK, 6 limits"
+has check_gateway_file out "OK, 9 limits"
 run check_gateway_json 0 -- --json check "$gateway_conf"
 py check_gateway_json "the gateway's limits.conf, with routes" \
-  'd["valid"] and d["limit_count"] == 6 and
+  'd["valid"] and d["limit_count"] == 9 and
    d["limits"][0]["route"] == {"pattern": "*", "scope": "client"} and
    d["limits"][2]["route"] == {"pattern": "/search", "scope": "shared"} and
-   d["limits"][2]["name"] == "search_total"'
+   d["limits"][2]["name"] == "search_total" and
+   d["limits"][6]["route"] == {"pattern": "/v1/chat", "scope": "client", "tokens": True} and
+   d["limits"][6]["name"] == "llm_tpm"'
 printf '%s\n' \
   'name=plain rate=1/s' \
   '/api/* client name=api rate=10/s' \
@@ -320,6 +322,15 @@ for f in secret-nl secret-crlf; do
 done
 run inspect_secret-nlnl 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret-nlnl" api customer-42
 has inspect_secret-nlnl err "no such key in Redis"
+printf '%s\n' '/v1/* shared name=up kind=inflight limit=adaptive min=2 max=4' >"$work/inflight.conf"
+run inspect_inflight 1 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" \
+  --limits "$work/inflight.conf" up shared
+has inspect_inflight err "is an in-flight limit (kind=inflight, mode=local)"
+has inspect_inflight err 'ratelimit_limit_inflight{limit="up"}'
+run inspect_inflight_spec 1 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" \
+  'name=db kind=inflight max=4' k
+py inspect_inflight_spec "an in-flight spec: the error says where its state is" \
+  'd["ok"] is False and d["error"]["kind"] == "local_state"'
 run inspect_name_only 0 -- inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42
 has inspect_name_only out "rate unknown"
 run inspect_name_only_json 0 -- --json inspect --redis "$url" --prefix cli --secret-file "$work/secret" api customer-42

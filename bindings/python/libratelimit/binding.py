@@ -44,6 +44,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
@@ -57,6 +58,9 @@ __all__ = [
     "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
     "CostError", "ForkedError", "NotSupportedError", "LimitNameError", "ModeError", "AuthError",
     "ReservationsFullError", "ReservationExpiredError",
+    # reservations and waits; in-flight limits
+    "Reservation", "MultiReservation", "Permit", "InflightFull",
+    "Reservation_t", "ReserveStats", "Permit_t",
 ]
 
 # The package's version: the C library's it was released with (README,
@@ -106,6 +110,7 @@ RL_FLAG_SHADOW = 0x08
 RL_FLAG_NOSLOT = 0x10
 RL_FLAG_PEEK = 0x20
 RL_FLAG_DUPLICATE = 0x40
+RL_FLAG_INFLIGHT = 0x80
 
 # ------------------------------------------------------------------ structs
 
@@ -403,6 +408,42 @@ class Hotkey(ctypes.Structure):
     ]
 
 
+# --------------------------------------------- reservations and in-flight
+
+RL_RESERVE_TTL_MAX_MS = 86400000
+RL_WAIT_MAX_MS = 86400000
+RL_COST_SETTLE_MAX = 1 << 30
+RL_KIND_RATE, RL_KIND_INFLIGHT = 0, 1
+RL_INFLIGHT_FIXED, RL_INFLIGHT_GRADIENT2, RL_INFLIGHT_VEGAS, RL_INFLIGHT_AIMD = 0, 1, 2, 3
+RL_INFLIGHT_SUCCESS, RL_INFLIGHT_DROPPED, RL_INFLIGHT_IGNORED = 0, 1, 2
+RL_INFLIGHT_NO_CLASS = -1
+RL_INFLIGHT_RECLAIMED = 1
+
+
+class Reservation_t(ctypes.Structure):
+    """rl_reservation_t: what rl_reserve admitted (its token is opaque)"""
+    _fields_ = [
+        ("size", _size),
+        ("token", _u64 * 2),
+        ("limit", _i32),
+        ("estimate", _u32),
+        ("ready_in_ms", _u64),
+    ]
+
+
+class ReserveStats(ctypes.Structure):
+    """rl_reserve_stats_t: the reservation table's and rl_wait's counters"""
+    _fields_ = [("size", _size)] + [(n, _u64) for n in (
+        "reserved", "denied", "settled_up", "settled_down", "settled_even", "released",
+        "expired", "debt_tokens", "refund_tokens", "in_flight", "capacity", "full", "waits",
+        "waits_slept", "waits_refused")]
+
+
+class Permit_t(ctypes.Structure):
+    """rl_permit_t: a held in-flight permit (opaque words)"""
+    _fields_ = [("opaque", _u64 * 3)]
+
+
 def _as_dict(s: ctypes.Structure) -> dict:
     """A stats struct's counters, without the size and reserved fields."""
     return {name: getattr(s, name) for name, _ in s._fields_
@@ -467,6 +508,23 @@ _PROTOTYPES = {
     "rl_retry_hint": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _u64,
                                      _P(ctypes.c_int64)]),
     "rl_retry_budget": (ctypes.c_int, [ctypes.c_void_p, _u64, _P(_u64), _P(_u64), _P(_u32)]),
+    "rl_reservation_init_sized": (None, [_P(Reservation_t), _size]),
+    "rl_reserve_stats_init_sized": (None, [_P(ReserveStats), _size]),
+    "rl_reserve": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u32, _u32,
+                                  _P(Reservation_t), _P(Decision_t)]),
+    "rl_settle": (ctypes.c_int, [_c_rl, _P(Reservation_t), _u32]),
+    "rl_release": (ctypes.c_int, [_c_rl, _P(Reservation_t)]),
+    "rl_reserve_wait": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u32, _u32,
+                                       _u32, _P(Reservation_t), _P(Decision_t)]),
+    "rl_wait": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _u32, _u32,
+                               _P(Decision_t)]),
+    "rl_reserve_multi": (ctypes.c_int, [_c_rl, _P(Request), _size, _size, _u32,
+                                        _P(Reservation_t), _P(Decision_t), _P(_size)]),
+    "rl_reserve_stats": (ctypes.c_int, [_c_rl, _P(ReserveStats)]),
+    "rl_inflight_acquire": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p, _size, _i32,
+                                           _P(Permit_t), _P(Decision_t)]),
+    "rl_inflight_release": (ctypes.c_int, [_c_rl, _P(Permit_t), _i32, _u64]),
+    "rl_inflight_class": (ctypes.c_int, [_c_rl, ctypes.c_int, ctypes.c_char_p]),
 }
 # Newer than the first 0.x releases: a library without them still loads,
 # and the methods that need them raise NotSupportedError.
@@ -474,7 +532,11 @@ _OPTIONAL = {"rl_metrics_text", "rl_limit_parse_sized", "rl_quota_init_sized",
              "rl_quota_result_init_sized", "rl_quota_parse", "rl_quota_add", "rl_quota_remove",
              "rl_quota_charge", "rl_quota_get", "rl_hotkey_init_sized", "rl_hotkeys",
              "rl_retry_config_init_sized", "rl_retry_new", "rl_retry_free", "rl_retry_admit",
-             "rl_retry_record", "rl_retry_delay", "rl_retry_hint", "rl_retry_budget"}
+             "rl_retry_record", "rl_retry_delay", "rl_retry_hint", "rl_retry_budget",
+             "rl_reservation_init_sized", "rl_reserve_stats_init_sized", "rl_reserve",
+             "rl_settle", "rl_release", "rl_reserve_wait", "rl_wait", "rl_reserve_multi",
+             "rl_reserve_stats", "rl_inflight_acquire", "rl_inflight_release",
+             "rl_inflight_class"}
 
 _libs: dict = {}
 _libs_lock = threading.Lock()
@@ -783,6 +845,7 @@ class Decision:
     burst = property(lambda self: self._d.burst)
     flags = property(lambda self: self._d.flags)
     policy = property(lambda self: self._policy.decode() if self._policy is not None else None)
+    inflight = property(lambda self: self._d.inflight)  # in-flight limits: held after it
     degraded = property(lambda self: bool(self._d.flags & RL_FLAG_DEGRADED))
     shadow = property(lambda self: bool(self._d.flags & RL_FLAG_SHADOW))
 
@@ -962,6 +1025,118 @@ LimitRef = Union[int, str]
 KeyType = Union[bytes, bytearray, memoryview, str]
 
 
+class Reservation:
+    """What reserve() (or reserve_wait()) answered: true when admitted.
+
+    decision is the Decision; estimate the tokens it holds; ready_in_ms, for
+    reserve_wait, after how long the caller may proceed (0: now). Settle it
+    once with settle(actual) (the real cost: a larger one is debt the key
+    pays back by refill, a smaller one is refunded) or release() (the work
+    never happened). As a context manager it is released on leaving unless
+    settled inside (the work did not complete)."""
+
+    __slots__ = ("_rl", "_r", "decision", "done")
+
+    def __init__(self, rl: "RateLimiter", r: Optional[Reservation_t], decision: "Decision"):
+        self._rl = rl
+        self._r = r
+        self.decision = decision
+        self.done = r is None
+
+    allowed = property(lambda self: self._r is not None)
+    estimate = property(lambda self: self._r.estimate if self._r is not None else 0)
+    ready_in_ms = property(lambda self: self._r.ready_in_ms if self._r is not None else 0)
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    def settle(self, actual: int) -> None:
+        self._rl.settle(self, actual)
+
+    def release(self) -> None:
+        self._rl.release(self)
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.done:
+            self.release()
+
+    def __repr__(self) -> str:
+        return (f"Reservation(allowed={self.allowed}, estimate={self.estimate}, "
+                f"ready_in_ms={self.ready_in_ms}, done={self.done})")
+
+
+class MultiReservation(tuple):
+    """reserve_multi's answer: (allowed, reservations, denied_index); false
+    when denied (then no reservation holds anything)."""
+
+    __slots__ = ()
+
+    def __new__(cls, allowed: bool, reservations: List[Reservation], denied_index: int):
+        return super().__new__(cls, (allowed, reservations, denied_index))
+
+    allowed = property(lambda self: self[0])
+    reservations = property(lambda self: self[1])
+    denied_index = property(lambda self: self[2])
+
+    def __bool__(self) -> bool:
+        return self[0]
+
+
+class InflightFull(Exception):
+    """inflight()'s refusal: the key (or the pool) holds the limit. decision
+    carries the in-flight count, the limit and retry_after_ms (a 503's
+    Retry-After: decision.headers())."""
+
+    def __init__(self, decision: "Decision"):
+        super().__init__(f"in-flight limit {decision.policy!r} full: {decision.inflight} of "
+                         f"{decision.limit} held, retry after {decision.retry_after_ms} ms")
+        self.decision = decision
+        self.retry_after_ms = decision.retry_after_ms
+
+
+class Permit:
+    """A held in-flight permit (inflight_acquire, inflight()): true when
+    admitted. Release it once with release(outcome, latency_ns); the
+    context manager releases it on leaving with `outcome` (RL_INFLIGHT_SUCCESS
+    unless set inside; RL_INFLIGHT_DROPPED on an exception) and the latency
+    measured since the acquire."""
+
+    __slots__ = ("_rl", "_p", "decision", "outcome", "started_ns", "released", "reclaimed")
+
+    def __init__(self, rl: "RateLimiter", p: Optional[Permit_t], decision: "Decision"):
+        self._rl = rl
+        self._p = p
+        self.decision = decision
+        self.outcome = RL_INFLIGHT_SUCCESS
+        self.started_ns = time.monotonic_ns()
+        self.released = p is None
+        self.reclaimed = False
+
+    allowed = property(lambda self: self._p is not None)
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    def release(self, outcome: Optional[int] = None, latency_ns: Optional[int] = None) -> bool:
+        """Give the permit back; True when it had been reclaimed past max_hold
+        (a counted no-op)."""
+        return self._rl.inflight_release(self, self.outcome if outcome is None else outcome,
+                                         latency_ns)
+
+    def __enter__(self) -> "Permit":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.released:
+            self.release(RL_INFLIGHT_DROPPED if exc_type is not None else self.outcome)
+
+    def __repr__(self) -> str:
+        return f"Permit(allowed={self.allowed}, released={self.released})"
+
+
 class RateLimiter:
     """An instance (rl_t). redis_url None: local-only, a complete single-node
     limiter; else the global tier syncs through Redis, and key_secret is
@@ -974,6 +1149,7 @@ class RateLimiter:
     (degrade_after_failures, recover_after_rounds, reconnect_max_ms,
     degrade_ramp_ms); exact mode (exact_timeout_ms, exact_pool_size);
     quotas (quota_journal_max, quota_timeout_ms); hot keys (hotkeys_k);
+    reservations (max_reservations: in flight at once, 0 for none);
     clock_coarse_tick_ns. log, if given, is called as log(level, message) from
     the library's threads; without it, warnings and errors go to stderr,
     rate-limited, unless log_quiet=True. A bad argument raises
@@ -999,6 +1175,7 @@ class RateLimiter:
                  quota_journal_max: Optional[int] = None,
                  quota_timeout_ms: Optional[int] = None,
                  hotkeys_k: Optional[int] = None,
+                 max_reservations: Optional[int] = None,
                  log: Optional[Callable[[int, str], None]] = None,
                  log_quiet: bool = False,
                  library: Optional[str] = None):
@@ -1036,7 +1213,8 @@ class RateLimiter:
                             ("exact_pool_size", exact_pool_size),
                             ("quota_journal_max", quota_journal_max),
                             ("quota_timeout_ms", quota_timeout_ms),
-                            ("hotkeys_k", hotkeys_k)):
+                            ("hotkeys_k", hotkeys_k),
+                            ("max_reservations", max_reservations)):
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -1424,3 +1602,206 @@ class RateLimiter:
         lid = -1 if limit is None else self._id(limit)
         got = _check_rc(lib, lib.rl_hotkeys(self._h("rl_hotkeys"), lid, out, n), "rl_hotkeys")
         return [HotKey(out[i], self._c2u.get(out[i].limit, out[i].limit)) for i in range(got)]
+
+    # ------------------------------------------- reservations and waits
+
+    def _reservation(self) -> Reservation_t:
+        r = Reservation_t()
+        self._lib.rl_reservation_init_sized(ctypes.byref(r), ctypes.sizeof(r))
+        return r
+
+    def reserve(self, limit: LimitRef, key: KeyType, estimate: int,
+                ttl_ms: int = 60000) -> Reservation:
+        """Reserve estimate tokens of (limit, key) for at most ttl_ms
+        (rl_reserve): a Reservation, false when denied. Settle or release it
+        once; unsettled after ttl_ms, the library settles it at the
+        estimate."""
+        return self.reserve_wait(limit, key, estimate, 0, ttl_ms, _function="rl_reserve")
+
+    def reserve_wait(self, limit: LimitRef, key: KeyType, estimate: int, max_wait_ms: int,
+                     ttl_ms: int = 60000, *, _function: str = "rl_reserve_wait") -> Reservation:
+        """The non-blocking wait (rl_reserve_wait): admitted when the tokens
+        can be had within max_wait_ms; its ready_in_ms says when the caller
+        may proceed (schedule the work then: an event loop's timer). False
+        at once, nothing held, when the wait needed is longer
+        (decision.retry_after_ms says how long). release() is the cancel."""
+        lib = self._lib
+        _need(lib, _function)
+        k = _key_bytes(key)
+        r = self._reservation()
+        d = Decision_t()
+        lib.rl_decision_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        h = self._h(_function)
+        est = _cost(lib, estimate, _function)
+        # out of the C range: a value the library refuses (RL_EINVAL)
+        ttl = ttl_ms if 0 <= ttl_ms < 1 << 32 else 0
+        mw = max_wait_ms if 0 <= max_wait_ms <= RL_WAIT_MAX_MS else RL_WAIT_MAX_MS + 1
+        if _function == "rl_reserve":
+            rc = lib.rl_reserve(h, self._id(limit), k, len(k), est, ttl, ctypes.byref(r),
+                                ctypes.byref(d))
+        else:
+            rc = lib.rl_reserve_wait(h, self._id(limit), k, len(k), est, mw, ttl,
+                                     ctypes.byref(r), ctypes.byref(d))
+        _check_rc(lib, rc, _function)
+        return Reservation(self, r if rc == RL_ALLOW else None, Decision(lib, d))
+
+    def _spend(self, res: Reservation, function: str) -> Reservation_t:
+        if not isinstance(res, Reservation) or res._rl is not self:
+            raise RateLimitError(RL_EINVAL, function, "not a reservation of this RateLimiter",
+                                 self._lib)
+        if res.done:
+            raise RateLimitError(RL_EINVAL, function, "settled or released already"
+                                 if res.allowed else "a denied reservation holds nothing",
+                                 self._lib)
+        return res._r
+
+    def settle(self, res: Reservation, actual: int) -> None:
+        """Settle at the real cost (rl_settle). ReservationExpiredError when
+        its ttl had passed (settled at its estimate; actual not charged)."""
+        lib = self._lib
+        r = self._spend(res, "rl_settle")
+        if isinstance(actual, bool) or not isinstance(actual, int) or \
+                not 0 <= actual <= RL_COST_SETTLE_MAX:
+            raise RateLimitError(RL_ERANGE, "rl_settle", f"actual={actual!r}: "
+                                 f"0..{RL_COST_SETTLE_MAX}", lib)
+        rc = lib.rl_settle(self._h("rl_settle"), ctypes.byref(r), actual)
+        res.done = True
+        _check_rc(lib, rc, "rl_settle")
+
+    def release(self, res: Reservation) -> None:
+        """Give the whole estimate back (rl_release): the work never
+        happened, or a waiter gave up."""
+        lib = self._lib
+        r = self._spend(res, "rl_release")
+        rc = lib.rl_release(self._h("rl_release"), ctypes.byref(r))
+        res.done = True
+        _check_rc(lib, rc, "rl_release")
+
+    def wait(self, limit: LimitRef, key: KeyType, cost: int = 1,
+             max_wait_ms: int = 1000) -> Decision:
+        """Block until cost tokens are admitted, at most max_wait_ms
+        (rl_wait; the GIL is released meanwhile): an allowed Decision; a
+        denied one at once, without sleeping, when the wait needed is
+        longer. Never from an event loop (use reserve_wait)."""
+        lib = self._lib
+        _need(lib, "rl_wait")
+        k = _key_bytes(key)
+        d = Decision_t()
+        lib.rl_decision_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        mw = max_wait_ms if 0 <= max_wait_ms <= RL_WAIT_MAX_MS else RL_WAIT_MAX_MS + 1
+        rc = lib.rl_wait(self._h("rl_wait"), self._id(limit), k, len(k),
+                         _cost(lib, cost, "rl_wait"), mw, ctypes.byref(d))
+        _check_rc(lib, rc, "rl_wait")
+        return Decision(lib, d)
+
+    def reserve_multi(self, requests: Sequence[Tuple], ttl_ms: int = 60000) -> MultiReservation:
+        """Reserve several budgets as one, all or nothing (rl_reserve_multi):
+        (limit, key, estimate) tuples. A MultiReservation (allowed,
+        reservations, denied_index), each reservation settled or released on
+        its own; false when denied, nothing held."""
+        lib = self._lib
+        _need(lib, "rl_reserve_multi")
+        n = len(requests)
+        reqs = (Request * max(n, 1))()
+        res = (Reservation_t * max(n, 1))()
+        decs = (Decision_t * max(n, 1))()
+        keep = []
+        for i, (limit, key, estimate) in enumerate(requests):
+            lib.rl_request_init_sized(ctypes.byref(reqs[i]), ctypes.sizeof(Request))
+            k = _key_bytes(key)
+            keep.append(k)
+            reqs[i].limit = self._id(limit)
+            reqs[i].key = k
+            reqs[i].key_len = len(k)
+            reqs[i].cost = _cost(lib, estimate, "rl_reserve_multi")
+            lib.rl_reservation_init_sized(ctypes.byref(res[i]), ctypes.sizeof(Reservation_t))
+            lib.rl_decision_init_sized(ctypes.byref(decs[i]), ctypes.sizeof(Decision_t))
+        denied = _size(n)
+        ttl = ttl_ms if 0 <= ttl_ms < 1 << 32 else 0
+        rc = lib.rl_reserve_multi(self._h("rl_reserve_multi"), reqs, n, ctypes.sizeof(Request),
+                                  ttl, res, decs, ctypes.byref(denied))
+        _check_rc(lib, rc, "rl_reserve_multi",
+                  f"request {denied.value}" if denied.value < n else None)
+        ok = rc == RL_ALLOW
+        out = [Reservation(self, Reservation_t.from_buffer_copy(res[i]) if ok else None,
+                           Decision(lib, Decision_t.from_buffer_copy(decs[i])))
+               for i in range(n)]
+        return MultiReservation(ok, out, denied.value)
+
+    def reserve_stats(self) -> dict:
+        """rl_reserve_stats as a dict (reserved, denied, settled_up, ...,
+        in_flight, capacity, waits, waits_slept, waits_refused); it also
+        expires the reservations due."""
+        lib = self._lib
+        _need(lib, "rl_reserve_stats")
+        st = ReserveStats()
+        lib.rl_reserve_stats_init_sized(ctypes.byref(st), ctypes.sizeof(st))
+        _check_rc(lib, lib.rl_reserve_stats(self._h("rl_reserve_stats"), ctypes.byref(st)),
+                  "rl_reserve_stats")
+        return {name: getattr(st, name) for name, _ in st._fields_ if name != "size"}
+
+    # ------------------------------------------------------ in-flight limits
+
+    def inflight_class(self, limit: LimitRef, name: str) -> int:
+        """The index of a named class (partitions=) of an in-flight limit."""
+        lib = self._lib
+        _need(lib, "rl_inflight_class")
+        rc = lib.rl_inflight_class(self._h("rl_inflight_class"), self._id(limit),
+                                   name.encode("utf-8"))
+        return _check_rc(lib, rc, "rl_inflight_class", name)
+
+    def inflight_acquire(self, limit: LimitRef, key: KeyType,
+                         cls: Union[None, int, str] = None) -> Permit:
+        """Take a permit of an in-flight limit (rl_inflight_acquire), in a
+        class (its index or name; None: no class): a Permit, false when the
+        key holds the limit. Release it once (Permit.release)."""
+        lib = self._lib
+        _need(lib, "rl_inflight_acquire")
+        k = _key_bytes(key)
+        if cls is None:
+            c = RL_INFLIGHT_NO_CLASS
+        elif isinstance(cls, str):
+            c = self.inflight_class(limit, cls)
+        else:
+            c = cls
+        p = Permit_t()
+        d = Decision_t()
+        lib.rl_decision_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        rc = lib.rl_inflight_acquire(self._h("rl_inflight_acquire"), self._id(limit), k, len(k),
+                                     c, ctypes.byref(p), ctypes.byref(d))
+        _check_rc(lib, rc, "rl_inflight_acquire")
+        return Permit(self, p if rc == RL_ALLOW else None, Decision(lib, d))
+
+    def inflight_release(self, permit: Permit, outcome: int = RL_INFLIGHT_SUCCESS,
+                         latency_ns: Optional[int] = None) -> bool:
+        """Give a permit back with its outcome (RL_INFLIGHT_SUCCESS, _DROPPED,
+        _IGNORED) and latency (None: measured since the acquire), which feed
+        an adaptive limit. True when it had been reclaimed past max_hold (a
+        counted no-op)."""
+        lib = self._lib
+        if not isinstance(permit, Permit) or permit._rl is not self:
+            raise RateLimitError(RL_EINVAL, "rl_inflight_release",
+                                 "not a permit of this RateLimiter", lib)
+        if permit.released:
+            raise RateLimitError(RL_EINVAL, "rl_inflight_release", "released already"
+                                 if permit.allowed else "a denied acquire holds nothing", lib)
+        if latency_ns is None:
+            latency_ns = max(1, time.monotonic_ns() - permit.started_ns)
+        rc = lib.rl_inflight_release(self._h("rl_inflight_release"), ctypes.byref(permit._p),
+                                     outcome, latency_ns)
+        permit.released = True
+        _check_rc(lib, rc, "rl_inflight_release")
+        permit.reclaimed = rc == RL_INFLIGHT_RECLAIMED
+        return permit.reclaimed
+
+    def inflight(self, limit: LimitRef, key: KeyType,
+                 cls: Union[None, int, str] = None) -> Permit:
+        """A permit for a with block: `with rl.inflight(lim, key) as permit:`
+        runs the block holding it and releases it on leaving, with outcome
+        success (or permit.outcome, if set inside), dropped when the block
+        raised, and the block's latency. Raises InflightFull (carrying the
+        decision) when the key holds the limit."""
+        permit = self.inflight_acquire(limit, key, cls)
+        if not permit:
+            raise InflightFull(permit.decision)
+        return permit
