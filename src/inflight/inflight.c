@@ -86,6 +86,7 @@ static void params_store(rl_ifl_t *b, const rl_limit_t *lim, const rl_inflight_d
         memcpy(b->class_name[i], lim->classes[i].name, RL_INFLIGHT_CLASS_NAME);
     }
     atomic_store_explicit(&b->nclasses, d->nclasses, memory_order_relaxed);
+    rl__ifl_exact_store(b, lim);
 }
 
 static rl_ifl_t *block_new(struct rl_inflight *m, const rl_inflight_def_t *d)
@@ -113,6 +114,7 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
     struct rl_inflight *m = rl->inflight;
     rl_inflight_def_t d;
     rl__inflight_resolve(lim, &d);
+    rl__ifl_exact_resolve(rl, lim, &d);
     rl_ifl_t *b = block_new(m, &d);
     if (b == NULL)
         return RL_ENOMEM;
@@ -142,6 +144,7 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
     struct rl_inflight *m = rl->inflight;
     rl_inflight_def_t d;
     rl__inflight_resolve(lim, &d);
+    rl__ifl_exact_resolve(rl, lim, &d);
     pthread_mutex_lock(&m->lock); /* removals take it too: b stays */
     rl_ifl_t *b = rl__ifl_enter(m, id);
     if (b != NULL)
@@ -221,6 +224,7 @@ void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     s->inflight_limit = atomic_load_explicit(&b->limit_now, memory_order_relaxed);
     s->inflight_reclaimed = atomic_load_explicit(&b->reclaimed, memory_order_relaxed);
     s->inflight_late = atomic_load_explicit(&b->late, memory_order_relaxed);
+    rl__ifl_exact_stats(b, s);
     rl__ifl_leave(rl->inflight, b);
 }
 
