@@ -33,7 +33,8 @@
  * this: releases usually come long before a lease ends. */
 #define DENY_RETRY_CAP_MS 1000u
 
-/* on_failure=local's cap per key: the node's pessimistic share. */
+/* on_failure=local's cap per key: the node's pessimistic share, of the node
+ * count the registry has when the limit is added or updated. */
 static uint32_t local_cap(uint32_t max, uint32_t nodes)
 {
     uint32_t c = (uint32_t)(((uint64_t)max + nodes - 1u) / nodes);
@@ -50,7 +51,12 @@ void rl__ifl_exact_resolve(rl_t *rl, const rl_limit_t *lim, rl_inflight_def_t *d
 {
     if (lim->mode != RL_MODE_EXACT)
         return;
+    /* Under the registry's lock: the node registry's heartbeat replaces
+     * expected_nodes with the live count it sees (rl__limits_set_nodes).
+     * Neither rl_limit_add nor rl_limit_update holds it here. */
+    rl__limits_lock(&rl->limits);
     uint32_t n = rl->limits.expected_nodes != 0 ? rl->limits.expected_nodes : 1u;
+    pthread_mutex_unlock(&rl->limits.lock);
     d->max = d->min = local_cap(d->max, n);
     uint64_t pool = (uint64_t)d->keys * d->max;
     d->pool = pool > RL_INFLIGHT_POOL_MAX ? RL_INFLIGHT_POOL_MAX : (uint32_t)pool;
