@@ -1656,9 +1656,9 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * limit's on_failure decides, flagged RL_FLAG_DEGRADED and counted in
  * rl_limit_stats_t.degraded: closed (the default) denies; open admits;
  * local takes a permit of this instance's own cap, ceil(max / N) per key,
- * which its release gives back locally (N: expected_nodes, or the live
- * node count the node registry has seen since, when the limit was added
- * or last updated). A release
+ * which its release gives back locally (N: the larger of expected_nodes
+ * and the live node count the node registry had seen when the limit was
+ * added or last updated). A release
  * Redis does not answer returns 0 and leaves the holder to its lease (the
  * fleet loses that permit for at most max_hold; it never gains one). The
  * bound, per key, with N as above and k instances Redis does not answer: held <= max; <= max + k x ceil(max / N) with on_failure=local;

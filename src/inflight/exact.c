@@ -5,7 +5,7 @@
  * ids scored by their lease end in Redis TIME), through the exact path's
  * caller (exact/exact.h). Without Redis's answer the limit's on_failure
  * decides: closed denies, open admits, local takes a permit of the block's
- * own local tier, capped at ceil(max / expected_nodes).
+ * own local tier, capped at ceil(max / N), N at least expected_nodes.
  *
  * The permit's words: the exact tag (the instance's permit tag, inverted,
  * so the local release refuses it) and the limit id; the 64-bit digest
@@ -33,8 +33,7 @@
  * this: releases usually come long before a lease ends. */
 #define DENY_RETRY_CAP_MS 1000u
 
-/* on_failure=local's cap per key: the node's pessimistic share, of the node
- * count the registry has when the limit is added or updated. */
+/* on_failure=local's cap per key: the node's pessimistic share. */
 static uint32_t local_cap(uint32_t max, uint32_t nodes)
 {
     uint32_t c = (uint32_t)(((uint64_t)max + nodes - 1u) / nodes);
@@ -51,12 +50,17 @@ void rl__ifl_exact_resolve(rl_t *rl, const rl_limit_t *lim, rl_inflight_def_t *d
 {
     if (lim->mode != RL_MODE_EXACT)
         return;
-    /* Under the registry's lock: the node registry's heartbeat replaces
-     * expected_nodes with the live count it sees (rl__limits_set_nodes).
-     * Neither rl_limit_add nor rl_limit_update holds it here. */
+    /* The larger of the configured count and the live one the node
+     * registry's heartbeat has stored (rl__limits_set_nodes; under the
+     * registry's lock, which neither rl_limit_add nor rl_limit_update
+     * holds here): the smaller, pessimistic, share. */
     rl__limits_lock(&rl->limits);
-    uint32_t n = rl->limits.expected_nodes != 0 ? rl->limits.expected_nodes : 1u;
+    uint32_t n = rl->limits.expected_nodes;
     pthread_mutex_unlock(&rl->limits.lock);
+    if (n < rl->inflight->expected_nodes)
+        n = rl->inflight->expected_nodes;
+    if (n == 0)
+        n = 1;
     d->max = d->min = local_cap(d->max, n);
     uint64_t pool = (uint64_t)d->keys * d->max;
     d->pool = pool > RL_INFLIGHT_POOL_MAX ? RL_INFLIGHT_POOL_MAX : (uint32_t)pool;

@@ -19,6 +19,7 @@ int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
     m->alloc = *a;
     m->cap = cfg->max_limits;
     m->tag = cfg->tag;
+    m->expected_nodes = cfg->expected_nodes;
     m->blocks = rl__calloc(a, sizeof *m->blocks * m->cap, 64);
     m->users = rl__calloc(a, sizeof *m->users * m->cap, 64);
     if (m->blocks == NULL || m->users == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {

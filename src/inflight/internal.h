@@ -117,6 +117,7 @@ struct rl_inflight {
     rl_allocator_t alloc;
     uint32_t cap;
     uint32_t tag;
+    uint32_t expected_nodes; /* the start config's (mode=exact, exact.c) */
     pthread_mutex_t lock; /* add, update, remove, class names */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
     rl_ifl_users_t *users;       /* by limit index */
@@ -166,7 +167,7 @@ static inline uint64_t rl__ifl_now(rl_t *rl, const rl_ifl_t *b)
 }
 
 /* mode=exact (exact.c). Its definition into d before the block is made or
- * updated: on_failure=local's cap, ceil(max / expected_nodes), replaces max
+ * updated: on_failure=local's cap, ceil(max / N) (N >= expected_nodes), replaces max
  * for the local tier the block runs when Redis does not answer. */
 void rl__ifl_exact_resolve(rl_t *rl, const rl_limit_t *lim, rl_inflight_def_t *d);
 /* Its parameters into the block (under the module's lock). */
