@@ -10,6 +10,9 @@
  *            a connection per caller, no pool lock, no hand-off)
  *   exact/4  rl_check on an exact limit: the exact thread, 4 connections
  *   exact/1  the same with exact_pool_size 1 (one pipelined connection)
+ *   ifl/4    rl_inflight_acquire then rl_inflight_release on an exact
+ *            in-flight limit (kind=inflight mode=exact): two round trips
+ *            of lua/inflight.lua, timed as one call, on exact/4's instance
  * Each caller makes CALLS calls on keys of its own; per-call latency p50 and
  * p99 and the total throughput are printed per mode, medians over RUNS runs
  * interleaved mode by mode, with the ratios to PING. Not a gate.
@@ -29,8 +32,9 @@
 #define RUNS 3
 #define MAXT 16
 
-enum { M_PING, M_EVAL1, M_EVALSHA, M_EXACT4, M_EXACT1, M_N };
-static const char *const mode_name[M_N] = {"ping", "eval1", "evalsha", "exact/4", "exact/1"};
+enum { M_PING, M_EVAL1, M_EVALSHA, M_EXACT4, M_EXACT1, M_IFL4, M_N };
+static const char *const mode_name[M_N] = {"ping",    "eval1",   "evalsha",
+                                           "exact/4", "exact/1", "ifl/4"};
 
 static bench_redis_t redis;
 static char sha[41], sha1[41];
@@ -52,7 +56,7 @@ static int cmp_u64(const void *a, const void *b)
 typedef struct job {
     int mode, tid;
     rl_t *rl;
-    int id;
+    int id, ifl;
     uint64_t lat[CALLS];
     pthread_barrier_t *go;
 } job_t;
@@ -85,6 +89,17 @@ static void *run_job(void *arg)
                 exit(1);
             }
             freeReplyObject(r);
+        } else if (j->mode == M_IFL4) {
+            rl_permit_t p;
+            rl_decision_t d;
+            rl_decision_init(&d);
+            if (rl_inflight_acquire(j->rl, j->ifl, key, (size_t)n, RL_INFLIGHT_NO_CLASS, &p,
+                                    &d) != RL_ALLOW ||
+                !(d.flags & RL_FLAG_EXACT) ||
+                rl_inflight_release(j->rl, &p, RL_INFLIGHT_SUCCESS, 0) != 0) {
+                fprintf(stderr, "rl_bench_exact: an in-flight pair not answered by Redis\n");
+                exit(1);
+            }
         } else {
             rl_decision_t d;
             rl_decision_init(&d);
@@ -106,6 +121,8 @@ typedef struct result {
     double p50_us, p99_us, kops;
 } result_t;
 
+static int ifl_id; /* exact/4's instance's in-flight limit */
+
 static rl_t *open_exact(uint32_t pool, int *id)
 {
     char url[64];
@@ -124,6 +141,8 @@ static rl_t *open_exact(uint32_t pool, int *id)
     rl_limit_t lim;
     rl_limit_parse(&lim, "name=b rate=10000000/s burst=1000000 mode=exact", NULL, 0);
     *id = rl_limit_add(rl, &lim);
+    rl_limit_parse(&lim, "name=f kind=inflight mode=exact max=1000 max_hold=60s", NULL, 0);
+    ifl_id = rl_limit_add(rl, &lim);
     /* Warm up: until Redis answers (the connections are up). */
     for (int i = 0; i < 10000; i++) {
         rl_decision_t d;
@@ -148,6 +167,7 @@ static result_t measure(int mode, int threads, rl_t *rl, int id)
         jobs[t].tid = t;
         jobs[t].rl = rl;
         jobs[t].id = id;
+        jobs[t].ifl = ifl_id;
         jobs[t].go = &go;
         pthread_create(&th[t], NULL, run_job, &jobs[t]);
     }
@@ -204,7 +224,7 @@ int main(void)
     freeReplyObject(r);
     redisFree(c);
     int id4, id1;
-    rl_t *rl4 = open_exact(4, &id4), *rl1 = open_exact(1, &id1);
+    rl_t *rl1 = open_exact(1, &id1), *rl4 = open_exact(4, &id4); /* ifl_id: rl4's */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     printf("rl_bench_exact: %ld CPUs, redis-server on loopback, %d calls per thread, "
            "median of %d runs\n",

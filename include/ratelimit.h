@@ -702,8 +702,10 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * limit=adaptive, which defaults it to gradient2), min (adaptive only), and
  * partitions (NAME:FRACTION,... up to RL_INFLIGHT_CLASSES, fractions as
  * near's summing to at most 1: "live:0.8,batch:0.2"). Without a mode word
- * an in-flight limit is mode=local; mode=global, exact and tiered are
- * RL_EMODE (not built for in-flight limits).
+ * an in-flight limit is mode=local; mode=exact is fleet-wide (it needs
+ * max_hold, RL_ERANGE without; limit=adaptive and partitions are RL_EMODE
+ * with it); mode=global and tiered are RL_EMODE (not built for in-flight
+ * limits).
  * Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
@@ -1634,10 +1636,42 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * a class under its cap (its share of the limit, rounded up) may pass a
  * full limit (Netflix's partitions: idle capacity is borrowed, and a
  * borrowing class is refused only once the whole limit is full), so a key
- * holds at most the limit plus the classes' caps. Per process: mode=local
- * only (mode=global, exact and tiered are RL_EMODE; a struct left at
+ * holds at most the limit plus the classes' caps. Per process with
+ * mode=local (mode=global and tiered are RL_EMODE; a struct left at
  * RL_MODE_GLOBAL is local on an instance without a redis_url, RL_EMODE on
- * one with it).
+ * one with it); fleet-wide with mode=exact, below.
+ *
+ * mode=exact (an instance with a redis_url; RL_ENOTSUP without): "exactly
+ * max, never max + 1" across every instance that shares the Redis and the
+ * key secret. Each acquire and each release is one atomic script in Redis
+ * on the key's holders (a sorted set of permit ids scored by their lease
+ * end in Redis TIME, never an instance's clock), blocking up to
+ * exact_timeout_ms: an acquire removes the holders whose lease ended, then
+ * admits when fewer than max remain (flagged RL_FLAG_EXACT). The lease is
+ * max_hold, which mode=exact requires (RL_ERANGE when it is 0): no sync
+ * round renews a permit, so max_hold is both the longest a request may
+ * hold one (its holder then expires, and its release is late) and the
+ * longest an instance killed while holding permits keeps them from the
+ * fleet (they come back when their leases end, not before). Fixed limits
+ * without classes only (limit=adaptive or classes: RL_EMODE). A deny's
+ * retry_after_ms is the wait for the key's first lease to end, at most
+ * 1000. When Redis does not answer an acquire within exact_timeout_ms, the
+ * limit's on_failure decides, flagged RL_FLAG_DEGRADED and counted in
+ * rl_limit_stats_t.degraded: closed (the default) denies; open admits;
+ * local takes a permit of this instance's own cap, ceil(max / N) per key,
+ * which its release gives back locally (N: the larger of expected_nodes
+ * and the live node count the node registry had seen when the limit was
+ * added or last updated). A release
+ * Redis does not answer returns 0 and leaves the holder to its lease (the
+ * fleet loses that permit for at most max_hold; it never gains one). The
+ * bound, per key, with N as above and k instances Redis does not answer: held <= max; <= max + k x ceil(max / N) with on_failure=local;
+ * unbounded with open while cut off; and after Redis loses its data
+ * (restarted empty, flushed, evicted) the permits it forgot, at most max,
+ * come on top until released. A release answers RL_INFLIGHT_RECLAIMED
+ * (counted in inflight_late) when the permit's lease ended or Redis lost
+ * it, and RL_EINVAL for a second release of a copy while its lease runs.
+ * rl_limit_stats_t.inflight is what this instance holds (its permits in
+ * Redis and its local ones), inflight_limit max.
  *
  * Keys are hashed with the instance's keyed hash into a table of their own
  * per limit, of max_keys entries (0: RL_INFLIGHT_KEYS_DEFAULT); a key that
@@ -1722,7 +1756,8 @@ typedef struct rl_permit {
  * permits runs in an acquire at most every max_hold / 4 and walks the pool,
  * and an acquire looks for a free permit from one its permit's address
  * picks (one look while the pool has room; up to the whole pool when it is
- * nearly all held).
+ * nearly all held). mode=exact: one Redis round trip instead (the section
+ * above), its decision flagged RL_FLAG_EXACT or RL_FLAG_DEGRADED.
  * Counted as a check is (rl_limit_stats_t admitted, denied, noslot).
  * Errors: RL_EINVAL (rl or permit NULL, key NULL with key_len > 0),
  * RL_EKEYLEN, RL_ENOTFOUND, RL_EMODE (a rate limit), RL_ERANGE (cls not a
@@ -1738,7 +1773,9 @@ RL_EXTERN int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t k
  * an adaptive limit samples both. *permit is zeroed. Returns 0, or
  * RL_INFLIGHT_RECLAIMED for a permit reclaimed past max_hold (a no-op,
  * counted in inflight_late, once: its record has not been handed out twice
- * since). Lock-free and allocation-free.
+ * since). Lock-free and allocation-free. mode=exact: one Redis round
+ * trip (RL_INFLIGHT_RECLAIMED when its lease ended or Redis lost it; 0
+ * when Redis did not answer, its holder left to its lease).
  * Errors: RL_EINVAL (rl or permit NULL; a permit released already, zeroed,
  * or of another instance: nothing is changed), RL_ERANGE (outcome unknown),
  * RL_ENOTFOUND (its limit was removed), RL_EFORKED.

@@ -47,6 +47,12 @@ static int inflight_ok(rl_t *rl, const rl_limit_t *lim)
                 "(rl_open_shared)", lim->name);
         return RL_ENOTSUP;
     }
+    if (lim->mode == RL_MODE_EXACT && !rl->limits.synced) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: mode exact needs Redis, and this instance has no redis_url "
+                "(set rl_config_t.redis_url, or use mode local)", lim->name);
+        return RL_ENOTSUP;
+    }
     if (lim->mode == RL_MODE_GLOBAL && rl->limits.synced) {
         rl__log(&rl->logger, RL_LOG_ERROR,
                 "limit %.64s: an in-flight limit is per process (mode=local); fleet-wide "

@@ -447,7 +447,8 @@ static int start_inflight(rl_t *rl, const rl_config_t *c)
     while (tag == 0)
         if (random_secret((unsigned char *)&tag, sizeof tag) != 0)
             return RL_ENOMEM;
-    rl_inflight_cfg_t ic = {.max_limits = c->max_limits, .tag = tag};
+    rl_inflight_cfg_t ic = {.max_limits = c->max_limits, .tag = tag,
+                            .expected_nodes = c->expected_nodes};
     return rl__inflight_create(&rl->alloc, &ic, &rl->inflight);
 }
 

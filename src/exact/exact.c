@@ -82,6 +82,7 @@ int rl__exact_connect(rl_exact_t *x)
         static const char *const sources[RL_EXACT_SCRIPTS] = {
             [RL_EXACT_SCRIPT_EXACT] = rl__lua_exact,
             [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
+            [RL_EXACT_SCRIPT_INFLIGHT] = rl__lua_inflight,
         };
         rl_redis_caller_cfg_t cfg = {
             .alloc = x->alloc,
@@ -254,4 +255,9 @@ void rl__exact_counters(rl_exact_t *x, rl_exact_counters_t *out)
 struct rl_redis_caller *rl__exact_caller(rl_exact_t *x)
 {
     return rl__exact_connect(x) == 0 ? caller_of(x) : NULL;
+}
+
+uint64_t rl__exact_timeout_ns(const rl_exact_t *x)
+{
+    return x->timeout_ns;
 }

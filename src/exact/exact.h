@@ -93,13 +93,18 @@ int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_
 void rl__exact_virtual_now(rl_exact_t *x, uint64_t us);
 
 /* The exact thread's caller (redis/caller.h) runs these scripts; the quota
- * ledger (quota/quota.c) sends RL_EXACT_SCRIPT_QUOTA through it: one pool of
- * per-request connections per instance. */
-enum { RL_EXACT_SCRIPT_EXACT, RL_EXACT_SCRIPT_QUOTA, RL_EXACT_SCRIPTS };
+ * ledger (quota/quota.c) sends RL_EXACT_SCRIPT_QUOTA through it, and an
+ * exact in-flight limit (inflight/exact.c) RL_EXACT_SCRIPT_INFLIGHT: one
+ * pool of per-request connections per instance. */
+enum { RL_EXACT_SCRIPT_EXACT, RL_EXACT_SCRIPT_QUOTA, RL_EXACT_SCRIPT_INFLIGHT, RL_EXACT_SCRIPTS };
 struct rl_redis_caller;
 /* The caller, connected first if it is not yet (rl__exact_connect); NULL
  * if that failed. */
 struct rl_redis_caller *rl__exact_caller(rl_exact_t *x);
+
+/* A blocking call's wait for Redis (exact_timeout_ms), in ns: the deadline
+ * the other clients of the caller give their own calls. */
+uint64_t rl__exact_timeout_ns(const rl_exact_t *x);
 
 /* Statistics of the exact thread. */
 typedef struct rl_exact_counters {

@@ -18,6 +18,7 @@ int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
     m->alloc = *a;
     m->cap = cfg->max_limits;
     m->tag = cfg->tag;
+    m->expected_nodes = cfg->expected_nodes;
     m->blocks = rl__calloc(a, sizeof *m->blocks * m->cap, 64);
     if (m->blocks == NULL || pthread_mutex_init(&m->lock, NULL) != 0) {
         rl__free(a, (void *)m->blocks, sizeof *m->blocks * m->cap, 64);
@@ -83,6 +84,7 @@ static void params_store(rl_ifl_t *b, const rl_limit_t *lim, const rl_inflight_d
         memcpy(b->class_name[i], lim->classes[i].name, RL_INFLIGHT_CLASS_NAME);
     }
     atomic_store_explicit(&b->nclasses, d->nclasses, memory_order_relaxed);
+    rl__ifl_exact_store(b, lim);
 }
 
 static rl_ifl_t *block_new(struct rl_inflight *m, const rl_inflight_def_t *d)
@@ -106,6 +108,7 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
     struct rl_inflight *m = rl->inflight;
     rl_inflight_def_t d;
     rl__inflight_resolve(lim, &d);
+    rl__ifl_exact_resolve(rl, lim, &d);
     rl_ifl_t *b = block_new(m, &d);
     if (b == NULL)
         return RL_ENOMEM;
@@ -134,6 +137,7 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
     struct rl_inflight *m = rl->inflight;
     rl_inflight_def_t d;
     rl__inflight_resolve(lim, &d);
+    rl__ifl_exact_resolve(rl, lim, &d);
     pthread_mutex_lock(&m->lock); /* removals take it too: b stays */
     rl_ifl_t *b = rl__ifl_enter(m, id);
     if (b != NULL)
@@ -231,6 +235,7 @@ void rl__inflight_stats(rl_t *rl, int id, rl_limit_stats_t *s)
     s->inflight_limit = atomic_load_explicit(&b->limit_now, memory_order_relaxed);
     s->inflight_reclaimed = atomic_load_explicit(&b->reclaimed, memory_order_relaxed);
     s->inflight_late = atomic_load_explicit(&b->late, memory_order_relaxed);
+    rl__ifl_exact_stats(b, s);
     rl__ifl_leave(rl->inflight, b);
 }
 

@@ -19,6 +19,7 @@ struct rl_inflight;
 typedef struct rl_inflight_cfg {
     uint32_t max_limits; /* the registry's capacity: one block pointer each */
     uint32_t tag;        /* the instance's permit tag, random, non-zero */
+    uint32_t expected_nodes; /* rl_config_t's: mode=exact's local cap divisor */
 } rl_inflight_cfg_t;
 
 int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,

@@ -108,12 +108,23 @@ typedef struct rl_ifl {
     _Atomic uint64_t reclaimed __attribute__((aligned(64)));
     _Atomic uint64_t late;
     _Atomic uint32_t told_reclaim, told_check;
+    /* mode=exact (inflight/exact.c): its parameters, stored under the
+     * module's lock (x_max 0: not an exact limit; the local fields above
+     * then run on_failure=local's cap), and its counters. */
+    _Atomic uint32_t x_max __attribute__((aligned(64)));
+    _Atomic int32_t x_on_failure;
+    _Atomic uint64_t x_lease_ms;
+    _Atomic uint64_t x_seq;     /* permit ids drawn */
+    _Atomic uint64_t x_held;    /* permits this instance holds by Redis's word */
+    _Atomic uint64_t x_failed;  /* acquires and releases Redis did not answer */
+    _Atomic uint32_t x_told_fail;
 } rl_ifl_t;
 
 struct rl_inflight {
     rl_allocator_t alloc;
     uint32_t cap;
     uint32_t tag;
+    uint32_t expected_nodes; /* the start config's (mode=exact, exact.c) */
     pthread_mutex_t lock; /* add, update, remove, class names, retired */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
     rl_ifl_t *retired;           /* removed blocks, freed by rl_close */
@@ -155,6 +166,31 @@ static inline uint64_t rl__ifl_now(rl_t *rl, const rl_ifl_t *b)
     return rl__clock_now_fp(&rl->clock, precise ? RL_CLOCK_PRECISE : RL_CLOCK_COARSE) >>
            RL_FP_SHIFT;
 }
+
+/* mode=exact (exact.c). Its definition into d before the block is made or
+ * updated: on_failure=local's cap, ceil(max / N) (N >= expected_nodes), replaces max
+ * for the local tier the block runs when Redis does not answer. */
+void rl__ifl_exact_resolve(rl_t *rl, const rl_limit_t *lim, rl_inflight_def_t *d);
+/* Its parameters into the block (under the module's lock). */
+void rl__ifl_exact_store(rl_ifl_t *b, const rl_limit_t *lim);
+/* Whether the block is an exact limit's (a parameter: relaxed). */
+static inline int rl__ifl_exact(const rl_ifl_t *b)
+{
+    return atomic_load_explicit(&b->x_max, memory_order_relaxed) != 0;
+}
+/* The acquire of an exact limit's block: RL_ALLOW / RL_DENY as
+ * rl_inflight_acquire, or RL_IFL_EXACT_LOCAL: Redis did not answer and
+ * on_failure=local, so the caller takes a permit of the block's local tier
+ * (then calls rl__ifl_exact_local_note). */
+#define RL_IFL_EXACT_LOCAL 2
+int rl__ifl_exact_acquire(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
+                          rl_permit_t *permit, rl_decision_t *out);
+void rl__ifl_exact_local_note(rl_t *rl, rl_ifl_t *b, int limit, rl_decision_t *out);
+/* Whether a permit is an exact one of this instance (its tag); its release. */
+int rl__ifl_exact_permit(const rl_t *rl, const rl_permit_t *p);
+int rl__ifl_exact_release(rl_t *rl, rl_permit_t *permit);
+/* An exact limit's figures over the local ones (rl__inflight_stats). */
+void rl__ifl_exact_stats(const rl_ifl_t *b, rl_limit_stats_t *s);
 
 /* The sampler (sampler.c): a release's report, and the window it may close. */
 void rl__ifl_sample(rl_t *rl, rl_ifl_t *b, int32_t outcome, uint64_t latency_ns,

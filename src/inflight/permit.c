@@ -224,7 +224,14 @@ int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, in
         fail_decision(out);
         return rc;
     }
-    rc = acquire_in(rl, b, limit, key, key_len, cls, permit, out);
+    int exact = rl__ifl_exact(b); /* mode=exact: Redis decides (exact.c) */
+    rc = exact ? rl__ifl_exact_acquire(rl, b, limit, key, key_len, permit, out)
+               : RL_IFL_EXACT_LOCAL;
+    if (rc == RL_IFL_EXACT_LOCAL) {
+        rc = acquire_in(rl, b, limit, key, key_len, cls, permit, out);
+        if (exact)
+            rl__ifl_exact_local_note(rl, b, limit, out);
+    }
     rl__ifl_leave(rl->inflight, b);
     return rc;
 }
@@ -336,6 +343,8 @@ int rl_inflight_release(rl_t *rl, rl_permit_t *permit, int32_t outcome, uint64_t
         return rc;
     if (outcome < RL_INFLIGHT_SUCCESS || outcome > RL_INFLIGHT_IGNORED)
         return RL_ERANGE;
+    if (rl__ifl_exact_permit(rl, permit)) /* mode=exact: Redis holds it (exact.c) */
+        return rl__ifl_exact_release(rl, permit);
     rl_ifl_t *b;
     uint32_t rec, gen;
     if ((rc = permit_find(rl, permit, &b, &rec, &gen)) != 0)

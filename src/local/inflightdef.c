@@ -106,6 +106,29 @@ static int bounds_valid(const rl_limit_t *lim, char *err, size_t errlen)
     return 0;
 }
 
+/* mode=exact: one Redis set of holders per key, leased for max_hold. */
+static int exact_valid(const rl_limit_t *lim, char *err, size_t errlen)
+{
+    if (lim->inflight_algo != RL_INFLIGHT_FIXED)
+        return rl__errf(err, errlen, RL_EMODE,
+                        "limit=adaptive: an adaptive limit moves with one process's latencies; "
+                        "mode=exact takes a fixed max (limit=fixed)");
+    if (lim->classes[0].name[0] != '\0')
+        return rl__errf(err, errlen, RL_EMODE,
+                        "partitions: classes are not built for mode=exact (drop partitions=, "
+                        "or use mode=local)");
+    if (lim->max_hold_ms == 0)
+        return rl__errf(err, errlen, RL_ERANGE,
+                        "max_hold: mode=exact needs it set: each permit is a lease in Redis "
+                        "that ends max_hold after its acquire, which is how long a node killed "
+                        "while holding it keeps it from the fleet (e.g. max_hold=30s, longer "
+                        "than any request holds a permit)");
+    if (lim->on_failure < RL_FAIL_DEFAULT || lim->on_failure > RL_FAIL_CLOSED)
+        return rl__errf(err, errlen, RL_EMODE, "on_failure: unknown value %d",
+                        (int)lim->on_failure);
+    return 0;
+}
+
 int rl__inflight_validate(const rl_limit_t *lim, char *err, size_t errlen)
 {
     if (lim->kind == RL_KIND_RATE)
@@ -113,14 +136,15 @@ int rl__inflight_validate(const rl_limit_t *lim, char *err, size_t errlen)
     if (lim->kind != RL_KIND_INFLIGHT)
         return rl__errf(err, errlen, RL_EMODE, "kind: unknown value %d", (int)lim->kind);
     int rc = rate_fields_zero(lim, err, errlen);
-    if (rc == 0 && lim->mode != RL_MODE_LOCAL && lim->mode != RL_MODE_GLOBAL)
+    if (rc == 0 && lim->mode != RL_MODE_LOCAL && lim->mode != RL_MODE_GLOBAL &&
+        lim->mode != RL_MODE_EXACT)
         rc = rl__errf(err, errlen, RL_EMODE,
-                      "mode: an in-flight limit is per process (mode=local); mode=%s is not "
-                      "built for it",
-                      lim->mode == RL_MODE_EXACT ? "exact" : lim->mode == RL_MODE_TIERED
-                                                                 ? "tiered"
-                                                                 : "unknown");
-    if (rc == 0 && lim->on_failure != RL_FAIL_DEFAULT && lim->on_failure != RL_FAIL_CLOSED)
+                      "mode: an in-flight limit is per process (mode=local) or fleet-wide "
+                      "(mode=exact); mode=%s is not built for it",
+                      lim->mode == RL_MODE_TIERED ? "tiered" : "unknown");
+    if (rc == 0 && lim->mode == RL_MODE_EXACT)
+        rc = exact_valid(lim, err, errlen);
+    else if (rc == 0 && lim->on_failure != RL_FAIL_DEFAULT && lim->on_failure != RL_FAIL_CLOSED)
         rc = rl__errf(err, errlen, RL_ERANGE,
                       "on_failure: an in-flight key without an entry or a permit is denied "
                       "(closed); open and local are not built for it");

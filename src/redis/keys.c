@@ -54,3 +54,18 @@ int rl__redis_key_name(const rl_keyhash_t *kh, const char *prefix, const char *l
     return snprintf(buf, cap, "{%s:v1:%s:%u}:k:%016" PRIx64 "%016" PRIx64, prefix, limit,
                     rl__redis_vshard(id), h1, h2);
 }
+
+uint64_t rl__redis_inflight_digest(const rl_keyhash_t *kh, rl_keyid_t id)
+{
+    uint64_t words[2] = {id.lo, id.hi};
+    const uint64_t *k = kh->name;
+    /* Other key words than key_prf's: a holders' set never shares a name's hex. */
+    uint64_t k1[2] = {k[0] ^ UINT64_C(0x696e666c69676874), k[1]};
+    return rl__siphash24(k1, words, 16);
+}
+
+int rl__redis_inflight_key(const char *prefix, const char *limit, uint64_t digest, char *buf,
+                           size_t cap)
+{
+    return snprintf(buf, cap, "{%s:i1:%s:%016" PRIx64 "}", prefix, limit, digest);
+}

@@ -59,4 +59,16 @@ int rl__redis_quota_tag(const rl_keyhash_t *kh, const char *prefix, const char *
  * bytes never reach Redis. */
 void rl__redis_quota_rid(const rl_keyhash_t *kh, const void *rid, size_t len, uint64_t out[2]);
 
+/*
+ * An exact in-flight limit's holders for one key (inflight/exact.c,
+ * lua/inflight.lua): the sorted set {prefix:i1:limit:<16 hex>}, the hex a
+ * 64-bit PRF of the key's identity (SipHash-2-4 under the secret's name key,
+ * with words of its own), which the permit carries so that its release
+ * names the set without the key's bytes. Two keys of one limit share a set
+ * with a chance of 2^-64 per pair. snprintf-style return.
+ */
+uint64_t rl__redis_inflight_digest(const rl_keyhash_t *kh, rl_keyid_t id);
+int rl__redis_inflight_key(const char *prefix, const char *limit, uint64_t digest, char *buf,
+                           size_t cap);
+
 #endif
