@@ -15,11 +15,12 @@ command -v valgrind > /dev/null || { echo "no valgrind: skipped"; exit 77; }
 n1=20000
 n2=40000
 # mode limit (instructions per check)
-limits="allow 262
-deny 272
-decision 306
-hot 292
-precise1s 272"
+limits="allow 234
+deny 242
+decision 294
+hot 263
+batch32 401
+precise1s 242"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'
