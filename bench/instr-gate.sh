@@ -19,7 +19,7 @@ limits="allow 234
 deny 242
 decision 294
 hot 263
-batch32 401
+batch32 310
 precise1s 242"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |

@@ -59,6 +59,8 @@ static inline __attribute__((always_inline)) void fast_words(const rl_param_copy
     }
 }
 
+#define FAST_FALLBACK RL__FAST_FALLBACK
+
 /* Whether the words read since the version v was loaded are one copy's. */
 static inline int fast_params_same(rl_limit_slot_t *ls, uint32_t v)
 {
@@ -247,6 +249,22 @@ static inline __attribute__((always_inline)) uint64_t fast_precise(rl_t *rl, con
 }
 
 /*
+ * rl__gcra_charge of one token, without its saturation: the word's TAT
+ * (epoch bit off) is below 2^63, now at most 2^62 (RL_NOW_FP_MAX) and T below
+ * 2^59 (a limit's at most RL_T_FP_MAX, a share word's 28 bits shifted by at
+ * most 31), so the sum cannot wrap and the answer is the same.
+ */
+static inline __attribute__((always_inline)) rl_verdict_t fast_gcra(const rl_gcra_t *g,
+                                                                   uint64_t tat, uint64_t now)
+{
+    rl_verdict_t v;
+    uint64_t next = rl__max_u64(tat, now) + g->t_fp;
+    v.allowed = next - now <= g->tau_fp;
+    v.new_tat = v.allowed ? next : tat;
+    return v;
+}
+
+/*
  * Charge one token to the key's word (found as `tat`) and answer, as
  * charge_word and decide() do, at the words of copy c (version v) read after
  * the clock (a PRECISE limit's after coarse-first). Reading the clock before
@@ -262,23 +280,27 @@ static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, c
                                                             rl_limit_slot_t *ls, uint32_t v,
                                                             uint64_t path, rl_slot_t *s,
                                                             uint64_t tat, uint64_t share,
-                                                            const int synced, const int detail)
+                                                            const int synced, const int detail,
+                                                            const int batch, uint64_t now)
 {
+/* The full check for what this one does not answer (a batch's: its own). */
+#define FAST_SLOW() (batch ? FAST_FALLBACK : rl__check_slow(rl, id, key, key_len, 1, out))
     const int epochal = !synced;
     const rl_param_copy_t *c = &ls->copy[v & 1];
     fast_params_t p;
-    uint64_t bit, now;
-    if ((synced ? path & ~(uint64_t)RL_PATH_SYNCED : path) == RL_PATH_COARSE) {
-        now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
+    uint64_t bit;
+    if (batch || (synced ? path & ~(uint64_t)RL_PATH_SYNCED : path) == RL_PATH_COARSE) {
+        if (!batch) /* a batch's request: the chunk's reading of its source */
+            now = rl__clock_now_fp(&rl->clock, RL_CLOCK_COARSE);
         fast_words(c, share, synced, detail, &p);
         if (!fast_params_same(ls, v))
-            return rl__check_slow(rl, id, key, key_len, 1, out);
+            return FAST_SLOW();
         bit = epochal ? rl__epoch_bit(p.epoch) : tat & RL_TAT_EPOCH;
     } else {
         uint64_t limit_t_fp = RL_PARAM_AT(c, normal.t_fp);
         fast_words(c, share, synced, detail, &p);
         if (!fast_params_same(ls, v))
-            return rl__check_slow(rl, id, key, key_len, 1, out);
+            return FAST_SLOW();
         bit = epochal ? rl__epoch_bit(p.epoch) : tat & RL_TAT_EPOCH;
         int coarse;
         now = fast_precise(rl, &p.g, limit_t_fp, tat, bit, &coarse);
@@ -290,11 +312,11 @@ static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, c
             bit = tat & RL_TAT_EPOCH;
         /* The word's epoch bit is the snapshot's (a DEAD word's is set). */
         else if ((tat ^ bit) >> 63)
-            return rl__check_slow(rl, id, key, key_len, 1, out);
-        rl_verdict_t vd = rl__gcra_charge(&p.g, tat ^ bit, now, 1);
+            return FAST_SLOW();
+        rl_verdict_t vd = fast_gcra(&p.g, tat ^ bit, now);
         if (!vd.allowed) {
             if (tat == RL_TAT_DEAD) /* retired: the slow path looks again */
-                return rl__check_slow(rl, id, key, key_len, 1, out);
+                return FAST_SLOW();
             return fast_deny(rl, id, ls, &p, s, tat ^ bit, now, key, key_len, out);
         }
         /* acquire on both: as charge_word's CAS. */
@@ -311,19 +333,20 @@ static inline __attribute__((always_inline)) int fast_charge(rl_t *rl, int id, c
             return RL_ALLOW;
         }
     }
+#undef FAST_SLOW
 }
 
 /* The key's lookup and charge, for a limit whose version v and path were
- * read. */
+ * read, its identity kid and its probe's parts (keybits, home) computed;
+ * for a batch's request (`batch`) at the chunk's reading `now`. */
 static inline __attribute__((always_inline)) int fast_key(rl_t *rl, int id, const void *key,
                                                          size_t key_len, rl_decision_t *out,
                                                          rl_limit_slot_t *ls, uint32_t v,
-                                                         uint64_t path, const int detail)
+                                                         uint64_t path, rl_keyid_t kid,
+                                                         uint64_t keybits, size_t home,
+                                                         const int detail, const int batch,
+                                                         uint64_t now)
 {
-    rl_keyid_t kid = rl__keyhash(&rl->kh, key, key_len);
-    uint64_t m = rl__keyid_mix(&rl->kh, kid, ls->salt);
-    uint64_t keybits = RL_CTRL_MAKE((uint32_t)m, rl__limit_ref(id), 0, 0);
-    size_t home = (size_t)(((unsigned __int128)m * rl->table.nslots) >> 64);
     /* The key's live slot: its home slot with one compare of ctrl (LIVE, tag
      * and limit; any generation) and the identity; a key further on, the
      * whole probe (ctrl 0 there: no lease take, fast_leased). */
@@ -336,7 +359,7 @@ static inline __attribute__((always_inline)) int fast_key(rl_t *rl, int id, cons
                          0)) {
         rl_slotref_t ref = fast_find_far(&rl->table, kid.lo, kid.hi, keybits, home);
         if (ref.slot == NULL)
-            return fast_probed(rl, id, key, key_len, out, ls);
+            return batch ? FAST_FALLBACK : fast_probed(rl, id, key, key_len, out, ls);
         s = ref.slot;
         tat = ref.tat;
         ctrl = 0;
@@ -351,8 +374,9 @@ static inline __attribute__((always_inline)) int fast_key(rl_t *rl, int id, cons
             (rl__has_global(rl) &&
              RL_HEALTH_STATE(atomic_load_explicit(&rl->health.word, memory_order_relaxed)) ==
                  RL_HEALTH_DEGRADED))
-            return fast_probed(rl, id, key, key_len, out, ls);
-        return fast_charge(rl, id, key, key_len, out, ls, v, path, s, tat, share, 1, detail);
+            return batch ? FAST_FALLBACK : fast_probed(rl, id, key, key_len, out, ls);
+        return fast_charge(rl, id, key, key_len, out, ls, v, path, s, tat, share, 1, detail,
+                           batch, now);
     }
     if (__builtin_expect(share != 0, 0)) {
         if (share == RL_SHAREWORD_HOT && out == NULL) {
@@ -362,9 +386,9 @@ static inline __attribute__((always_inline)) int fast_key(rl_t *rl, int id, cons
             if (fast_params_same(ls, v) && fast_leased(rl, &p, s, ctrl))
                 return RL_ALLOW;
         }
-        return fast_probed(rl, id, key, key_len, out, ls);
+        return batch ? FAST_FALLBACK : fast_probed(rl, id, key, key_len, out, ls);
     }
-    return fast_charge(rl, id, key, key_len, out, ls, v, path, s, tat, 0, 0, detail);
+    return fast_charge(rl, id, key, key_len, out, ls, v, path, s, tat, 0, 0, detail, batch, now);
 }
 
 /* rl_check's fast paths, for a decision (`detail`, out not NULL) or not:
@@ -392,7 +416,44 @@ static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, co
     uint64_t path = RL_PARAM_AT(&ls->copy[v & 1], path);
     if (__builtin_expect(path == RL_PATH_SLOW, 0))
         return rl__check_slow(rl, id, key, key_len, cost, out);
-    return fast_key(rl, id, key, key_len, out, ls, v, path, detail);
+    rl_keyid_t kid = rl__keyhash(&rl->kh, key, key_len);
+    uint64_t m = rl__keyid_mix(&rl->kh, kid, ls->salt);
+    return fast_key(rl, id, key, key_len, out, ls, v, path, kid,
+                    RL_CTRL_MAKE((uint32_t)m, rl__limit_ref(id), 0, 0),
+                    (size_t)(((unsigned __int128)m * rl->table.nslots) >> 64), detail, 0, 0);
+}
+
+int rl__fast_batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size,
+                           rl_fast_req_t *f)
+{
+    /* The request's own errors, a size other than this build's, a cost
+     * other than 1 and a SLOW limit are the full batch step's. */
+    if (req_size != sizeof *r || r->size != sizeof *r || r->cost != 1 || r->key == NULL ||
+        r->key_len - 1 >= RL_MAX_KEY_LEN || r->limit <= 0 ||
+        ((uint32_t)r->limit & RL_LIMIT_IDX_MASK) >= rl->limits.cap)
+        return 0;
+    rl_limit_slot_t *ls = &rl->limits.slots[(size_t)((uint32_t)r->limit & RL_LIMIT_IDX_MASK)];
+    /* acquire: as rl__limit_get's; then as rl__params_read_n's. */
+    if (atomic_load_explicit(&ls->id, memory_order_acquire) != (uint32_t)r->limit)
+        return 0;
+    f->v = atomic_load_explicit(&ls->ver, memory_order_acquire);
+    f->path = RL_PARAM_AT(&ls->copy[f->v & 1], path);
+    if (f->path == RL_PATH_SLOW)
+        return 0;
+    f->ls = ls;
+    f->kid = rl__keyhash(&rl->kh, r->key, r->key_len);
+    uint64_t m = rl__keyid_mix(&rl->kh, f->kid, ls->salt);
+    f->keybits = RL_CTRL_MAKE((uint32_t)m, rl__limit_ref(r->limit), 0, 0);
+    f->home = (size_t)(((unsigned __int128)m * rl->table.nslots) >> 64);
+    f->source = (f->path & ~(uint64_t)RL_PATH_SYNCED) == RL_PATH_COARSE ? RL_CLOCK_COARSE
+                                                                         : RL_CLOCK_PRECISE;
+    return 1;
+}
+
+int rl__fast_batch_decide(rl_t *rl, const rl_request_t *r, const rl_fast_req_t *f, uint64_t now)
+{
+    return fast_key(rl, r->limit, r->key, r->key_len, NULL, f->ls, f->v, f->path, f->kid,
+                    f->keybits, f->home, 0, 1, now);
 }
 
 /* The two copies apart, each a function of its own: each has its own
