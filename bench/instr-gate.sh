@@ -15,12 +15,12 @@ command -v valgrind > /dev/null || { echo "no valgrind: skipped"; exit 77; }
 n1=20000
 n2=40000
 # mode limit (instructions per check)
-limits="allow 234
-deny 242
+limits="allow 232
+deny 240
 decision 294
-hot 263
+hot 262
 batch32 310
-precise1s 242"
+precise1s 240"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'

@@ -401,7 +401,8 @@ static inline __attribute__((always_inline)) int fast_check(rl_t *rl, int id, co
         out = NULL;
     /* An id <= 0 is never live (a free limit slot's id is 0); the index and
      * id tests are rl__limit_get's, with no NULL for the path to test. */
-    if (__builtin_expect(rl == NULL || cost != 1 || key == NULL || key_len - 1 >= RL_MAX_KEY_LEN ||
+    if (__builtin_expect(rl == NULL || cost != 1 || key == NULL || key_len == 0 ||
+                             key_len > RL_MAX_KEY_LEN ||
                              (detail && out->size != sizeof *out) || rl__fork_check(rl) != 0 ||
                              id <= 0 || ((uint32_t)id & RL_LIMIT_IDX_MASK) >= rl->limits.cap,
                          0))
@@ -429,7 +430,7 @@ int rl__fast_batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size,
     /* The request's own errors, a size other than this build's, a cost
      * other than 1 and a SLOW limit are the full batch step's. */
     if (req_size != sizeof *r || r->size != sizeof *r || r->cost != 1 || r->key == NULL ||
-        r->key_len - 1 >= RL_MAX_KEY_LEN || r->limit <= 0 ||
+        r->key_len == 0 || r->key_len > RL_MAX_KEY_LEN || r->limit <= 0 ||
         ((uint32_t)r->limit & RL_LIMIT_IDX_MASK) >= rl->limits.cap)
         return 0;
     rl_limit_slot_t *ls = &rl->limits.slots[(size_t)((uint32_t)r->limit & RL_LIMIT_IDX_MASK)];
