@@ -17,11 +17,12 @@ n1=20000
 n2=40000
 # mode limit (instructions per check; ifl_*: per in-flight acquire+release
 # pair, rl_bench_instr's in-flight modes)
-limits="allow 262
-deny 272
-decision 306
-hot 292
-precise1s 272
+limits="allow 232
+deny 240
+decision 294
+hot 262
+batch32 310
+precise1s 240
 ifl_first 400
 ifl_held 416"
 refs() {

@@ -542,8 +542,10 @@ static int batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size, int d
 }
 
 /* The chunk's time: one clock reading per clock source, so its checks are
- * decided at one instant, as if they had run back to back. */
-static inline void batch_clock(rl_t *rl, target_t *t, const int *st, size_t m)
+ * decided at one instant, as if they had run back to back. A fast request's
+ * source is f[i].source, the others' their target's. */
+static inline void batch_clock(rl_t *rl, target_t *t, const int *st, const unsigned char *fast,
+                               const rl_fast_req_t *f, size_t m)
 {
     int64_t src[2];
     uint64_t now[2];
@@ -551,19 +553,33 @@ static inline void batch_clock(rl_t *rl, target_t *t, const int *st, size_t m)
     for (size_t i = 0; i < m; i++) {
         if (st[i] != 0)
             continue;
+        int64_t si = fast[i] ? f[i].source : t[i].p.clock_source;
         size_t k = 0;
-        while (k < nsrc && src[k] != t[i].p.clock_source)
+        while (k < nsrc && src[k] != si)
             k++;
         if (k == nsrc) {
             if (nsrc == 2) { /* a third source: read it for this request */
-                t[i].now = rl__clock_now_fp(&rl->clock, t[i].p.clock_source);
+                t[i].now = rl__clock_now_fp(&rl->clock, (int32_t)si);
                 continue;
             }
-            src[nsrc] = t[i].p.clock_source;
-            now[nsrc++] = rl__clock_now_fp(&rl->clock, t[i].p.clock_source);
+            src[nsrc] = si;
+            now[nsrc++] = rl__clock_now_fp(&rl->clock, (int32_t)si);
         }
         t[i].now = now[k];
     }
+}
+
+/* A fast request the fast step did not answer: the full step, at the same
+ * reading. */
+static __attribute__((noinline)) int batch_fallback(rl_t *rl, const rl_request_t *r,
+                                                    size_t req_size, target_t *t)
+{
+    uint64_t now = t->now;
+    int rc = batch_prepare(rl, r, req_size, 0, t);
+    if (rc != 0)
+        return rc;
+    t->now = now;
+    return decide(rl, t, r->cost, r->key, r->key_len, NULL);
 }
 
 /* Requests [base, base + m) of a batch; how many were allowed. */
@@ -574,24 +590,35 @@ static inline __attribute__((always_inline)) int batch_chunk(rl_t *rl, const rl_
 {
     target_t t[RL_BATCH_CHUNK];
     int st[RL_BATCH_CHUNK];
+    rl_fast_req_t f[RL_BATCH_CHUNK];
+    unsigned char fast[RL_BATCH_CHUNK];
     size_t stride = out != NULL ? out->size : 0;
     int allowed = 0;
     /* Hash every key, then start every home slot's line on its way before
      * any charge waits for one, so independent misses can overlap. The
      * prefetches go back to back, not between the hashes: one that misses
      * the TLB can hold the pipeline for its page walk. */
+    /* A request of cost 1 with no decision asked, on a limit the fast path
+     * takes, is prepared and decided there (check_fast.c); the others, and
+     * what the fast step does not answer, by the full step. */
     for (size_t i = 0; i < m; i++) {
         const rl_request_t *r = (const void *)((const char *)reqs + (base + i) * req_size);
-        st[i] = batch_prepare(rl, r, req_size, out != NULL, &t[i]);
+        fast[i] = out == NULL && rl__fast_batch_prepare(rl, r, req_size, &f[i]);
+        st[i] = fast[i] ? 0 : batch_prepare(rl, r, req_size, out != NULL, &t[i]);
     }
     for (size_t i = 0; i < m; i++)
         if (st[i] == 0)
-            __builtin_prefetch(rl__slot_at(&rl->table, t[i].probe.home, 0), 1, 3);
-    batch_clock(rl, t, st, m);
+            __builtin_prefetch(rl__slot_at(&rl->table, fast[i] ? f[i].home : t[i].probe.home, 0),
+                               1, 3);
+    batch_clock(rl, t, st, fast, f, m);
     for (size_t i = 0; i < m; i++) {
         const rl_request_t *r = (const void *)((const char *)reqs + (base + i) * req_size);
         rl_decision_t *d = out != NULL ? (void *)((char *)out + (base + i) * stride) : NULL;
-        if (st[i] == 0)
+        if (st[i] == 0 && fast[i]) {
+            st[i] = rl__fast_batch_decide(rl, r, &f[i], t[i].now);
+            if (st[i] == RL__FAST_FALLBACK)
+                st[i] = batch_fallback(rl, r, req_size, &t[i]);
+        } else if (st[i] == 0)
             st[i] = decide(rl, &t[i], r->cost, r->key, r->key_len, d);
         else
             fail_decision(d);

@@ -347,6 +347,33 @@ int rl__check_slow(rl_t *rl, int id, const void *key, size_t key_len, uint32_t c
 int rl__check_probed(rl_t *rl, int id, const void *key, size_t key_len, rl_decision_t *out,
                      const rl_probe_t *probe) __attribute__((noinline));
 
+/* A batch request on the fast path (check_fast.c): its limit, the version
+ * and path read, its identity and probe's parts, its clock source. */
+typedef struct rl_fast_req {
+    rl_limit_slot_t *ls;
+    uint64_t path, keybits;
+    size_t home;
+    rl_keyid_t kid;
+    uint32_t v;
+    int32_t source;
+} rl_fast_req_t;
+
+/* What rl__fast_batch_decide returns for a request it does not answer (not
+ * in the table, marked hot with no lease here, a synced one while degraded,
+ * an update or a retire met), before any write. */
+#define RL__FAST_FALLBACK INT32_MIN
+
+/* check_fast.c: rl_check_batch's first step for a request of cost 1 with
+ * no decision: 1 and *f filled when the fast path may decide it, else 0
+ * (the full step's: errors, sizes, costs, SLOW limits). */
+int rl__fast_batch_prepare(rl_t *rl, const rl_request_t *r, size_t req_size,
+                           rl_fast_req_t *f) __attribute__((noinline));
+
+/* check_fast.c: decide and count a prepared request at the chunk's reading
+ * `now` of its source, as rl_check would; or RL__FAST_FALLBACK. */
+int rl__fast_batch_decide(rl_t *rl, const rl_request_t *r, const rl_fast_req_t *f,
+                          uint64_t now) __attribute__((noinline));
+
 /* check_lease.c: charge_word for a key marked hot, from a lease when the
  * check may take one, and before a deny from another CPU's (local/lease.h). */
 int rl__check_charge_hot(rl_t *rl, target_t *t, rl_slotref_t *ref, uint32_t cost, outcome_t *o,

@@ -63,6 +63,7 @@
  * which runs at least once a grain while time advances, notices and says
  * so (rl__clock_past_horizon), so a deny costs a check nothing before. */
 #define RL_CLOCK_HORIZON_NS (RL_NOW_FP_MAX >> RL_FP_SHIFT)
+_Static_assert(RL_CLOCK_HORIZON_NS == UINT64_C(1) << 58, "rl__clock_now_fp's horizon test");
 
 typedef struct rl_clock {
     rl_clock_fn user; /* NULL: built-in clocks */
@@ -153,14 +154,18 @@ static inline uint64_t rl__clock_now_fp(rl_clock_t *c, int32_t source)
     uint64_t last = atomic_load_explicit(&c->guard[s].last_ns, memory_order_acquire);
     uint64_t raw = rl__clock_raw(c, source);
     uint64_t d = raw - c->base_ns[s];
-    /* d < 2^62 and off <= 2^63: the sum cannot wrap. Anything else, and a
-     * reading outside [last - grain, last + grain), takes the slow path. */
+    /* d < 2^62 and off <= 2^63: the sum cannot wrap. Anything else, a
+     * reading outside [last - grain, last + grain) (one unsigned compare:
+     * below the window the difference wraps above it), and time past the
+     * horizon (2^58 ns: the fixed point saturates there) take the slow
+     * path. d <= now unless the sum wrapped, so (d | now) < 2^58 says
+     * both d < 2^62 and now < 2^58. */
     uint64_t now = d + off;
-    if (__builtin_expect(d >= (UINT64_C(1) << 62) || now + RL_CLOCK_LAST_GRAIN_NS < last ||
-                             now >= last + RL_CLOCK_LAST_GRAIN_NS,
+    if (__builtin_expect(((d | now) >> 58) != 0 ||
+                             now - last + RL_CLOCK_LAST_GRAIN_NS >= 2 * RL_CLOCK_LAST_GRAIN_NS,
                          0))
-        now = rl__clock_guard(c, s, raw, off, last);
-    return rl__clock_to_fp(now);
+        return rl__clock_to_fp(rl__clock_guard(c, s, raw, off, last));
+    return now << RL_FP_SHIFT;
 }
 
 #endif

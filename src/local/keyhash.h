@@ -133,18 +133,20 @@ static inline __attribute__((always_inline)) rl_keyid_t rl__keyhash(const rl_key
     return id;
 }
 
-/* A well-distributed 64-bit value from an identity (keyed, bijective mix):
- * position in its high bits via multiply-shift, tag in its low 32 bits. */
+/*
+ * A well-distributed 64-bit value from an identity: position in its high
+ * bits via multiply-shift, tag in its low 32 bits. One keyed 64x64->128
+ * multiply of the identity's halves, each masked by a secret word (the salt,
+ * per limit, added to one), folded high into low. Keyed against flooding:
+ * the identity is itself keyed and never leaves the process, and an
+ * attacker who could steer it would still have to meet two secret words to
+ * pick a home. Process-local: only where a key lives and its tag depend on
+ * it, never an identity or a name.
+ */
 static inline uint64_t rl__keyid_mix(const rl_keyhash_t *kh, rl_keyid_t id, uint64_t salt)
 {
-    uint64_t x = (id.lo ^ kh->mix[0]) + salt;
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= (id.hi ^ kh->mix[1]);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
+    unsigned __int128 m = (unsigned __int128)((id.lo ^ kh->mix[0]) + salt) * (id.hi ^ kh->mix[1]);
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
 }
 
 #endif
