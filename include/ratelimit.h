@@ -1024,6 +1024,24 @@ RL_EXTERN int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, 
  */
 RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
 
+/*
+ * rl_headers with Retry-After spread (off unless called: rl_headers never
+ * jitters). On a deny, Retry-After (and RateLimit's t, which follows it) is
+ * rendered from retry_after_ms + (rnd mod (jitter_ms + 1)) instead of
+ * retry_after_ms: jitter only adds, so a client that waits it is never
+ * early, and clients one bucket refused together come back spread over up
+ * to jitter_ms instead of together. Deterministic: rnd is the caller's,
+ * a random value per response (clients spread apart) or a keyed hash of the
+ * key (one client told the same wait on each retry); the same d, jitter_ms
+ * and rnd give the same text. An allow is rendered as rl_headers renders
+ * it, and jitter_ms 0 is rl_headers. Whole seconds are rounded up after
+ * the jitter is added, so a jitter below 1000 ms moves Retry-After by at
+ * most one second. jitter_ms: 0..3600000 (one hour). Errors: those of
+ * rl_headers, and RL_ERANGE (jitter_ms above one hour; nothing written).
+ */
+RL_EXTERN int rl_headers_jitter(const rl_decision_t *d, uint32_t jitter_ms, uint64_t rnd,
+                                char *buf, size_t len);
+
 /* ------------------------------------------------------------------- stats */
 
 /*
