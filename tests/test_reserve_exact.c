@@ -95,7 +95,7 @@ static int reserve(rl_t *rl, int id, const char *key, uint32_t est, uint32_t ttl
     return rl_reserve(rl, id, key, strlen(key), est, ttl_ms, res, d);
 }
 
-static uint64_t lcg(uint64_t *s)
+static uint64_t rsvx_lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005u + 1442695040888963407u;
     return *s >> 33;
@@ -111,7 +111,7 @@ START_TEST(exact_model_single)
     long long model = 100;
     uint64_t seed = 7;
     for (int step = 0; step < 300; step++) {
-        uint32_t est = 1 + (uint32_t)(lcg(&seed) % 30);
+        uint32_t est = 1 + (uint32_t)(rsvx_lcg(&seed) % 30);
         rl_reservation_t res;
         rl_decision_t d;
         int rc = reserve(rl, id, "k", est, 60000, &res, &d);
@@ -134,12 +134,12 @@ START_TEST(exact_model_single)
         ck_assert_int_ge(model, (long long)est);
         model -= est;
         ck_assert_int_eq(tokens(rl, "xm", "k", 100), model);
-        uint32_t which = (uint32_t)(lcg(&seed) % 4);
+        uint32_t which = (uint32_t)(rsvx_lcg(&seed) % 4);
         if (which == 0) {
             ck_assert_int_eq(rl_release(rl, &res), 0);
             model += est;
         } else {
-            uint32_t actual = (uint32_t)(lcg(&seed) % 60);
+            uint32_t actual = (uint32_t)(rsvx_lcg(&seed) % 60);
             ck_assert_int_eq(rl_settle(rl, &res, actual), 0);
             model -= (long long)actual - est;
             if (model > 100)
@@ -183,7 +183,7 @@ static void *race(void *arg)
     rl_reservation_t keep[4];
     int kept = 0;
     for (int i = 0; i < 150; i++) {
-        uint32_t est = 1 + (uint32_t)(lcg(&r->seed) % 20);
+        uint32_t est = 1 + (uint32_t)(rsvx_lcg(&r->seed) % 20);
         rl_reservation_t res;
         rl_decision_t d;
         int rc = reserve(r->rl, r->id, "hot", est, 60000, &res, &d);
@@ -192,13 +192,13 @@ static void *race(void *arg)
             r->denied++;
             continue;
         }
-        if (kept < 4 && lcg(&r->seed) % 16 == 0) {
+        if (kept < 4 && rsvx_lcg(&r->seed) % 16 == 0) {
             keep[kept++] = res; /* left in flight: its estimate stays charged */
             r->held += est;
             continue;
         }
-        uint32_t actual = (uint32_t)(lcg(&r->seed) % 40);
-        if (lcg(&r->seed) % 5 == 0) {
+        uint32_t actual = (uint32_t)(rsvx_lcg(&r->seed) % 40);
+        if (rsvx_lcg(&r->seed) % 5 == 0) {
             actual = 0;
             ck_assert_int_eq(rl_release(r->rl, &res), 0);
         } else {
