@@ -127,7 +127,8 @@ extern "C" {
     XX(EMODE, -14, "unknown mode or on_failure value")                            \
     XX(EAUTH, -15, "Redis refused the credentials in redis_url")                  \
     XX(EFULL, -16, "no free reservation entry: max_reservations are in flight")   \
-    XX(EEXPIRED, -17, "reservation expired: it was settled at its estimate")
+    XX(EEXPIRED, -17, "reservation expired: it was settled at its estimate")     \
+    XX(EUNAVAIL, -18, "Redis did not answer in time: retry the call, it is charged once")
 
 enum {
 #define RL_ERRNO_ENUM_(name, value, msg) RL_##name = (value),
@@ -1025,6 +1026,24 @@ RL_EXTERN int rl_check_async(rl_t *rl, int id, const void *key, size_t key_len, 
  */
 RL_EXTERN int rl_headers(const rl_decision_t *d, char *buf, size_t len);
 
+/*
+ * rl_headers with Retry-After spread (off unless called: rl_headers never
+ * jitters). On a deny, Retry-After (and RateLimit's t, which follows it) is
+ * rendered from retry_after_ms + (rnd mod (jitter_ms + 1)) instead of
+ * retry_after_ms: jitter only adds, so a client that waits it is never
+ * early, and clients one bucket refused together come back spread over up
+ * to jitter_ms instead of together. Deterministic: rnd is the caller's,
+ * a random value per response (clients spread apart) or a keyed hash of the
+ * key (one client told the same wait on each retry); the same d, jitter_ms
+ * and rnd give the same text. An allow is rendered as rl_headers renders
+ * it, and jitter_ms 0 is rl_headers. Whole seconds are rounded up after
+ * the jitter is added, so a jitter below 1000 ms moves Retry-After by at
+ * most one second. jitter_ms: 0..3600000 (one hour). Errors: those of
+ * rl_headers, and RL_ERANGE (jitter_ms above one hour; nothing written).
+ */
+RL_EXTERN int rl_headers_jitter(const rl_decision_t *d, uint32_t jitter_ms, uint64_t rnd,
+                                char *buf, size_t len);
+
 /* ------------------------------------------------------------------- stats */
 
 /*
@@ -1801,10 +1820,48 @@ RL_EXTERN int rl_inflight_class(rl_t *rl, int limit, const char *name);
  * RL_EXPERIMENTAL.
  *
  * Modes: local and global limits (on an instance without a redis_url a
- * global limit is local). Exact and tiered limits are refused (RL_EMODE):
- * their buckets are in Redis, and neither a settle of the difference nor a
- * wait is built for them. An rl_open_shared instance has no reservation
- * table (RL_ENOTSUP).
+ * global limit is local), exact and tiered limits (below). A wait with a
+ * max_wait_ms above 0 (rl_wait, rl_reserve_wait) is a local bucket's turn:
+ * refused for exact and tiered limits (RL_EMODE). An rl_open_shared
+ * instance has no reservation table (RL_ENOTSUP).
+ *
+ * Exact limits: one atomic script call per reserve, per settle and per
+ * release, on the key's bucket in Redis (lua/exact.lua's, the same state
+ * and units: rl_check and rl_reserve on one key share one budget). The
+ * reserve takes the estimate from the bucket if it is there (denied
+ * otherwise, nothing charged) and records it under the reservation's id
+ * (the instance's random 64-bit tag and the handle's entry word) in a
+ * Redis key beside the bucket's (same hash tag), with a PX of ttl_ms + 5 s.
+ * A settle charges actual - estimate to the bucket: debt past the burst
+ * (down to -2^31 tokens, or less when burst x period in us would pass
+ * 2^53), a refund never past the burst. Settles are idempotent by that
+ * id: the first that reaches Redis charges and marks the record settled
+ * (kept until the record's PX ends); any later one with the same id,
+ * whatever its actual, is answered from the mark (0) and charges nothing.
+ * A settle Redis does not answer within exact_timeout_ms (frozen, down,
+ * no connection) returns RL_EUNAVAIL and leaves the reservation in flight:
+ * retry it with the same handle, it is charged at most once. A record
+ * that is gone (its PX ended, or Redis lost it: a restart empty, a
+ * FLUSHALL, a failover that lost it) means the reservation ended at its
+ * estimate, or with Redis's data: its settle answers RL_EEXPIRED, counted
+ * expired and logged, charges nothing, and the handle is spent. Expiry is
+ * at the estimate on both sides: the local entry's ttl (as below) and the
+ * record's PX leave the estimate charged to the bucket. Redis unavailable
+ * at a reserve: the limit's on_failure decides, as rl_check's (open:
+ * admitted, nothing held, its settle charges nothing; closed: denied;
+ * local: the key's table slot at the degraded rate, settled there); a
+ * release is then queued behind the reserve, so what it may have taken in
+ * Redis is given back. RL_EEXPIRED on a settle that earlier returned
+ * RL_EUNAVAIL can also mean the earlier one ran and its reply was lost
+ * before the ttl passed; in no case is a reservation charged twice.
+ *
+ * Tiered limits: the local pre-filter first (the node's share, charged as
+ * rl_check charges it), then the exact reserve above in Redis, always
+ * (not only near the limit). A pre-filter's deny, or its degraded or
+ * shadow answer, decides alone; Redis's deny keeps the pre-filter's local
+ * charge (rl_check's rule). The pre-filter's charge is counted on the
+ * limit's statistics, never reported by the sync thread (Redis holds it);
+ * a settle or release moves both, Redis first.
  *
  * Debt: a settle whose actual exceeds the estimate charges the difference
  * without an admission test, so the bucket may owe more than its burst: its
@@ -1918,9 +1975,11 @@ static inline void rl_reserve_stats_init(rl_reserve_stats_t *s)
  * Thread-safe, lock-free, no allocation, no system call but the clock.
  * Errors (out, if given, is a deny): RL_EINVAL (rl, res NULL, res->size
  * unknown, estimate 0, ttl_ms 0 or too large), RL_ESIZE (out->size), RL_EKEYLEN,
- * RL_ENOTFOUND, RL_ECOST (estimate > burst), RL_EMODE (an exact or tiered
- * limit), RL_EFULL (every entry in flight: counted, nothing charged),
- * RL_ENOTSUP (an rl_open_shared instance), RL_EFORKED.
+ * RL_ENOTFOUND, RL_ECOST (estimate > burst), RL_EFULL (every entry in
+ * flight: counted, nothing charged), RL_ENOTSUP (an rl_open_shared
+ * instance), RL_EFORKED. Exact and tiered limits: one Redis round trip (at
+ * most exact_timeout_ms), not lock-free; Redis's answer or on_failure
+ * decides (above).
  */
 RL_EXTERN RL_EXPERIMENTAL int rl_reserve(rl_t *rl, int id, const void *key, size_t key_len,
                                          uint32_t estimate, uint32_t ttl_ms,
@@ -1935,9 +1994,12 @@ RL_EXTERN RL_EXPERIMENTAL int rl_reserve(rl_t *rl, int id, const void *key, size
  * Returns 0, or: RL_EINVAL (rl or res NULL, res->size unknown, a reservation
  * already settled or released, of another instance, or never admitted),
  * RL_EEXPIRED (its ttl had passed: it was settled at its estimate and actual
- * is not charged), RL_ENOTFOUND (its limit was removed since: nothing to
- * charge; the entry is freed), RL_ERANGE (actual too large: nothing done,
- * the reservation stays in flight), RL_EFORKED.
+ * is not charged; exact and tiered: the record in Redis is gone, above),
+ * RL_EUNAVAIL (exact and tiered: Redis did not answer; still in flight,
+ * retry with the same handle: charged at most once), RL_ENOTFOUND (its
+ * limit was removed since: nothing to charge; the entry is freed),
+ * RL_ERANGE (actual too large: nothing done, the reservation stays in
+ * flight), RL_EFORKED. Exact and tiered: one Redis round trip.
  */
 RL_EXTERN RL_EXPERIMENTAL int rl_settle(rl_t *rl, rl_reservation_t *res, uint32_t actual);
 
@@ -1957,7 +2019,8 @@ RL_EXTERN RL_EXPERIMENTAL int rl_release(rl_t *rl, rl_reservation_t *res);
  * released as any (ttl_ms counts from now, so make it cover ready_in_ms).
  * RL_DENY at once, nothing held, when the wait it would need exceeds
  * max_wait_ms (out->retry_after_ms says how long it would be). max_wait_ms
- * 0 is rl_reserve. Arguments and errors as rl_reserve.
+ * 0 is rl_reserve. Arguments and errors as rl_reserve, and RL_EMODE for an
+ * exact or tiered limit with max_wait_ms above 0.
  *
  * Order: a waiter's turn is taken when its tokens are charged (one CAS on
  * the key's bucket word), so waiters on a key are served in the order they
@@ -2003,10 +2066,14 @@ RL_EXTERN RL_EXPERIMENTAL int rl_wait(rl_t *rl, int id, const void *key, size_t 
  * charged: an invalid request returns its error (*denied_index its index),
  * fewer than n free entries RL_EFULL, charging nothing. Under concurrency
  * another check may briefly see the tokens a denied batch held before they
- * were given back. Errors: those of rl_reserve and rl_check_multi
- * (RL_ERANGE: n > RL_MULTI_MAX, out left alone), RL_EMODE for an exact or
- * tiered limit; on every error but RL_ESIZE and RL_ERANGE each out[i] is a
- * deny.
+ * were given back. Exact and tiered requests are reserved in Redis one
+ * call each, in request order (their keys' hash tags differ in general, so
+ * no one script can hold them all); when a later request denies, each one
+ * taken is released there, one blocking call each, before RL_DENY returns
+ * (a release Redis does not answer leaves its record to expire at the
+ * estimate). Errors: those of rl_reserve and rl_check_multi (RL_ERANGE:
+ * n > RL_MULTI_MAX, out left alone); on every error but RL_ESIZE and
+ * RL_ERANGE each out[i] is a deny.
  */
 RL_EXTERN RL_EXPERIMENTAL int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n,
                                                size_t req_size, uint32_t ttl_ms,

@@ -487,6 +487,93 @@ START_TEST(deny_retry_after_is_t_from_checks)
 }
 END_TEST
 
+/* Retry-After's seconds in a rendering, or 0 when it has none. */
+static uint64_t retry_s(const char *out)
+{
+    char v[64];
+    return field(out, "Retry-After", v, sizeof v) != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
+/* rl_headers_jitter against its model: Retry-After is
+ * ceil((retry + rnd mod (jitter + 1)) / 1000) s, never below rl_headers'
+ * (jitter only adds), at most ceil((retry + jitter) / 1000); RateLimit's t
+ * follows it; the same rnd gives the same text; an allow is rl_headers'. */
+START_TEST(jitter_model)
+{
+    static const uint64_t retries[] = {0, 1, 999, 1000, 1200, 59999, 3600000};
+    static const uint32_t jitters[] = {0, 1, 999, 1000, 5000, 3600000u};
+    uint64_t seed = 42;
+    for (size_t i = 0; i < sizeof retries / sizeof retries[0]; i++)
+        for (size_t j = 0; j < sizeof jitters / sizeof jitters[0]; j++)
+            for (int k = 0; k < 40; k++) {
+                seed = seed * 6364136223846793005u + 1442695040888963407u;
+                uint64_t rnd = seed;
+                rl_decision_t d = mk(RL_DENY, 10, 0, 9000, retries[i], 10000, "p");
+                char plain[OUT_CAP], out[OUT_CAP], again[OUT_CAP], v[64], t[64];
+                render(&d, plain);
+                int n = rl_headers_jitter(&d, jitters[j], rnd, out, OUT_CAP);
+                ck_assert_int_eq((size_t)n, strlen(out));
+                uint64_t add = rnd % ((uint64_t)jitters[j] + 1);
+                uint64_t want = (retries[i] + add + 999) / 1000;
+                if (want == 0)
+                    want = 1;
+                ck_assert_uint_eq(retry_s(out), want);
+                ck_assert_uint_ge(retry_s(out), retry_s(plain));
+                ck_assert_uint_le(retry_s(out), (retries[i] + jitters[j] + 999) / 1000 + 1);
+                snprintf(t, sizeof t, "\"p\";r=0;t=%llu", (unsigned long long)want);
+                ck_assert_str_eq(field(out, "RateLimit", v, sizeof v), t);
+                ck_assert_int_eq(rl_headers_jitter(&d, jitters[j], rnd, again, OUT_CAP), n);
+                ck_assert_str_eq(out, again);
+                if (jitters[j] == 0)
+                    ck_assert_str_eq(out, plain);
+                d.allowed = RL_ALLOW;
+                render(&d, plain);
+                ck_assert_int_eq(rl_headers_jitter(&d, jitters[j], rnd, out, OUT_CAP), (int)strlen(plain));
+                ck_assert_str_eq(out, plain);
+            }
+}
+END_TEST
+
+/* A herd refused together by one bucket: 1000 clients' Retry-After (rnd a
+ * per-client value) spread over the whole jitter range, none early. */
+START_TEST(jitter_spreads_a_herd)
+{
+    rl_decision_t d = mk(RL_DENY, 10, 0, 9000, 1000, 10000, "p");
+    unsigned seen[12] = {0};
+    for (uint64_t c = 0; c < 1000; c++) {
+        char out[OUT_CAP];
+        uint64_t rnd = (c + 1) * UINT64_C(0x9e3779b97f4a7c15);
+        ck_assert_int_gt(rl_headers_jitter(&d, 10000, rnd, out, OUT_CAP), 0);
+        uint64_t s = retry_s(out);
+        ck_assert_uint_ge(s, 1);
+        ck_assert_uint_le(s, 11);
+        seen[s]++;
+    }
+    for (int s = 2; s <= 10; s++)
+        ck_assert_uint_gt(seen[s], 50); /* every second of the range is used */
+    ck_assert_uint_lt(seen[1], 10);     /* not the herd's one second */
+}
+END_TEST
+
+START_TEST(jitter_errors)
+{
+    rl_decision_t d = mk(RL_DENY, 10, 0, 9000, 1000, 10000, "p");
+    char out[OUT_CAP];
+    memset(out, 'Z', sizeof out);
+    ck_assert_int_eq(rl_headers_jitter(&d, 3600000u + 1, 1, out, OUT_CAP),
+                     RL_ERANGE);
+    ck_assert_int_eq(out[0], 'Z');
+    ck_assert_int_eq(rl_headers_jitter(NULL, 10, 1, out, OUT_CAP), RL_EINVAL);
+    ck_assert_int_eq(rl_headers_jitter(&d, 10, 1, NULL, 5), RL_EINVAL);
+    d.size = RL_DECISION_SIZE_MIN - 1;
+    ck_assert_int_eq(rl_headers_jitter(&d, 10, 1, out, OUT_CAP), RL_ESIZE);
+    /* Saturation: a retry near UINT64_MAX never wraps to an early one. */
+    rl_decision_t m = mk(RL_DENY, 10, 0, 0, UINT64_MAX - 3, 1000, "p");
+    ck_assert_int_gt(rl_headers_jitter(&m, 1000, 999, out, OUT_CAP), 0);
+    ck_assert_uint_eq(retry_s(out), UINT64_C(18446744073709552));
+}
+END_TEST
+
 static Suite *headers_suite(void)
 {
     Suite *s = suite_create("headers");
@@ -507,6 +594,9 @@ static Suite *headers_suite(void)
     tcase_add_test(tc, policy_escaping);
     tcase_add_test(tc, policy_length_bound);
     tcase_add_test(tc, worst_case_length);
+    tcase_add_test(tc, jitter_model);
+    tcase_add_test(tc, jitter_spreads_a_herd);
+    tcase_add_test(tc, jitter_errors);
     suite_add_tcase(s, tc);
 
     TCase *abi = tcase_create("abi");

@@ -108,7 +108,9 @@ START_TEST(global_limit_reserves_on_the_node_bucket)
 }
 END_TEST
 
-START_TEST(exact_and_tiered_are_refused)
+/* Exact and tiered limits reserve in Redis (tests/test_reserve_exact.c);
+ * a wait, whose turn is a local bucket's, is refused for them. */
+START_TEST(exact_and_tiered_waits_are_refused)
 {
     if (rl_test_redis_skipped())
         return;
@@ -119,9 +121,8 @@ START_TEST(exact_and_tiered_are_refused)
     rl_reservation_init(&r);
     rl_decision_t d;
     rl_decision_init(&d);
-    ck_assert_int_eq(rl_reserve(rl, ex, "k", 1, 1, 100, &r, &d), RL_EMODE);
+    ck_assert_int_eq(rl_reserve_wait(rl, ex, "k", 1, 1, 100, 100, &r, &d), RL_EMODE);
     ck_assert_int_eq(d.allowed, RL_DENY);
-    ck_assert_int_eq(rl_reserve(rl, ti, "k", 1, 1, 100, &r, &d), RL_EMODE);
     ck_assert_int_eq(rl_reserve_wait(rl, ti, "k", 1, 1, 100, 100, &r, &d), RL_EMODE);
     ck_assert_int_eq(rl_wait(rl, ex, "k", 1, 1, 100, &d), RL_EMODE);
 }
@@ -135,7 +136,7 @@ static Suite *suite(void)
     rl_test_redis_fixture(tc);
     tcase_add_checked_fixture(tc, NULL, rl_test_release_all);
     tcase_add_test(tc, global_limit_reserves_on_the_node_bucket);
-    tcase_add_test(tc, exact_and_tiered_are_refused);
+    tcase_add_test(tc, exact_and_tiered_waits_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }

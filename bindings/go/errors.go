@@ -33,6 +33,7 @@ const (
 	ErrAuth         Code = C.RL_EAUTH
 	ErrFull         Code = C.RL_EFULL
 	ErrExpired      Code = C.RL_EEXPIRED
+	ErrUnavailable  Code = C.RL_EUNAVAIL
 )
 
 type codeText struct{ name, message string }

@@ -128,6 +128,7 @@ func TestCodesMatchTheLibrary(t *testing.T) {
 		ErrExist: "RL_EEXIST", ErrLimits: "RL_ELIMITS", ErrCost: "RL_ECOST",
 		ErrForked: "RL_EFORKED", ErrNotSupported: "RL_ENOTSUP", ErrName: "RL_ENAME",
 		ErrMode: "RL_EMODE", ErrAuth: "RL_EAUTH", ErrFull: "RL_EFULL", ErrExpired: "RL_EEXPIRED",
+		ErrUnavailable: "RL_EUNAVAIL",
 	}
 	for c, name := range want {
 		if c.Name() != name || c.Error() == "" {

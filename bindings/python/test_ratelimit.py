@@ -1031,7 +1031,7 @@ class FirstClass(unittest.TestCase):
             self.assertIs(type(e), cls)
             self.assertEqual((e.code, e.name), (code, name))
             self.assertTrue(hasattr(rlm, cls.__name__), cls.__name__)
-        self.assertEqual(len(seen), 17)
+        self.assertEqual(len(seen), 18)
         with self.assertRaises(rlm.SpecError) as cm:
             self.rl.add_limit("name=x rate=fast")
         self.assertEqual(cm.exception.code, rlm.RL_ESPEC)

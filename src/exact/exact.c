@@ -83,6 +83,7 @@ int rl__exact_connect(rl_exact_t *x)
             [RL_EXACT_SCRIPT_EXACT] = rl__lua_exact,
             [RL_EXACT_SCRIPT_QUOTA] = rl__lua_quota,
             [RL_EXACT_SCRIPT_INFLIGHT] = rl__lua_inflight,
+            [RL_EXACT_SCRIPT_RESERVE] = rl__lua_reserve,
         };
         rl_redis_caller_cfg_t cfg = {
             .alloc = x->alloc,
@@ -236,6 +237,19 @@ int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_
                                  offsetof(async_ctx_t, user) + ctx_len) == 0
                ? 0
                : -1;
+}
+
+int rl__exact_key(const rl_exact_t *x, const char *limit, rl_keyid_t id, char *buf, size_t cap)
+{
+    return rl__redis_key_name(x->kh, x->key_prefix, limit, id, buf, cap);
+}
+
+uint64_t rl__exact_deadline(const rl_exact_t *x) { return uv_hrtime() + x->timeout_ns; }
+
+uint64_t rl__exact_now_us(const rl_exact_t *x)
+{
+    /* relaxed: see make_args. */
+    return atomic_load_explicit(&x->virtual_us, memory_order_relaxed);
 }
 
 void rl__exact_virtual_now(rl_exact_t *x, uint64_t us)

@@ -93,10 +93,17 @@ int rl__exact_check_async(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_done_
 void rl__exact_virtual_now(rl_exact_t *x, uint64_t us);
 
 /* The exact thread's caller (redis/caller.h) runs these scripts; the quota
- * ledger (quota/quota.c) sends RL_EXACT_SCRIPT_QUOTA through it, and an
- * exact in-flight limit (inflight/exact.c) RL_EXACT_SCRIPT_INFLIGHT: one
- * pool of per-request connections per instance. */
-enum { RL_EXACT_SCRIPT_EXACT, RL_EXACT_SCRIPT_QUOTA, RL_EXACT_SCRIPT_INFLIGHT, RL_EXACT_SCRIPTS };
+ * ledger (quota/quota.c) sends RL_EXACT_SCRIPT_QUOTA through it, an exact
+ * in-flight limit (inflight/exact.c) RL_EXACT_SCRIPT_INFLIGHT and an exact
+ * reservation (reserve/exact.c) RL_EXACT_SCRIPT_RESERVE: one pool of
+ * per-request connections per instance. */
+enum {
+    RL_EXACT_SCRIPT_EXACT,
+    RL_EXACT_SCRIPT_QUOTA,
+    RL_EXACT_SCRIPT_INFLIGHT,
+    RL_EXACT_SCRIPT_RESERVE,
+    RL_EXACT_SCRIPTS
+};
 struct rl_redis_caller;
 /* The caller, connected first if it is not yet (rl__exact_connect); NULL
  * if that failed. */
@@ -105,6 +112,14 @@ struct rl_redis_caller *rl__exact_caller(rl_exact_t *x);
 /* A blocking call's wait for Redis (exact_timeout_ms), in ns: the deadline
  * the other clients of the caller give their own calls. */
 uint64_t rl__exact_timeout_ns(const rl_exact_t *x);
+
+/* What exact/reserve.c shares with this file: a key's Redis name (the
+ * bucket's, rl__redis_key_name under the instance's secret and prefix),
+ * a blocking call's deadline (uv_hrtime() clock), and exact.lua's now
+ * (0: Redis TIME; see rl__exact_virtual_now). */
+int rl__exact_key(const rl_exact_t *x, const char *limit, rl_keyid_t id, char *buf, size_t cap);
+uint64_t rl__exact_deadline(const rl_exact_t *x);
+uint64_t rl__exact_now_us(const rl_exact_t *x);
 
 /* Statistics of the exact thread. */
 typedef struct rl_exact_counters {

@@ -8,5 +8,6 @@ extern const char rl__lua_nodes[];
 extern const char rl__lua_exact[];
 extern const char rl__lua_quota[];
 extern const char rl__lua_inflight[];
+extern const char rl__lua_reserve[];
 
 #endif

@@ -7,12 +7,18 @@
 
 int rl__rkey_resolve(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t *k)
 {
+    int rc = rl__rkey_resolve_any(rl, id, kid, cost, k);
+    if (rc == 0 && (k->p.synced == RL_SYNCED_EXACT || k->p.synced == RL_SYNCED_TIERED))
+        return RL_EMODE;
+    return rc;
+}
+
+int rl__rkey_resolve_any(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t *k)
+{
     k->ls = rl__limit_get(&rl->limits, id);
     if (k->ls == NULL)
         return RL_ENOTFOUND;
     rl__params_read(k->ls, &k->p);
-    if (k->p.synced == RL_SYNCED_EXACT || k->p.synced == RL_SYNCED_TIERED)
-        return RL_EMODE;
     if (cost > k->p.normal.burst)
         return RL_ECOST;
     /* relaxed: one self-contained word (local/health.h). */
@@ -23,9 +29,11 @@ int rl__rkey_resolve(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t 
     return 0;
 }
 
+/* The global tier's health: an exact limit's fallback (reserve/exact.c)
+ * is Redis's answer missing, not the sync thread's. */
 static int degraded(const rl_rkey_t *k)
 {
-    return k->p.synced && RL_HEALTH_STATE(k->health) == RL_HEALTH_DEGRADED;
+    return k->p.synced && k->p.synced != RL_SYNCED_EXACT && RL_HEALTH_STATE(k->health) == RL_HEALTH_DEGRADED;
 }
 
 /* The parameters the key's slot runs at (check.c's, for the same word):
@@ -40,6 +48,8 @@ static const rl_gcra_t *slot_gcra(rl_t *rl, rl_rkey_t *k, rl_slot_t *s, rl_gcra_
         *flags |= RL_FLAG_HOT;
     if (!k->p.synced)
         return &k->p.normal;
+    if (k->p.synced == RL_SYNCED_EXACT) /* on_failure=local: check_exact.c's exact_local */
+        return &k->p.degraded;
     const rl_gcra_t *g = &k->p.presync;
     if (RL_SHAREWORD_SHARE(w) != 0) {
         rl__shareword_decode(w, tmp);

@@ -35,6 +35,10 @@ typedef struct rl_radmit {
 /* Resolve limit `id` and key id `kid`, read the time: 0, RL_ENOTFOUND, or
  * RL_EMODE (exact or tiered). cost (when not 0) above the burst: RL_ECOST. */
 int rl__rkey_resolve(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t *k);
+/* The same, exact and tiered limits resolved too (reserve/exact.c). An
+ * exact key's bucket word here is its on_failure=local fallback's, at the
+ * limit's degraded rate (as rl_check's). */
+int rl__rkey_resolve_any(rl_t *rl, int id, rl_keyid_t kid, uint32_t cost, rl_rkey_t *k);
 
 /* Admit `cost` tokens if the bucket conforms within slack_fp of now; an
  * admitted charge's tokens are the caller's from o->ready_fp. */

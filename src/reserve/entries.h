@@ -39,6 +39,10 @@ enum { RL_RENT_FREE = 0, RL_RENT_BUSY = 1, RL_RENT_HELD = 2 };
 /* held: the estimate, with RL_RENT_UNBACKED when it was admitted without
  * a charge (shadow, on_failure=open): nothing on the bucket to move. */
 #define RL_RENT_UNBACKED (UINT64_C(1) << 32)
+/* held, an exact or tiered key's: the estimate is also held in Redis, under
+ * the reservation's id (reserve/exact.h). */
+#define RL_RENT_REDIS (UINT64_C(1) << 33)
+#define RL_RENT_FLAGS (RL_RENT_UNBACKED | RL_RENT_REDIS)
 
 typedef struct rl_rent {
     _Atomic uint64_t state;

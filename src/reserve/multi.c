@@ -2,11 +2,15 @@
 /*
  * rl_reserve_multi: n reservations as one. Validated and their entries
  * claimed before the first charge, so a bad request or a full table
- * charges nothing; a deny gives back what the earlier ones took.
+ * charges nothing; a deny gives back what the earlier ones took. Exact
+ * and tiered requests are reserved in Redis in their turn (one call each,
+ * in order), and released there (one blocking call each) when a later one
+ * denies.
  */
 #include <string.h>
 #include "reserve/reserve.h"
 #include "reserve/charge.h"
+#include "reserve/exact.h"
 #include "base/structsize.h"
 
 #define REQ(i) ((const rl_request_t *)(const void *)((const char *)reqs + (i)*req_size))
@@ -33,8 +37,10 @@ static int validate(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_siz
         if (r->cost == 0)
             return RL_EINVAL;
         kid[i] = rl__keyhash(&rl->kh, r->key, r->key_len);
-        if ((rc = rl__rkey_resolve(rl, r->limit, kid[i], r->cost, &k[i])) != 0)
+        if ((rc = rl__rkey_resolve_any(rl, r->limit, kid[i], r->cost, &k[i])) != 0)
             return rc;
+        if (rl__rsv_in_redis(&k[i]) && rl__exact_of(rl) == NULL)
+            return RL_ENOTSUP;
     }
     return 0;
 }
@@ -59,14 +65,14 @@ static int check_args(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_s
 
 /* An admitted request's entry published, its handle written. */
 static void publish(rl_t *rl, const rl_request_t *r, const rl_rkey_t *k, rl_keyid_t kid,
-                    const rl_radmit_t *o, uint32_t ttl_ms, uint32_t index, uint64_t gen,
+                    uint64_t bits, uint32_t ttl_ms, uint32_t index, uint64_t gen,
                     rl_reservation_t *v)
 {
     rl_rent_data_t d = {
         .id_lo = kid.lo,
         .id_hi = kid.hi,
         .limit = r->limit,
-        .held = r->cost | (o->backed ? 0 : RL_RENT_UNBACKED),
+        .held = r->cost | bits,
         .deadline_fp = k->now + (uint64_t)ttl_ms * RL_FP_PER_MS,
         .source = (int32_t)k->p.clock_source,
     };
@@ -76,6 +82,35 @@ static void publish(rl_t *rl, const rl_request_t *r, const rl_rkey_t *k, rl_keyi
     v->limit = r->limit;
     v->estimate = r->cost;
     v->ready_in_ms = 0;
+}
+
+/* One request admitted, on its key's bucket or in Redis; *bits its
+ * entry's held flags. */
+static void admit(rl_t *rl, rl_rkey_t *k, uint32_t cost, uint32_t ttl_ms, uint32_t index,
+                  uint64_t gen, rl_radmit_t *o, uint64_t *bits)
+{
+    if (rl__rsv_in_redis(k)) {
+        uint64_t rid[2] = {rl->reserve->tag, (gen << RL_RENT_INDEX_BITS) | index};
+        (void)rl__rsv_exact_admit(rl, k, cost, ttl_ms, rid, o, bits); /* validated: 0 */
+        return;
+    }
+    rl__rkey_admit(rl, k, cost, 0, o);
+    *bits = o->backed ? 0 : RL_RENT_UNBACKED;
+}
+
+/* An admitted request of a denied batch given back: its local tokens, and
+ * its Redis record (a release Redis does not answer leaves the record to
+ * expire there at its estimate). */
+static void undo(rl_t *rl, rl_rkey_t *k, rl_keyid_t kid, const rl_request_t *r, uint64_t bits,
+                 uint32_t index, uint64_t gen, rl_radmit_t *o)
+{
+    if (!(bits & RL_RENT_UNBACKED))
+        rl__rkey_refund(rl, k, r->cost, o);
+    if (bits & RL_RENT_REDIS) {
+        uint64_t rid[2] = {rl->reserve->tag, (gen << RL_RENT_INDEX_BITS) | index};
+        rl_rent_data_t d = {.id_lo = kid.lo, .id_hi = kid.hi, .limit = r->limit};
+        (void)rl__rsv_exact_settle(rl, &d, rid, 0);
+    }
 }
 
 int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_size,
@@ -113,16 +148,16 @@ int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_si
         return rc;
     }
     size_t denier = n;
+    uint64_t bits[RL_MULTI_MAX];
     for (size_t i = 0; i < n && denier == n; i++) {
-        rl__rkey_admit(rl, &k[i], REQ(i)->cost, 0, &o[i]);
+        admit(rl, &k[i], REQ(i)->cost, ttl_ms, index[i], gen[i], &o[i], &bits[i]);
         if (!o[i].allowed)
             denier = i;
     }
     for (size_t i = 0; i < n; i++) {
         const rl_request_t *r = REQ(i);
         if (denier < n && i < denier) {
-            if (o[i].backed)
-                rl__rkey_refund(rl, &k[i], r->cost, &o[i]);
+            undo(rl, &k[i], kid[i], r, bits[i], index[i], gen[i], &o[i]);
             o[i].allowed = 0;
         }
         if (i <= denier && i < n)
@@ -139,7 +174,7 @@ int rl_reserve_multi(rl_t *rl, const rl_request_t *reqs, size_t n, size_t req_si
             memset(v->token, 0, sizeof v->token);
             continue;
         }
-        publish(rl, r, &k[i], kid[i], &o[i], ttl_ms, index[i], gen[i], v);
+        publish(rl, r, &k[i], kid[i], bits[i], ttl_ms, index[i], gen[i], v);
     }
     rl__reserve_add(rl->reserve, denier < n ? RL_RSV_DENIED : RL_RSV_RESERVED, n);
     if (denied_index != NULL)

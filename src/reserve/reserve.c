@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include "reserve/reserve.h"
 #include "reserve/charge.h"
+#include "reserve/exact.h"
 #include "base/alloc.h"
 #include "base/structsize.h"
 
@@ -70,7 +71,18 @@ static void expired(void *ctx, const rl_rent_data_t *d)
     rl__log(rl->reserve->logger, RL_LOG_WARN,
             "reserve: a reservation of %" PRIu64 " tokens on limit id %d was neither settled "
             "nor released within its ttl: settled at its estimate",
-            d->held & ~RL_RENT_UNBACKED, d->limit);
+            d->held & ~RL_RENT_FLAGS, d->limit);
+}
+
+/* An exact or tiered reservation whose record Redis no longer has: counted
+ * as expired (it ended at its estimate, or with Redis's data). */
+static void gone(rl_t *rl, const rl_rent_data_t *d)
+{
+    rl__reserve_add(rl->reserve, RL_RSV_EXPIRED, 1);
+    rl__log(rl->reserve->logger, RL_LOG_WARN,
+            "reserve: a reservation of %" PRIu64 " tokens on limit id %d has no record in Redis "
+            "(expired there, or lost with Redis's data): its settle charged nothing",
+            d->held & ~RL_RENT_FLAGS, d->limit);
 }
 
 rl_rent_expiry_t rl__reserve_expiry(rl_t *rl)
@@ -106,9 +118,11 @@ static int reserve(rl_t *rl, int id, const void *key, size_t len, uint32_t estim
     rl_reserve_t *r = rl->reserve;
     rl_rkey_t k;
     rl_keyid_t kid = rl__keyhash(&rl->kh, key, len);
-    int rc = rl__rkey_resolve(rl, id, kid, estimate, &k);
+    int rc = rl__rkey_resolve_any(rl, id, kid, estimate, &k);
     if (rc != 0)
         return rc;
+    if (rl__rsv_in_redis(&k) && max_wait_ms > 0)
+        return RL_EMODE; /* a wait's turn is a local bucket's */
     rl_rent_expiry_t x = rl__reserve_expiry(rl);
     uint32_t index;
     uint64_t gen;
@@ -117,7 +131,17 @@ static int reserve(rl_t *rl, int id, const void *key, size_t len, uint32_t estim
         return RL_EFULL;
     }
     rl_radmit_t o;
-    rl__rkey_admit(rl, &k, estimate, (uint64_t)max_wait_ms * RL_FP_PER_MS, &o);
+    uint64_t bits = 0;
+    if (rl__rsv_in_redis(&k)) {
+        uint64_t rid[2] = {r->tag, (gen << RL_RENT_INDEX_BITS) | index};
+        if ((rc = rl__rsv_exact_admit(rl, &k, estimate, ttl_ms, rid, &o, &bits)) != 0) {
+            rl__rents_free(&r->rents, index, 0);
+            return rc;
+        }
+    } else {
+        rl__rkey_admit(rl, &k, estimate, (uint64_t)max_wait_ms * RL_FP_PER_MS, &o);
+        bits = o.backed ? 0 : RL_RENT_UNBACKED;
+    }
     rl__rkey_count(rl, &k, &o, key, len);
     if (out != NULL)
         rl__rkey_decision(out, &k, &o);
@@ -130,7 +154,7 @@ static int reserve(rl_t *rl, int id, const void *key, size_t len, uint32_t estim
         .id_lo = kid.lo,
         .id_hi = kid.hi,
         .limit = id,
-        .held = estimate | (o.backed ? 0 : RL_RENT_UNBACKED),
+        .held = estimate | bits,
         .deadline_fp = k.now + (uint64_t)ttl_ms * RL_FP_PER_MS,
         .source = (int32_t)k.p.clock_source,
     };
@@ -196,18 +220,40 @@ static int finish(rl_t *rl, rl_reservation_t *res, uint32_t actual, int release)
         rl__rents_free(&r->rents, index, 1);
         return RL_EEXPIRED;
     }
-    uint64_t held = d.held & ~RL_RENT_UNBACKED;
+    uint64_t held = d.held & ~RL_RENT_FLAGS;
+    if (d.held & RL_RENT_REDIS) {
+        /* Redis first: its answer decides whether this settle happened. */
+        uint64_t rid[2] = {r->tag, res->token[1]};
+        rc = rl__rsv_exact_settle(rl, &d, rid, actual);
+        if (rc == RL_EUNAVAIL) {
+            rl__rents_publish(&r->rents, index, &d); /* held again: the same handle retries */
+            return rc;
+        }
+        if (rc == RL_EEXPIRED) {
+            gone(rl, &d);
+            rl__rents_free(&r->rents, index, 1);
+            return rc;
+        }
+        if (rc != 0) {
+            rl__rents_free(&r->rents, index, 0);
+            return rc;
+        }
+    }
     if (!(d.held & RL_RENT_UNBACKED) && actual != held) {
         rl_rkey_t k;
-        rc = rl__rkey_resolve(rl, d.limit, (rl_keyid_t){.lo = d.id_lo, .hi = d.id_hi}, 0, &k);
+        rc = rl__rkey_resolve_any(rl, d.limit, (rl_keyid_t){.lo = d.id_lo, .hi = d.id_hi}, 0, &k);
         /* The global tier reports the settled amount: the difference is
-         * counted as the bucket moves (none when it could not). */
+         * counted as the bucket moves (none when it could not). Not for a
+         * reservation Redis holds (exact, tiered): Redis charged it, and
+         * sync must not report it again. */
+        int count = !(d.held & RL_RENT_REDIS);
         if (rc == 0 && actual > held) {
-            if (rl__rkey_debt(rl, &k, actual - held) == 0)
+            if (rl__rkey_debt(rl, &k, actual - held) == 0 && count)
                 rl__rkey_count_settle(rl, &k, (int64_t)(actual - held));
         } else if (rc == 0) {
             rl__rkey_refund(rl, &k, held - actual, NULL);
-            rl__rkey_count_settle(rl, &k, -(int64_t)(held - actual));
+            if (count)
+                rl__rkey_count_settle(rl, &k, -(int64_t)(held - actual));
         }
     }
     rl__rents_free(&r->rents, index, 0);

@@ -51,6 +51,9 @@
  * 184 + 177 + 41 + 45 + 38 + 32; tests/test_headers.c checks it. */
 #define RL_HEADERS_WORST 517
 
+/* rl_headers_jitter's widest jitter: one hour. */
+#define RL_HEADERS_JITTER_MAX_MS 3600000u
+
 /* Policy name used when the decision carries none. */
 #define RL_DEFAULT_POLICY "default"
 
@@ -83,7 +86,8 @@ static void put_sf_string(rl_sink_t *s, const char *name)
     rl__put_char(s, '"');
 }
 
-int rl_headers(const rl_decision_t *d, char *buf, size_t len)
+/* The text, a deny's Retry-After extra_ms later (rl_headers_jitter's). */
+static int render(const rl_decision_t *d, uint64_t extra_ms, char *buf, size_t len)
 {
     if (d == NULL || (buf == NULL && len > 0))
         return RL_EINVAL;
@@ -96,7 +100,10 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
     uint64_t reset_s = ms_to_s_up(d->reset_ms);
     /* Anything but an allow is a refusal (compare with RL_ALLOW, never 0). */
     int deny = d->allowed != RL_ALLOW;
-    uint64_t retry_s = ms_to_s_up(d->retry_after_ms);
+    /* Saturating: a retry near UINT64_MAX ms stays there, never wraps early. */
+    uint64_t retry_ms = d->retry_after_ms > UINT64_MAX - extra_ms ? UINT64_MAX
+                                                                   : d->retry_after_ms + extra_ms;
+    uint64_t retry_s = ms_to_s_up(retry_ms);
     /* Retry-After: 0 invites an immediate retry that will be refused. */
     if (retry_s == 0)
         retry_s = 1;
@@ -155,4 +162,14 @@ int rl_headers(const rl_decision_t *d, char *buf, size_t len)
     rl__sink_finish(&s);
     /* At most RL_HEADERS_WORST (517) bytes, so the cast cannot truncate. */
     return (int)s.len;
+}
+
+int rl_headers(const rl_decision_t *d, char *buf, size_t len) { return render(d, 0, buf, len); }
+
+int rl_headers_jitter(const rl_decision_t *d, uint32_t jitter_ms, uint64_t rnd, char *buf,
+                      size_t len)
+{
+    if (jitter_ms > RL_HEADERS_JITTER_MAX_MS)
+        return RL_ERANGE;
+    return render(d, rnd % ((uint64_t)jitter_ms + 1), buf, len);
 }

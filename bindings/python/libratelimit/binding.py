@@ -57,7 +57,7 @@ __all__ = [
     "InvalidArgumentError", "OutOfMemoryError", "LimitNotFoundError", "OutOfRangeError",
     "StructSizeError", "KeyLengthError", "SpecError", "LimitExistsError", "TooManyLimitsError",
     "CostError", "ForkedError", "NotSupportedError", "LimitNameError", "ModeError", "AuthError",
-    "ReservationsFullError", "ReservationExpiredError",
+    "ReservationsFullError", "ReservationExpiredError", "UnavailableError",
     # reservations and waits; in-flight limits
     "Reservation", "MultiReservation", "Permit", "InflightFull",
     "Reservation_t", "ReserveStats", "Permit_t",
@@ -97,6 +97,7 @@ RL_EMODE = -14
 RL_EAUTH = -15
 RL_EFULL = -16
 RL_EEXPIRED = -17
+RL_EUNAVAIL = -18
 
 RL_MODE_GLOBAL, RL_MODE_LOCAL, RL_MODE_EXACT, RL_MODE_TIERED = 0, 1, 2, 3
 RL_FAIL_DEFAULT, RL_FAIL_LOCAL, RL_FAIL_OPEN, RL_FAIL_CLOSED = -1, 0, 1, 2
@@ -716,6 +717,7 @@ ModeError = _error_class("ModeError", RL_EMODE, "RL_EMODE")
 AuthError = _error_class("AuthError", RL_EAUTH, "RL_EAUTH")
 ReservationsFullError = _error_class("ReservationsFullError", RL_EFULL, "RL_EFULL")
 ReservationExpiredError = _error_class("ReservationExpiredError", RL_EEXPIRED, "RL_EEXPIRED")
+UnavailableError = _error_class("UnavailableError", RL_EUNAVAIL, "RL_EUNAVAIL")
 
 
 def _check_rc(lib: _Lib, rc: int, function: str, detail: Optional[str] = None) -> int:
