@@ -68,6 +68,7 @@ typedef struct rl_ifl {
     rl_ifl_key_t *keys;
     rl_ifl_rec_t *recs;
     size_t bytes;     /* the allocation, keys and records with this header */
+    struct rl_ifl_global *g; /* mode=global: the lease (inflight/global.h); else NULL */
     /* Parameters: rl_limit_update stores them, acquires load them. */
     _Atomic uint32_t limit_now; /* fixed: max; adaptive: the algorithm's */
     _Atomic uint32_t nclasses;
@@ -153,6 +154,13 @@ static inline uint64_t rl__ifl_now(rl_t *rl, const rl_ifl_t *b)
     int precise = atomic_load_explicit(&b->precise, memory_order_relaxed) != 0;
     return rl__clock_now_fp(&rl->clock, precise ? RL_CLOCK_PRECISE : RL_CLOCK_COARSE) >>
            RL_FP_SHIFT;
+}
+
+/* An in-flight limit counted fleet-wide: mode=global on an instance with a
+ * global tier (without one, global reads as local, as for a rate limit). */
+static inline int rl__inflight_is_global(const rl_t *rl, const rl_limit_t *lim)
+{
+    return lim->mode == RL_MODE_GLOBAL && rl->limits.synced;
 }
 
 /* The sampler (sampler.c): a release's report, and the window it may close. */

@@ -7,5 +7,6 @@ extern const char rl__lua_report[];
 extern const char rl__lua_nodes[];
 extern const char rl__lua_exact[];
 extern const char rl__lua_quota[];
+extern const char rl__lua_inflight_lease[];
 
 #endif
