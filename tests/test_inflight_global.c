@@ -14,10 +14,14 @@
  *   open max per node, and what they hold stays within the header's
  *   formula; after the restart the bound holds again once the excess is
  *   released;
- * - rl_close hands the node's blocks back: no field of it stays in Redis.
+ * - rl_close hands the node's blocks back: no field of it stays in Redis;
+ * - on one node, threads racing acquires and releases on a key never hold
+ *   more than its block (the clock frozen, against a counting model).
  * And the refusals: adaptive limits and partitions with mode=global.
  */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -505,6 +509,131 @@ START_TEST(close_hands_the_blocks_back)
 }
 END_TEST
 
+static void stop_server(void *srv)
+{
+    rl_test_redis_stop(srv);
+    free(srv);
+}
+
+typedef struct race {
+    rl_t *rl;
+    int limit;
+    _Atomic uint32_t held;   /* the model: permits admitted and not yet released */
+    _Atomic uint32_t peak;
+    _Atomic uint32_t over;   /* admissions the model saw past the block */
+    _Atomic uint64_t allowed, denied;
+    uint32_t block;
+    pthread_barrier_t go;
+} race_t;
+
+static void *racer(void *p)
+{
+    race_t *r = p;
+    pthread_barrier_wait(&r->go);
+    for (int i = 0; i < 20000; i++) {
+        rl_permit_t pm;
+        int rc = rl_inflight_acquire(r->rl, r->limit, "hot", 3, RL_INFLIGHT_NO_CLASS, &pm, NULL);
+        if (rc != RL_ALLOW) {
+            atomic_fetch_add(&r->denied, 1);
+            continue;
+        }
+        atomic_fetch_add(&r->allowed, 1);
+        uint32_t now = atomic_fetch_add(&r->held, 1) + 1;
+        if (now > r->block)
+            atomic_fetch_add(&r->over, 1);
+        uint32_t pk = atomic_load(&r->peak);
+        while (now > pk && !atomic_compare_exchange_weak(&r->peak, &pk, now))
+            ;
+        if (i % 4 == 0)
+            sched_yield(); /* held across a switch: the others meet a full block */
+        atomic_fetch_sub(&r->held, 1); /* before the release: the model never lags it */
+        if (rl_inflight_release(r->rl, &pm, RL_INFLIGHT_SUCCESS, 0) != 0)
+            atomic_fetch_add(&r->over, 1000000);
+    }
+    return NULL;
+}
+
+START_TEST(racing_threads_stay_within_the_block)
+{
+    if (rl_test_redis_skipped())
+        return;
+    rl_test_redis_t *srv = calloc(1, sizeof *srv);
+    ck_assert_ptr_nonnull(srv);
+    rl_test_hold(srv, stop_server);
+    char err[256], url[64];
+    ck_assert_msg(rl_test_redis_start(srv, err, sizeof err) == 0, "%s", err);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv->port);
+    static rl_test_clock_t clk;
+    atomic_store(&clk.precise_ns, START_NS);
+    rl_config_t c;
+    rl_config_init(&c);
+    c.redis_url = url;
+    c.node_id = "race";
+    c.sync_interval_ms = INTERVAL_MS;
+    c.key_secret = secret;
+    c.key_secret_len = sizeof secret - 1;
+    c.key_prefix = "ifr";
+    c.clock = rl_test_clock_fn;
+    c.clock_ud = &clk;
+    rl_t *rl = NULL;
+    ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
+    rl_test_hold(rl, rl_test_close_fn);
+    int id = rl_test_add(rl, "name=db kind=inflight max=8 mode=global");
+    /* A demand of 5 (held and denied), rounds until the node holds 5: its
+     * block is then 5 until the next round, which never comes (the clock
+     * stays where it is, and the lease with it). */
+    rl_permit_t five[6], pm;
+    uint32_t got = 0;
+    for (int tries = 0; tries < 300 && got < 5; tries++) {
+        while (got < 5 && rl_inflight_acquire(rl, id, "hot", 3, RL_INFLIGHT_NO_CLASS, &five[got],
+                                              NULL) == RL_ALLOW)
+            got++;
+        for (uint32_t i = got + 1; i < 5; i++) /* the deny above was the first */
+            ck_assert_int_eq(rl_inflight_acquire(rl, id, "hot", 3, RL_INFLIGHT_NO_CLASS, &pm, NULL),
+                             RL_DENY);
+        if (got == 5)
+            break;
+        rl_test_clock_advance(&clk, (uint64_t)INTERVAL_MS * 1000000u);
+        if (rl__sync_step(rl->sync, atomic_load(&clk.precise_ns) / 1000000u) != 0)
+            rl_test_sleep_ms(50);
+    }
+    ck_assert_uint_eq(got, 5);
+    ck_assert_int_eq(rl_inflight_acquire(rl, id, "hot", 3, RL_INFLIGHT_NO_CLASS, &pm, NULL),
+                     RL_DENY);
+    /* Three stay held: the racers share the other two. */
+    for (int i = 3; i < 5; i++)
+        ck_assert_int_eq(rl_inflight_release(rl, &five[i], RL_INFLIGHT_SUCCESS, 0), 0);
+    static race_t r;
+    memset(&r, 0, sizeof r);
+    r.rl = rl;
+    r.limit = id;
+    r.block = 2;
+    pthread_t th[8];
+    ck_assert_int_eq(pthread_barrier_init(&r.go, NULL, 8), 0);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, racer, &r), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&r.go);
+    ck_assert_uint_eq(atomic_load(&r.over), 0);
+    ck_assert_uint_le(atomic_load(&r.peak), 2);
+    ck_assert_uint_gt(atomic_load(&r.allowed), 0);
+    printf("inflight_global: 8 racers on a block of 2: %llu admitted, %llu denied, peak %u\n",
+           (unsigned long long)atomic_load(&r.allowed), (unsigned long long)atomic_load(&r.denied),
+           atomic_load(&r.peak));
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rl_inflight_release(rl, &five[i], RL_INFLIGHT_SUCCESS, 0), 0);
+    /* The block is 5, not max: a sixth permit is refused. */
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(rl_inflight_acquire(rl, id, "hot", 3, RL_INFLIGHT_NO_CLASS, &five[i], NULL),
+                         RL_ALLOW);
+    ck_assert_int_eq(rl_inflight_acquire(rl, id, "hot", 3, RL_INFLIGHT_NO_CLASS, &five[5], NULL),
+                     RL_DENY);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(rl_inflight_release(rl, &five[i], RL_INFLIGHT_SUCCESS, 0), 0);
+}
+END_TEST
+
 START_TEST(global_refuses_adaptive_and_partitions)
 {
     rl_limit_t lim;
@@ -540,6 +669,7 @@ static Suite *suite(void)
     tcase_add_test(tc, outage_local_admits_a_third);
     tcase_add_test(tc, outage_open_admits_max);
     tcase_add_test(tc, close_hands_the_blocks_back);
+    tcase_add_test(tc, racing_threads_stay_within_the_block);
     suite_add_tcase(s, tc);
     TCase *spec = tcase_create("spec");
     tcase_add_test(spec, global_refuses_adaptive_and_partitions);

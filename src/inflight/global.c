@@ -28,8 +28,10 @@ struct rl_ifl_global {
     _Atomic uint64_t until_ns;
     _Atomic uint32_t fail_cap; /* a key's cap while the lease is not valid */
     _Atomic uint32_t max;
-    int32_t on_failure;        /* RL_FAIL_*, resolved */
-    uint32_t nodes;            /* sync thread: the fleet's size for local's cap */
+    /* What fail_cap is made of: written by an update (on_failure) and the
+     * sync thread (nodes), each recomputing it; relaxed, parameters. */
+    _Atomic int32_t on_failure; /* RL_FAIL_*, resolved */
+    _Atomic uint32_t nodes;     /* the fleet's size for local's cap */
     uint32_t entries;
     grec_t *recs;              /* sync thread: the round's scratch, 3 per entry */
     uint32_t nrecs;
@@ -45,11 +47,14 @@ static size_t global_bytes(uint32_t entries)
 
 static void fail_cap_store(struct rl_ifl_global *g)
 {
+    /* relaxed: parameters, each self-contained; a racing update and round
+     * may store either's cap, and the next round stores it again. */
     uint32_t max = atomic_load_explicit(&g->max, memory_order_relaxed);
-    uint32_t cap = g->on_failure == RL_FAIL_OPEN    ? max
-                   : g->on_failure == RL_FAIL_LOCAL ? max / (g->nodes > 0 ? g->nodes : 1u)
-                                                    : 0;
-    /* relaxed: a parameter, self-contained. */
+    int32_t how = atomic_load_explicit(&g->on_failure, memory_order_relaxed);
+    uint32_t nodes = atomic_load_explicit(&g->nodes, memory_order_relaxed);
+    uint32_t cap = how == RL_FAIL_OPEN    ? max
+                   : how == RL_FAIL_LOCAL ? max / (nodes > 0 ? nodes : 1u)
+                                          : 0;
     atomic_store_explicit(&g->fail_cap, cap, memory_order_relaxed);
 }
 
@@ -57,7 +62,9 @@ void rl__ifl_global_params(struct rl_ifl_global *g, const rl_limit_t *lim, uint3
 {
     /* relaxed: parameters (the module's lock orders their writers). */
     atomic_store_explicit(&g->max, max, memory_order_relaxed);
-    g->on_failure = lim->on_failure == RL_FAIL_DEFAULT ? RL_FAIL_CLOSED : lim->on_failure;
+    atomic_store_explicit(&g->on_failure,
+                          lim->on_failure == RL_FAIL_DEFAULT ? RL_FAIL_CLOSED : lim->on_failure,
+                          memory_order_relaxed);
     fail_cap_store(g);
 }
 
@@ -73,7 +80,7 @@ struct rl_ifl_global *rl__ifl_global_new(const rl_allocator_t *a, uint32_t entri
     g->capw = (_Atomic uint64_t *)(void *)(g + 1);
     g->want = g->capw + entries;
     g->recs = (grec_t *)(void *)(g->want + entries);
-    g->nodes = nodes > 0 ? nodes : 1u;
+    atomic_init(&g->nodes, nodes > 0 ? nodes : 1u);
     memcpy(g->name, lim->name, sizeof g->name);
     g->name[sizeof g->name - 1] = '\0';
     rl__ifl_global_params(g, lim, max);
@@ -88,7 +95,10 @@ void rl__ifl_global_free(const rl_allocator_t *a, struct rl_ifl_global *g)
 
 void rl__ifl_global_nodes(rl_ifl_t *b, uint64_t nodes)
 {
-    b->g->nodes = nodes == 0 ? 1u : nodes > UINT32_MAX ? UINT32_MAX : (uint32_t)nodes;
+    /* relaxed: see fail_cap_store. */
+    atomic_store_explicit(&b->g->nodes,
+                          nodes == 0 ? 1u : nodes > UINT32_MAX ? UINT32_MAX : (uint32_t)nodes,
+                          memory_order_relaxed);
     fail_cap_store(b->g);
 }
 
