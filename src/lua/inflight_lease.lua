@@ -18,7 +18,8 @@
 -- Returns  one block per key: the node's new local cap for it.
 --
 -- The rule, per key: the blocks of unexpired nodes sum to at most max.
--- A node's block is what it wants, within what the others leave free;
+-- A node's block is what it wants (with a quarter and one more of
+-- headroom while no other node lacks), within what the others leave free;
 -- while others want more than they have, the capacity nobody holds is
 -- split between the wanting nodes in proportion to what each lacks. A
 -- block is below what the node holds only while the fleet holds more than
@@ -70,9 +71,15 @@ for i = 2, #KEYS do
   if want > max then
     want = max
   end
+  -- Headroom while nobody else lacks: a quarter of the demand and one
+  -- more, so a node's concurrency may rise between rounds unrefused.
+  local target = want
+  if want > 0 and lack == 0 then
+    target = want + floor((want + 3) / 4) + 1
+  end
   local g = max - others
-  if g > want then
-    g = want
+  if g > target then
+    g = target
   end
   local mine = want - cap
   if mine > 0 and lack > 0 then
