@@ -1641,8 +1641,8 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * no classes, max_keys at most 16384: RL_EMODE / RL_ERANGE otherwise, and
  * an update cannot move a limit between local and global, RL_EMODE): a
  * key holds at most max permits across the fleet. Each sync round leases
- * the node a block of each key's permits by demand (held, plus acquires
- * denied for lack of a block since the last round; a quarter of it and one
+ * the node a block of each key's permits by demand (the most held at once
+ * since the last round, one more per acquire denied; a quarter of it and one
  * more of headroom while no other node lacks, and free permits split in
  * proportion to what each node lacks when some do); blocks are scored by
  * Redis TIME and expire after a lease, 2 x sync_interval_ms, unrenewed;

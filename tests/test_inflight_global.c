@@ -553,18 +553,16 @@ static void *racer(void *p)
     return NULL;
 }
 
-START_TEST(racing_threads_stay_within_the_block)
+/* One node on a private server, manual rounds on clk. */
+static rl_t *lone_node(rl_test_clock_t *clk)
 {
-    if (rl_test_redis_skipped())
-        return;
     rl_test_redis_t *srv = calloc(1, sizeof *srv);
     ck_assert_ptr_nonnull(srv);
     rl_test_hold(srv, stop_server);
     char err[256], url[64];
     ck_assert_msg(rl_test_redis_start(srv, err, sizeof err) == 0, "%s", err);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv->port);
-    static rl_test_clock_t clk;
-    atomic_store(&clk.precise_ns, START_NS);
+    atomic_store(&clk->precise_ns, START_NS);
     rl_config_t c;
     rl_config_init(&c);
     c.redis_url = url;
@@ -574,10 +572,58 @@ START_TEST(racing_threads_stay_within_the_block)
     c.key_secret_len = sizeof secret - 1;
     c.key_prefix = "ifr";
     c.clock = rl_test_clock_fn;
-    c.clock_ud = &clk;
+    c.clock_ud = clk;
     rl_t *rl = NULL;
     ck_assert_int_eq(rl__open(&rl, &c, 1), 0);
-    rl_test_hold(rl, rl_test_close_fn);
+    return rl_test_hold(rl, rl_test_close_fn);
+}
+
+/* A manual round that reaches Redis (bounded retries while it connects). */
+static void lone_round(rl_t *rl, rl_test_clock_t *clk)
+{
+    for (int tries = 0; tries < 300; tries++) {
+        rl_test_clock_advance(clk, (uint64_t)INTERVAL_MS * 1000000u);
+        if (rl__sync_step(rl->sync, atomic_load(&clk->precise_ns) / 1000000u) == 0)
+            return;
+        rl_test_sleep_ms(50);
+    }
+    ck_abort_msg("no round reached Redis");
+}
+
+/* A caller that takes and gives back one permit at a time, quickly: at a
+ * round's instant it mostly holds none, and its block still follows the
+ * most it held (1, and headroom), so it is never refused after warm-up. */
+START_TEST(a_steady_caller_keeps_its_block)
+{
+    if (rl_test_redis_skipped())
+        return;
+    static rl_test_clock_t clk;
+    rl_t *rl = lone_node(&clk);
+    int id = rl_test_add(rl, "name=db kind=inflight max=16 mode=global");
+    rl_permit_t p;
+    for (int r = 0; r < 5; r++) {
+        lone_round(rl, &clk);
+        for (int i = 0; i < 50; i++)
+            if (rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p, NULL) == RL_ALLOW)
+                ck_assert_int_eq(rl_inflight_release(rl, &p, RL_INFLIGHT_SUCCESS, 0), 0);
+    }
+    for (int r = 0; r < 20; r++) {
+        lone_round(rl, &clk);
+        for (int i = 0; i < 50; i++) {
+            ck_assert_int_eq(rl_inflight_acquire(rl, id, "k", 1, RL_INFLIGHT_NO_CLASS, &p, NULL),
+                             RL_ALLOW);
+            ck_assert_int_eq(rl_inflight_release(rl, &p, RL_INFLIGHT_SUCCESS, 0), 0);
+        }
+    }
+}
+END_TEST
+
+START_TEST(racing_threads_stay_within_the_block)
+{
+    if (rl_test_redis_skipped())
+        return;
+    static rl_test_clock_t clk;
+    rl_t *rl = lone_node(&clk);
     int id = rl_test_add(rl, "name=db kind=inflight max=16 mode=global");
     /* A demand of 5 (held and denied), rounds until the node holds 5. Its
      * block is then the demand and its headroom (a quarter, rounded up,
@@ -667,6 +713,7 @@ static Suite *suite(void)
     tcase_add_test(tc, outage_open_admits_max);
     tcase_add_test(tc, close_hands_the_blocks_back);
     tcase_add_test(tc, racing_threads_stay_within_the_block);
+    tcase_add_test(tc, a_steady_caller_keeps_its_block);
     suite_add_tcase(s, tc);
     TCase *spec = tcase_create("spec");
     tcase_add_test(spec, global_refuses_adaptive_and_partitions);

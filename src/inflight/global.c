@@ -12,17 +12,17 @@
 #define GW_SHIFT KW_TAG_SHIFT
 #define GW_COUNT KW_COUNT
 
-/* One entry a round found something in: a held count, a denial or a block. */
+/* One entry a round found something in: a held count, a demand or a block. */
 typedef struct grec {
     uint64_t tag;
     uint32_t entry;
-    uint32_t held, denied, cap;
+    uint32_t held, peak, cap;
     uint32_t own; /* the entry's first record: its block is written for this key */
 } grec_t;
 
 struct rl_ifl_global {
     _Atomic uint64_t *capw; /* per entry: tag << 24 | the key's block */
-    _Atomic uint64_t *want; /* per entry: tag << 24 | denials since the round */
+    _Atomic uint64_t *want; /* per entry: tag << 24 | the round's peak demand */
     /* Instance time the lease is valid until (0: never yet): a release
      * store after the blocks, so an acquire that sees it sees them. */
     _Atomic uint64_t until_ns;
@@ -118,16 +118,36 @@ uint32_t rl__ifl_global_cap(const rl_ifl_t *b, uint32_t entry, uint64_t tag, uin
     return (w >> GW_SHIFT) == tag ? (uint32_t)(w & GW_COUNT) : 0;
 }
 
-void rl__ifl_global_denied(rl_ifl_t *b, uint32_t entry, uint64_t tag)
+/* Raise the key's demand word to at least v (a fresh word for another key). */
+static void want_raise(_Atomic uint64_t *at, uint64_t tag, uint64_t v, int deny)
 {
-    _Atomic uint64_t *at = &b->g->want[entry];
     /* relaxed: a demand figure; the round's exchange takes it whole. */
     uint64_t w = atomic_load_explicit(at, memory_order_relaxed), nw;
     do {
-        nw = (w >> GW_SHIFT) == tag ? ((w & GW_COUNT) == GW_COUNT ? w : w + 1)
-                                    : (tag << GW_SHIFT) | 1u;
+        uint64_t cur = (w >> GW_SHIFT) == tag ? (w & GW_COUNT) : 0;
+        uint64_t to = (cur > v ? cur : v) + (deny ? 1u : 0u);
+        if (to > GW_COUNT)
+            to = GW_COUNT;
+        if ((w >> GW_SHIFT) == tag && to == cur)
+            return;
+        nw = (tag << GW_SHIFT) | to;
     } while (!atomic_compare_exchange_weak_explicit(at, &w, nw, memory_order_relaxed,
                                                     memory_order_relaxed));
+}
+
+void rl__ifl_global_seen(rl_ifl_t *b, uint32_t entry, uint64_t tag, uint32_t held)
+{
+    _Atomic uint64_t *at = &b->g->want[entry];
+    /* relaxed: as want_raise; the common case (the peak already this high)
+     * is this one load. */
+    uint64_t w = atomic_load_explicit(at, memory_order_relaxed);
+    if ((w >> GW_SHIFT) != tag || (w & GW_COUNT) < held)
+        want_raise(at, tag, held, 0);
+}
+
+void rl__ifl_global_denied(rl_ifl_t *b, uint32_t entry, uint64_t tag, uint32_t held)
+{
+    want_raise(&b->g->want[entry], tag, held, 1);
 }
 
 /* ------------------------------------------------------ sync side */
@@ -188,14 +208,14 @@ uint32_t rl__ifl_global_collect(rl_ifl_t *b, uint64_t now, rl_ifl_lease_key_t *o
     uint32_t k = 0;
     for (uint32_t i = 0; i < n && k < cap;) {
         rl_ifl_lease_key_t key = {g->recs[i].tag, 0, 0, fail, 0};
-        uint32_t denied = 0;
+        uint32_t peak = 0;
         for (; i < n && g->recs[i].tag == key.tag; i++) {
             key.held += g->recs[i].held;
-            denied += g->recs[i].denied;
+            peak = g->recs[i].peak > peak ? g->recs[i].peak : peak;
             key.cap = g->recs[i].cap > key.cap ? g->recs[i].cap : key.cap;
         }
-        uint64_t want = (uint64_t)key.held + denied;
-        key.want = want > max ? max : (uint32_t)want;
+        uint32_t want = peak > key.held ? peak : key.held;
+        key.want = want > max ? max : want;
         key.cap = key.cap > key.held ? key.cap : key.held;
         out[k++] = key;
     }

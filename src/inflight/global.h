@@ -8,9 +8,10 @@
  *
  * Per key entry two words, tag (40 bits) << 24 | a count (23 bits): the
  * block the lease gives the entry's key (written by the sync thread only),
- * and the acquires the key was denied for lack of a block since the last
- * round (its demand beyond what it holds). A word whose tag is not the
- * key's counts as 0: an entry taken over by another key inherits nothing.
+ * and the key's demand since the last round: the most it held at once, one
+ * more for each acquire denied (at least the count it was denied at). A
+ * word whose tag is not the key's counts as 0: an entry taken over by
+ * another key inherits nothing.
  */
 #ifndef RL_INFLIGHT_GLOBAL_H
 #define RL_INFLIGHT_GLOBAL_H
@@ -25,7 +26,7 @@
 typedef struct rl_ifl_lease_key {
     uint64_t tag;
     uint32_t held;   /* permits held now */
-    uint32_t want;   /* held + denied for lack of a block since the last round */
+    uint32_t want;   /* the round's peak demand (held at most, denials on top), <= max */
     uint32_t cap;    /* the most the node may admit before the reply applies */
     uint32_t grant;  /* the reply's block */
 } rl_ifl_lease_key_t;
@@ -39,9 +40,11 @@ void rl__ifl_global_free(const rl_allocator_t *a, struct rl_ifl_global *g);
 /* The limit's name changes never; its max may (rl_limit_update). */
 void rl__ifl_global_params(struct rl_ifl_global *g, const rl_limit_t *lim, uint32_t max);
 
-/* Acquire side (inflight/permit.c): the key's cap now, and a denial. */
+/* Acquire side (inflight/permit.c): the key's cap now; an admission (the
+ * key's count with it) and a denial (the count it was denied at). */
 uint32_t rl__ifl_global_cap(const rl_ifl_t *b, uint32_t entry, uint64_t tag, uint64_t now);
-void rl__ifl_global_denied(rl_ifl_t *b, uint32_t entry, uint64_t tag);
+void rl__ifl_global_seen(rl_ifl_t *b, uint32_t entry, uint64_t tag, uint32_t held);
+void rl__ifl_global_denied(rl_ifl_t *b, uint32_t entry, uint64_t tag, uint32_t held);
 
 /* The sync thread's side: enter the block of limit id if it is a global
  * in-flight limit (leave it with rl__ifl_leave), its name. */

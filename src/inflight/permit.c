@@ -187,8 +187,9 @@ static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t 
 
 /* mode=global: a count taken beyond the key's block (or on_failure's cap
  * without a lease) is given back. Every admitted permit saw the count,
- * its own included, within the cap, so the key's permits never pass it;
- * a denial is demand the next round reports. */
+ * its own included, within the cap, so the key's permits never pass it.
+ * Both answers leave the key's demand for the next round: the count it
+ * reached, and one more for a denial. */
 static int global_admit(rl_ifl_t *b, int rc, uint32_t entry, uint64_t tag, uint64_t now,
                         uint32_t *held)
 {
@@ -198,7 +199,9 @@ static int global_admit(rl_ifl_t *b, int rc, uint32_t entry, uint64_t tag, uint6
         rc = RL_DENY;
     }
     if (rc == RL_DENY)
-        rl__ifl_global_denied(b, entry, tag);
+        rl__ifl_global_denied(b, entry, tag, *held);
+    else if (rc == RL_ALLOW)
+        rl__ifl_global_seen(b, entry, tag, *held);
     return rc;
 }
 

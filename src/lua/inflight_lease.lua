@@ -11,8 +11,9 @@
 -- ARGV     1 incarnation   2 now ms (0: Redis TIME, the only clock; virtual
 --          time in simulations)   3 lease ms (a block unrenewed that long
 --          is gone)   4 max   5 how long a hash lives unreported (ms)
---          then per key (3 each): held, want (held and the acquires
---          denied for lack of a block, at most max), cap (the most the
+--          then per key (3 each): held, want (the round's peak demand:
+--          the most held at once, one more per acquire denied; at most
+--          max), cap (the most the
 --          node may admit before it applies this reply: its block, or
 --          on_failure's cap when its lease may run out first; >= held)
 -- Returns  one block per key: the node's new local cap for it.
