@@ -703,10 +703,12 @@ static inline void rl_limit_init(rl_limit_t *lim) { rl_limit_init_sized(lim, siz
  * limit=adaptive, which defaults it to gradient2), min (adaptive only), and
  * partitions (NAME:FRACTION,... up to RL_INFLIGHT_CLASSES, fractions as
  * near's summing to at most 1: "live:0.8,batch:0.2"). Without a mode word
- * an in-flight limit is mode=local; mode=exact is fleet-wide (it needs
- * max_hold, RL_ERANGE without; limit=adaptive and partitions are RL_EMODE
- * with it); mode=global and tiered are RL_EMODE (not built for in-flight
- * limits).
+ * an in-flight limit is mode=local; mode=global and mode=exact are
+ * fleet-wide (the in-flight limits section): mode=global is RL_EMODE with
+ * limit=adaptive or partitions; mode=exact needs max_hold (RL_ERANGE
+ * without), and limit=adaptive and partitions are RL_EMODE with it; tiered
+ * is RL_EMODE. on_failure other than closed only with mode=global or
+ * mode=exact (RL_ERANGE).
  * Other numbers are decimal integers without sign.
  * In C and C++ rl_limit_parse is a macro for rl_limit_parse_sized(out,
  * sizeof(rl_limit_t), ...), as rl_limit_init is for rl_limit_init_sized, so every
@@ -1655,10 +1657,10 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * a class under its cap (its share of the limit, rounded up) may pass a
  * full limit (Netflix's partitions: idle capacity is borrowed, and a
  * borrowing class is refused only once the whole limit is full), so a key
- * holds at most the limit plus the classes' caps. Per process with
- * mode=local (mode=global and tiered are RL_EMODE; a struct left at
- * RL_MODE_GLOBAL is local on an instance without a redis_url, RL_EMODE on
- * one with it); fleet-wide with mode=exact, below.
+ * holds at most the limit plus the classes' caps. That is mode=local, per
+ * process (a struct left at RL_MODE_GLOBAL is local on an instance without
+ * a redis_url); tiered is RL_EMODE; fleet-wide with mode=global or
+ * mode=exact, below.
  *
  * mode=exact (an instance with a redis_url; RL_ENOTSUP without): "exactly
  * max, never max + 1" across every instance that shares the Redis and the
@@ -1691,6 +1693,29 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * it, and RL_EINVAL for a second release of a copy while its lease runs.
  * rl_limit_stats_t.inflight is what this instance holds (its permits in
  * Redis and its local ones), inflight_limit max.
+ *
+ * Fleet-wide (mode=global on an instance with a redis_url; a fixed max,
+ * no classes, max_keys at most 16384: RL_EMODE / RL_ERANGE otherwise, and
+ * an update cannot move a limit between local and global, RL_EMODE): a
+ * key holds at most max permits across the fleet. Each sync round leases
+ * the node a block of each key's permits by demand (the most held at once
+ * since the last round, one more per acquire denied; a quarter of it and one
+ * more of headroom while no other node lacks, and free permits split in
+ * proportion to what each node lacks when some do); blocks are scored by
+ * Redis TIME and expire after a lease, 2 x sync_interval_ms, unrenewed;
+ * the node uses its blocks for 3/4 of a lease after the round that renewed
+ * them. An acquire admits within its key's block (a key's first acquire on
+ * a node is denied until a round brings its block); once the lease is not
+ * valid (Redis unreachable, or before the first round) by on_failure:
+ * closed (the default) admits no new permit, local up to
+ * floor(max / nodes) per key (nodes: the registry's live count,
+ * expected_nodes before it answers), open up to max. The bound, per key at
+ * every moment: held across the fleet <= max + the sum over the nodes
+ * without a valid lease of max(h_i, F_i), h_i what node i held when its
+ * lease lapsed and F_i its on_failure cap (0, floor(max / nodes), max).
+ * After such an outage, or a Redis that lost the hashes, no block is
+ * handed out while the fleet holds more than max, and for one lease after
+ * a loss no block grows. rl_close hands the node's blocks back.
  *
  * Keys are hashed with the instance's keyed hash into a table of their own
  * per limit, of max_keys entries (0: RL_INFLIGHT_KEYS_DEFAULT); a key that

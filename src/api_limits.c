@@ -34,11 +34,10 @@ static const rl_limit_t *full_limit(const rl_limit_t *lim, rl_limit_t *tmp)
     return tmp;
 }
 
-/* An in-flight limit is per process: mode=global means fleet-wide, which
- * is not built for it, so an instance with Redis refuses it rather than
- * count per process under a name that says global (one without Redis
- * reads global as local, as for a rate limit). A shared instance's
- * processes would each need the pool in the mapping: not built either. */
+/* An in-flight limit is per process (mode=local) or, on an instance with
+ * Redis, fleet-wide (mode=global: a fixed max, no classes; one without
+ * Redis reads global as local, as for a rate limit). A shared instance's
+ * processes would each need the pool in the mapping: not built. */
 static int inflight_ok(rl_t *rl, const rl_limit_t *lim)
 {
     if (rl->inflight == NULL) {
@@ -53,11 +52,19 @@ static int inflight_ok(rl_t *rl, const rl_limit_t *lim)
                 "(set rl_config_t.redis_url, or use mode local)", lim->name);
         return RL_ENOTSUP;
     }
-    if (lim->mode == RL_MODE_GLOBAL && rl->limits.synced) {
+    if (lim->mode == RL_MODE_GLOBAL && rl->limits.synced &&
+        (lim->inflight_algo != RL_INFLIGHT_FIXED || lim->classes[0].name[0] != '\0')) {
         rl__log(&rl->logger, RL_LOG_ERROR,
-                "limit %.64s: an in-flight limit is per process (mode=local); fleet-wide "
-                "in-flight limits (mode=global) are not built yet", lim->name);
+                "limit %.64s: a fleet-wide in-flight limit (mode=global) has a fixed max and "
+                "no classes; adaptive limits and partitions are per process (mode=local)",
+                lim->name);
         return RL_EMODE;
+    }
+    if (lim->mode == RL_MODE_GLOBAL && rl->limits.synced && lim->max_keys > RL_IFL_GLOBAL_KEYS_MAX) {
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: a fleet-wide in-flight limit keeps at most %u keys (max_keys)",
+                lim->name, (unsigned)RL_IFL_GLOBAL_KEYS_MAX);
+        return RL_ERANGE;
     }
     return 0;
 }

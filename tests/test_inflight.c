@@ -66,7 +66,7 @@ START_TEST(spec_words)
         {"name=db kind=inflight max=4 limit=elastic", RL_EMODE, "limit"},
         {"name=db kind=inflight limit=adaptive algo=bbr", RL_EMODE, "algo"},
         {"name=db kind=inflight limit=adaptive min=300", RL_ERANGE, "inflight_min"},
-        {"name=db kind=inflight max=4 mode=global", RL_EMODE, "mode=global"},
+        {"name=db kind=inflight limit=adaptive mode=global", RL_EMODE, "mode=global"},
         {"name=db kind=inflight max=4 mode=tiered", RL_EMODE, "mode"},
         {"name=db kind=inflight max=4 mode=exact", RL_ERANGE, "max_hold"},
         {"name=db kind=inflight max=4 mode=exact max_hold=1s partitions=a:0.5", RL_EMODE,
@@ -360,7 +360,9 @@ START_TEST(no_entry_or_permit)
 }
 END_TEST
 
-START_TEST(global_refused_with_redis)
+/* With Redis, mode=global is fleet-wide: a fixed max only, and without a
+ * lease (Redis never answers here) on_failure=closed admits nothing. */
+START_TEST(global_with_redis_is_fleet_wide)
 {
     rl_config_t c;
     rl_config_init(&c);
@@ -375,8 +377,17 @@ START_TEST(global_refused_with_redis)
     strcpy(lim.name, "db");
     lim.kind = RL_KIND_INFLIGHT;
     lim.inflight_max = 4;
+    lim.inflight_algo = RL_INFLIGHT_VEGAS;
     ck_assert_int_eq(rl_limit_add(rl, &lim), RL_EMODE); /* mode left at global */
+    lim.inflight_algo = RL_INFLIGHT_FIXED;
+    int gid = rl_limit_add(rl, &lim);
+    ck_assert_int_ge(gid, 0);
+    rl_permit_t g;
+    ck_assert_int_eq(rl_inflight_acquire(rl, gid, "k", 1, RL_INFLIGHT_NO_CLASS, &g, NULL),
+                     RL_DENY);
     lim.mode = RL_MODE_LOCAL;
+    ck_assert_int_eq(rl_limit_update(rl, gid, &lim), RL_EMODE); /* fixed when added */
+    strcpy(lim.name, "db2");
     int id = rl_limit_add(rl, &lim);
     ck_assert_int_ge(id, 0);
     rl_permit_t p;
@@ -704,7 +715,7 @@ static Suite *suite(void)
     tcase_add_test(tc, leaks_reclaimed);
     tcase_add_test(tc, partitions_borrow);
     tcase_add_test(tc, no_entry_or_permit);
-    tcase_add_test(tc, global_refused_with_redis);
+    tcase_add_test(tc, global_with_redis_is_fleet_wide);
     tcase_add_test(tc, adaptive_through_releases);
     tcase_add_test(tc, race_never_past_max);
     tcase_add_test(tc, race_keys_share_entries);

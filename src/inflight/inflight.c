@@ -8,6 +8,7 @@
  */
 #include <string.h>
 #include "inflight/keys.h"
+#include "inflight/global.h"
 
 int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
                         struct rl_inflight **out)
@@ -31,6 +32,7 @@ int rl__inflight_create(const rl_allocator_t *a, const rl_inflight_cfg_t *cfg,
 
 static void block_free(struct rl_inflight *m, rl_ifl_t *b)
 {
+    rl__ifl_global_free(&m->alloc, b->g);
     rl__free(&m->alloc, b, b->bytes, 64);
 }
 
@@ -114,6 +116,17 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
         return RL_ENOMEM;
     b->id = id;
     b->salt = rl__siphash24(rl->kh.name, &id, sizeof id);
+    if (rl__inflight_is_global(rl, lim)) {
+        /* The fleet's nodes name a key alike: its tag is the lease's key
+         * in Redis, so the salt is the limit's name's, not its id's. */
+        b->salt = rl__siphash24(rl->kh.name, lim->name, strnlen(lim->name, RL_NAME_MAX));
+        b->g = rl__ifl_global_new(&m->alloc, b->mask + 1u, lim, d.max,
+                                   rl->limits.expected_nodes);
+        if (b->g == NULL) {
+            block_free(m, b);
+            return RL_ENOMEM;
+        }
+    }
     pthread_mutex_lock(&m->lock);
     params_store(b, lim, &d);
     uint64_t now = rl__ifl_now(rl, b);
@@ -142,6 +155,13 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
     rl_ifl_t *b = rl__ifl_enter(m, id);
     if (b != NULL)
         rl__ifl_leave(rl->inflight, b);
+    if (b != NULL && rl__inflight_is_global(rl, lim) != (b->g != NULL)) {
+        pthread_mutex_unlock(&m->lock);
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: an in-flight limit's mode (global or local) is fixed when it is "
+                "added (remove and add it again to change it)", lim->name);
+        return RL_EMODE;
+    }
     if (b == NULL || pow2_at_least((uint64_t)d.keys * 2) != b->mask + 1u) {
         pthread_mutex_unlock(&m->lock);
         if (b == NULL)
@@ -152,6 +172,8 @@ int rl__inflight_update(rl_t *rl, int id, const rl_limit_t *lim)
         return RL_ERANGE;
     }
     params_store(b, lim, &d);
+    if (b->g != NULL)
+        rl__ifl_global_params(b->g, lim, d.max);
     /* A change of algorithm or bounds starts the algorithm afresh; the
      * same ones keep the limit they reached. */
     if (d.algo != b->algo || (d.algo != RL_INFLIGHT_FIXED &&

@@ -15,6 +15,10 @@
 
 struct rl_inflight;
 
+/* A fleet-wide (mode=global) in-flight limit's most keys (max_keys): each
+ * round walks its entries (inflight/global.c). */
+#define RL_IFL_GLOBAL_KEYS_MAX 16384u
+
 /* The module's start config. */
 typedef struct rl_inflight_cfg {
     uint32_t max_limits; /* the registry's capacity: one block pointer each */

@@ -85,6 +85,7 @@ typedef struct rl_ifl {
     rl_ifl_rec_t *recs;
     size_t bytes;     /* the allocation, keys and records with this header */
     struct rl_ifl *retired; /* a removed block's link, under the module's lock */
+    struct rl_ifl_global *g; /* mode=global: the lease (inflight/global.h); else NULL */
     /* Parameters: rl_limit_update stores them, acquires load them. */
     _Atomic uint32_t limit_now; /* fixed: max; adaptive: the algorithm's */
     _Atomic uint32_t nclasses;
@@ -191,6 +192,12 @@ int rl__ifl_exact_permit(const rl_t *rl, const rl_permit_t *p);
 int rl__ifl_exact_release(rl_t *rl, rl_permit_t *permit);
 /* An exact limit's figures over the local ones (rl__inflight_stats). */
 void rl__ifl_exact_stats(const rl_ifl_t *b, rl_limit_stats_t *s);
+/* An in-flight limit counted fleet-wide: mode=global on an instance with a
+ * global tier (without one, global reads as local, as for a rate limit). */
+static inline int rl__inflight_is_global(const rl_t *rl, const rl_limit_t *lim)
+{
+    return lim->mode == RL_MODE_GLOBAL && rl->limits.synced;
+}
 
 /* The sampler (sampler.c): a release's report, and the window it may close. */
 void rl__ifl_sample(rl_t *rl, rl_ifl_t *b, int32_t outcome, uint64_t latency_ns,

@@ -12,6 +12,7 @@
  */
 #include <string.h>
 #include "inflight/keys.h"
+#include "inflight/global.h"
 #include "base/structsize.h"
 
 /* ------------------------------------------------------ permits */
@@ -207,6 +208,26 @@ static void permit_write(rl_permit_t *p, uint32_t tag, int id, uint32_t gen, uin
 static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t key_len,
                       int32_t cls, rl_permit_t *permit, rl_decision_t *out);
 
+/* mode=global: a count taken beyond the key's block (or on_failure's cap
+ * without a lease) is given back. Every admitted permit saw the count,
+ * its own included, within the cap, so the key's permits never pass it.
+ * Both answers leave the key's demand for the next round: the count it
+ * reached, and one more for a denial. */
+static int global_admit(rl_ifl_t *b, int rc, uint32_t entry, uint64_t tag, uint64_t now,
+                        uint32_t *held)
+{
+    if (rc == RL_ALLOW && *held > rl__ifl_global_cap(b, entry, tag, now)) {
+        rl__ifl_key_give(b, entry, -1);
+        (*held)--;
+        rc = RL_DENY;
+    }
+    if (rc == RL_DENY)
+        rl__ifl_global_denied(b, entry, tag, *held);
+    else if (rc == RL_ALLOW)
+        rl__ifl_global_seen(b, entry, tag, *held);
+    return rc;
+}
+
 int rl_inflight_acquire(rl_t *rl, int limit, const void *key, size_t key_len, int32_t cls,
                         rl_permit_t *permit, rl_decision_t *out)
 {
@@ -270,6 +291,8 @@ static int acquire_in(rl_t *rl, rl_ifl_t *b, int limit, const void *key, size_t 
         entry = home;
     else
         rc = rl__ifl_key_take(b, tag, home, &t, &entry, &held);
+    if (b->g != NULL && rc != RL_INFLIGHT_NOENTRY)
+        rc = global_admit(b, rc, entry, tag, now, &held);
     if (rc != RL_ALLOW)
         return acquire_denied(rl, b, limit, rc, t.limit, held, stripe, out);
     uint64_t s = 0;

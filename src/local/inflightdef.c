@@ -140,14 +140,15 @@ int rl__inflight_validate(const rl_limit_t *lim, char *err, size_t errlen)
         lim->mode != RL_MODE_EXACT)
         rc = rl__errf(err, errlen, RL_EMODE,
                       "mode: an in-flight limit is per process (mode=local) or fleet-wide "
-                      "(mode=exact); mode=%s is not built for it",
+                      "(mode=global, mode=exact); mode=%s is not built for it",
                       lim->mode == RL_MODE_TIERED ? "tiered" : "unknown");
     if (rc == 0 && lim->mode == RL_MODE_EXACT)
         rc = exact_valid(lim, err, errlen);
-    else if (rc == 0 && lim->on_failure != RL_FAIL_DEFAULT && lim->on_failure != RL_FAIL_CLOSED)
+    else if (rc == 0 && lim->on_failure != RL_FAIL_DEFAULT && lim->on_failure != RL_FAIL_CLOSED &&
+             lim->mode != RL_MODE_GLOBAL)
         rc = rl__errf(err, errlen, RL_ERANGE,
-                      "on_failure: an in-flight key without an entry or a permit is denied "
-                      "(closed); open and local are not built for it");
+                      "on_failure: a per-process in-flight limit has no lease to lose (open and "
+                      "local are for mode=global, without its lease)");
     if (rc == 0)
         rc = bounds_valid(lim, err, errlen);
     return rc != 0 ? rc : classes_valid(lim, err, errlen);

@@ -9,5 +9,6 @@ extern const char rl__lua_exact[];
 extern const char rl__lua_quota[];
 extern const char rl__lua_inflight[];
 extern const char rl__lua_reserve[];
+extern const char rl__lua_inflight_lease[];
 
 #endif

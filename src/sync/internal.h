@@ -225,7 +225,7 @@ static inline void rl__sync_count(rl_sync_t *s, int which, uint64_t n)
 enum { FIRST_PENDING, FIRST_OK, FIRST_AUTH, FIRST_FAILED };
 
 /* The scripts the sync thread runs: entries of its script registry. */
-enum { RL_SYNC_SCRIPT_REPORT, RL_SYNC_SCRIPT_NODES, RL_SYNC_SCRIPT_N };
+enum { RL_SYNC_SCRIPT_REPORT, RL_SYNC_SCRIPT_NODES, RL_SYNC_SCRIPT_LEASE, RL_SYNC_SCRIPT_N };
 
 /* The registry script's state, mirrored for rl__sync_counters. */
 static inline void rl__sync_mirror_nodes(rl_sync_t *s)
@@ -314,6 +314,10 @@ extern const rl_sync_driver_t rl__sync_step_driver;
 
 /* sync/sync.c: run a round now; its replies are awaited deadline_ms. */
 void rl__sync_run_round(rl_sync_t *s, uint32_t deadline_ms);
+
+/* sync/inflight.c: the round's lease calls of fleet-wide in-flight limits
+ * (one per limit; each in flight counted in in_flight). */
+void rl__sync_inflight_round(rl_sync_t *s);
 
 /* sync/heartbeat.c: this node's heartbeat in the registry (rkeys keys of
  * rlimits limits report this round). */

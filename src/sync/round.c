@@ -346,6 +346,8 @@ void rl__sync_round(rl_sync_t *s)
         s->round_failed = 1; /* nothing to report, and no PING to probe with */
     else if (n > 0)
         requeue(s, n); /* not connected: the round failed above */
+    if (ready)
+        rl__sync_inflight_round(s);
     if (s->in_flight == 0)
         rl__sync_round_done(s);
 }

@@ -160,8 +160,11 @@ static void load_script(rl_sync_t *s)
 {
     rl__redis_scripts_load(&s->scripts, rl__redis_route_context(&s->route, NULL, 0),
                            RL_SYNC_SCRIPT_REPORT, uv_now(&s->loop));
-    /* Pipelined behind it: the registry is ready when the first round runs. */
+    /* Pipelined behind it: the registry and the in-flight leases are ready
+     * when the first round runs. */
     rl__sync_load_nodes(s);
+    rl__redis_scripts_load(&s->scripts, rl__redis_route_context(&s->route, NULL, 0),
+                           RL_SYNC_SCRIPT_LEASE, uv_now(&s->loop));
 }
 
 static void conn_connected(void *owner) { load_script(owner); }
@@ -186,6 +189,12 @@ static void script_loaded(void *owner, unsigned id, const redisReply *reply)
 {
     rl_sync_t *s = owner;
     int ready = rl__redis_scripts_ready(&s->scripts, id);
+    if (id == RL_SYNC_SCRIPT_LEASE) {
+        /* Loaded again by the next round that needs it (sync/inflight.c). */
+        if (!ready && reply != NULL && rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT))
+            rl__sync_error(s, rl__redis_classify(reply));
+        return;
+    }
     if (id == RL_SYNC_SCRIPT_NODES) {
         rl__sync_mirror_nodes(s);
         if (ready || reply == NULL || !rl__redis_scripts_ready(&s->scripts, RL_SYNC_SCRIPT_REPORT))
@@ -524,6 +533,7 @@ static int init_loop(rl_sync_t *s)
     static const char *const sources[RL_SYNC_SCRIPT_N] = {
         [RL_SYNC_SCRIPT_REPORT] = rl__lua_report,
         [RL_SYNC_SCRIPT_NODES] = rl__lua_nodes,
+        [RL_SYNC_SCRIPT_LEASE] = rl__lua_inflight_lease,
     };
     rl__redis_scripts_init(&s->scripts, sources, RL_SYNC_SCRIPT_N, script_loaded, s);
     rl_redis_route_cfg_t rc = {

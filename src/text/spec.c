@@ -537,7 +537,8 @@ int rl_limit_parse_sized(rl_limit_t *out, size_t size, const char *spec, char *e
 }
 
 /* What only the spec's words can tell of an in-flight limit: algo= without
- * limit=adaptive, mode=global written out, max= missing. */
+ * limit=adaptive, mode=global written out with an adaptive limit or
+ * partitions, max= missing. */
 static int inflight_words(rl_limit_t *out, const spec_ctx_t *c, unsigned seen, char *err,
                           size_t errlen)
 {
@@ -554,10 +555,11 @@ static int inflight_words(rl_limit_t *out, const spec_ctx_t *c, unsigned seen, c
                         "missing max (e.g. max=64: permits a key may hold at once)");
     if (!(seen & (1u << W_MODE)))
         out->mode = RL_MODE_LOCAL; /* an in-flight limit is per process */
-    else if (out->mode == RL_MODE_GLOBAL)
+    else if (out->mode == RL_MODE_GLOBAL && (c->adaptive || out->classes[0].name[0] != '\0'))
         return rl__errf(err, errlen, RL_EMODE,
-                        "mode: fleet-wide in-flight limits (mode=global) are not built yet "
-                        "(use mode=local, the default for kind=inflight)");
+                        "mode: a fleet-wide in-flight limit (mode=global) has a fixed max and "
+                        "no partitions; limit=adaptive and partitions are per process "
+                        "(mode=local)");
     rl__limit_resolve(out);
     return rl__limit_validate(out, err, errlen);
 }
