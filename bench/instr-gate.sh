@@ -23,8 +23,8 @@ decision 294
 hot 262
 batch32 310
 precise1s 240
-ifl_first 400
-ifl_held 416"
+ifl_first 412
+ifl_held 428"
 refs() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
     awk '/refs:/ { gsub(",", "", $4); print $4 }'

@@ -1728,7 +1728,10 @@ RL_EXTERN int rl_hotkeys(rl_t *rl, int limit, rl_hotkey_t *out, size_t n);
  * limit's memory (its key entries and permit pool) is kept until rl_close,
  * so that acquires and releases never count themselves in and out: each
  * remove and add again of one holds one more such block until then
- * (rl_limit_update changes a limit in place and holds nothing more).
+ * (rl_limit_update changes a limit in place and holds nothing more). Once
+ * removed blocks hold RL_INFLIGHT_RETIRED_MAX bytes or more, rl_limit_add
+ * of an in-flight limit returns RL_ENOMEM and logs why: the memory an
+ * instance holds stays bounded however often limits are replaced.
  *
  * Adaptive limits (limit=adaptive) move the limit between its min and max
  * from what releases report: each release's latency and outcome feeds a
@@ -1774,6 +1777,9 @@ enum {
 #define RL_INFLIGHT_KEYS_DEFAULT 1024u
 #define RL_INFLIGHT_KEYS_MAX 1048576u
 #define RL_INFLIGHT_POOL_MAX 1048576u
+/* Removed in-flight limits' blocks an instance keeps until rl_close before
+ * it refuses to add another in-flight limit (RL_ENOMEM): 256 MiB. */
+#define RL_INFLIGHT_RETIRED_MAX (UINT64_C(256) << 20)
 /* The adaptive limits' window. */
 #define RL_INFLIGHT_WINDOW_SAMPLES 10u
 #define RL_INFLIGHT_WINDOW_MS 1000u

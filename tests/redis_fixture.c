@@ -6,6 +6,8 @@
 #include <string.h>
 #include "redis_fixture.h"
 #include "testutil.h"
+#include "instance.h"
+#include "sync/sync.h"
 
 /* One server per suite process: the fixtures of a suite's cases run one
  * after another in the runner, and each forked test inherits the copy. */
@@ -68,6 +70,19 @@ void rl_test_redis_flushall(void)
     redisContext *r = rl_test_redis_client(0);
     freeReplyObject(redisCommand(r, "FLUSHALL"));
     rl_test_release(r);
+}
+
+int rl_test_sync_connected(rl_t *rl)
+{
+    rl_sync_counters_t c;
+    rl__sync_counters(rl->sync, &c);
+    return c.connected == 1;
+}
+
+void rl_test_wait_sync_connected(rl_t *const *nodes, int n)
+{
+    for (int i = 0; i < n; i++)
+        WAIT_FOR(rl_test_sync_connected(nodes[i]));
 }
 
 /* ------------------------------------------------------------------ TLS */

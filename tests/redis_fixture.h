@@ -18,6 +18,7 @@
 
 #include <check.h>
 #include <hiredis/hiredis.h>
+#include <ratelimit.h>
 #include "redis_harness.h"
 
 /* A plain server (RL_TEST_REDIS_PLAIN) around the case's tests. */
@@ -48,6 +49,14 @@ redisContext *rl_test_redis_client(int port);
 
 /* FLUSHALL on the fixture's server: a test starts from an empty Redis. */
 void rl_test_redis_flushall(void);
+
+/* 1 when rl's sync thread is connected with its scripts loaded, else 0. A
+ * manual round (rl__sync_step) asked for before that fails: a test that
+ * steps rounds waits for it first (rl_test_wait_sync_connected). */
+int rl_test_sync_connected(rl_t *rl);
+
+/* WAIT_FOR every one of the n instances' sync threads to be connected. */
+void rl_test_wait_sync_connected(rl_t *const *nodes, int n);
 
 /* ------------------------------------------------------------------ TLS */
 

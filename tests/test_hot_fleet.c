@@ -130,6 +130,7 @@ START_TEST(fleet_demand_marks_hot)
         n[i] = open_manual(name, &clk);
         ids[i] = rl_test_add(n[i], "name=h rate=1000/s burst=100 hot=0.3");
     }
+    rl_test_wait_sync_connected(n, NODES); /* a round before that fails */
     /* 200/s per node (600/s in all): no node alone passes 300/s */
     int r = 0, entered = -1;
     for (; r < 40 && entered < 0; r++) {

@@ -704,6 +704,41 @@ START_TEST(removal_races_calls)
 }
 END_TEST
 
+START_TEST(retired_blocks_bounded)
+{
+    /* A removed in-flight limit's block is kept until rl_close (calls never
+     * count themselves in): replacing limits again and again must end in a
+     * refusal, not in memory that grows without bound. */
+    rl_t *rl = rl_test_open(&clk, 0);
+    int keep = rl_test_add(rl, "name=keep kind=inflight max=2");
+    rl_limit_t lim;
+    char err[128];
+    ck_assert_int_eq(parse("name=big kind=inflight max=16 max_keys=65536", &lim, err, sizeof err),
+                     0);
+    int added = 0, rc = 0;
+    for (int i = 0; i < 64; i++) { /* 64 x 16 x 65536 permit records: far past the cap */
+        rc = rl_limit_add(rl, &lim);
+        if (rc < 0)
+            break;
+        added++;
+        ck_assert_int_eq(rl_limit_remove(rl, rc), 0);
+    }
+    ck_assert_int_eq(rc, RL_ENOMEM);
+    ck_assert_int_ge(added, 2);
+    /* What is live still works: an update in place, an acquire, a rate limit. */
+    ck_assert_int_eq(parse("name=keep kind=inflight max=3", &lim, err, sizeof err), 0);
+    ck_assert_int_eq(rl_limit_update(rl, keep, &lim), 0);
+    rl_permit_t p;
+    rl_decision_t d;
+    rl_decision_init(&d);
+    ck_assert_int_eq(rl_inflight_acquire(rl, keep, "k", 1, RL_INFLIGHT_NO_CLASS, &p, &d), RL_ALLOW);
+    ck_assert_uint_eq(d.limit, 3);
+    ck_assert_int_eq(rl_inflight_release(rl, &p, RL_INFLIGHT_SUCCESS, 0), 0);
+    ck_assert_int_ge(rl_test_add(rl, "name=rate rate=10/s"), 0);
+    rl_close(rl); /* frees every retired block: ASan and valgrind see no leak */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inflight");
@@ -721,6 +756,7 @@ static Suite *suite(void)
     tcase_add_test(tc, race_keys_share_entries);
     tcase_add_test(tc, race_first_acquires);
     tcase_add_test(tc, removal_races_calls);
+    tcase_add_test(tc, retired_blocks_bounded);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;

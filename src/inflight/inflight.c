@@ -43,6 +43,7 @@ static void block_retire(struct rl_inflight *m, rl_ifl_t *b)
 {
     b->retired = m->retired;
     m->retired = b;
+    m->retired_bytes += b->bytes;
 }
 
 void rl__inflight_destroy(struct rl_inflight *m)
@@ -128,6 +129,17 @@ int rl__inflight_add(rl_t *rl, int id, const rl_limit_t *lim)
         }
     }
     pthread_mutex_lock(&m->lock);
+    if (m->retired_bytes >= RL_INFLIGHT_RETIRED_MAX) {
+        uint64_t held = m->retired_bytes;
+        pthread_mutex_unlock(&m->lock);
+        block_free(m, b);
+        rl__log(&rl->logger, RL_LOG_ERROR,
+                "limit %.64s: not added: removed in-flight limits hold %llu MiB until rl_close "
+                "(at most %llu MiB); change a limit in place with rl_limit_update",
+                lim->name, (unsigned long long)(held >> 20),
+                (unsigned long long)(RL_INFLIGHT_RETIRED_MAX >> 20));
+        return RL_ENOMEM;
+    }
     params_store(b, lim, &d);
     uint64_t now = rl__ifl_now(rl, b);
     atomic_store_explicit(&b->next_sweep_ns, now + d.max_hold_ns / 4, memory_order_relaxed);

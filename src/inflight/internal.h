@@ -129,6 +129,7 @@ struct rl_inflight {
     pthread_mutex_t lock; /* add, update, remove, class names, retired */
     _Atomic(rl_ifl_t *) *blocks; /* by limit index */
     rl_ifl_t *retired;           /* removed blocks, freed by rl_close */
+    uint64_t retired_bytes;      /* theirs, under the lock: RL_INFLIGHT_RETIRED_MAX */
 };
 
 /*
