@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "redis_fixture.h"
+#include "procs.h"
 #include "instance.h"
 #include "sync/sync.h"
 
@@ -81,22 +82,6 @@ static void node_log(void *ud, int32_t level, const char *msg)
     (void)ud;
     if (level == RL_LOG_WARN && strstr(msg, "can evict this library's keys") != NULL)
         atomic_fetch_add(&evict_warnings, 1);
-}
-
-static void put(int fd, const void *p, size_t n)
-{
-    if (write(fd, p, n) != (ssize_t)n)
-        _exit(3);
-}
-
-static void get(int fd, void *p, size_t n)
-{
-    for (size_t got = 0; got < n;) {
-        ssize_t r = read(fd, (char *)p + got, n - got);
-        if (r <= 0)
-            _exit(4);
-        got += (size_t)r;
-    }
 }
 
 typedef struct node {
@@ -188,15 +173,15 @@ static void node_main(int idx, const char *url, int in, int out)
     static node_t n;
     n.idx = idx;
     node_open(&n, url);
-    put(out, &idx, sizeof idx); /* ready */
+    rl_test_put(out, &idx, sizeof idx); /* ready */
     for (;;) {
         cmd_t k;
-        get(in, &k, sizeof k);
+        rl_test_get(in, &k, sizeof k);
         if (k.op == OP_ROUND) {
             round_out_t o;
             memset(&o, 0, sizeof o); /* padding too: the bytes go down a pipe */
             node_round(&n, k.round, &o);
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
         } else if (k.op == OP_SYNC) {
             atomic_store(&n.clk.precise_ns, START_NS + (uint64_t)(k.round + 1) * STEPS * 10000000u);
             sync_out_t o;
@@ -206,7 +191,7 @@ static void node_main(int idx, const char *url, int in, int out)
             rl_stats_init(&st);
             rl_stats(n.rl, &st);
             o.health = st.health;
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
         } else {
             close_out_t o;
             memset(&o, 0, sizeof o);
@@ -214,7 +199,7 @@ static void node_main(int idx, const char *url, int in, int out)
             rl_close(n.rl);
             o.close_us = (rl_test_now_ns() - t0) / 1000u;
             o.evict_warnings = atomic_load(&evict_warnings);
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
             _exit(0);
         }
     }
@@ -223,19 +208,13 @@ static void node_main(int idx, const char *url, int in, int out)
 /* ---------------------------------------------------------- the parent */
 
 typedef struct fleet {
-    pid_t pid[NODES];
-    int to[NODES], from[NODES];
+    rl_test_procs_t procs;
 } fleet_t;
 
 static void fleet_kill(void *p)
 {
     fleet_t *f = p;
-    for (int i = 0; i < NODES; i++)
-        if (f->pid[i] > 0) {
-            kill(f->pid[i], SIGKILL);
-            waitpid(f->pid[i], NULL, 0);
-            f->pid[i] = 0;
-        }
+    rl_test_procs_stop(&f->procs);
     free(f);
 }
 
@@ -259,33 +238,14 @@ static rl_test_redis_t *lru_server(char *url, size_t cap)
     return srv;
 }
 
+static void proc_main(int idx, int in, int out, void *url) { node_main(idx, url, in, out); }
+
 static fleet_t *fleet_start(const char *url)
 {
     fleet_t *f = calloc(1, sizeof *f);
     ck_assert_ptr_nonnull(f);
     rl_test_hold(f, fleet_kill);
-    for (int i = 0; i < NODES; i++) {
-        int down[2], up[2];
-        ck_assert_int_eq(pipe(down), 0);
-        ck_assert_int_eq(pipe(up), 0);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            node_main(i, url, down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        f->pid[i] = pid;
-        f->to[i] = down[1];
-        f->from[i] = up[0];
-    }
-    for (int i = 0; i < NODES; i++) {
-        int ready = -1;
-        get(f->from[i], &ready, sizeof ready);
-        ck_assert_int_eq(ready, i);
-    }
+    rl_test_procs_start(&f->procs, NODES, proc_main, (void *)url);
     return f;
 }
 
@@ -293,7 +253,7 @@ static void send_all(fleet_t *f, int op, int round)
 {
     cmd_t k = {op, round};
     for (int i = 0; i < NODES; i++)
-        put(f->to[i], &k, sizeof k);
+        rl_test_put(f->procs.to[i], &k, sizeof k);
 }
 
 static long long info_number(redisContext *r, const char *section, const char *field)
@@ -397,7 +357,7 @@ static void run_rounds(fleet_t *f, rl_test_redis_t *srv, run_t *run)
         send_all(f, OP_ROUND, round);
         for (int i = 0; i < NODES; i++) {
             round_out_t o;
-            get(f->from[i], &o, sizeof o);
+            rl_test_get(f->procs.from[i], &o, sizeof o);
             ck_assert_uint_eq(o.bad, 0);
             for (int h = 0; h < HOT; h++)
                 for (int s = 0; s < STEPS; s++)
@@ -408,7 +368,7 @@ static void run_rounds(fleet_t *f, rl_test_redis_t *srv, run_t *run)
         send_all(f, OP_SYNC, round);
         for (int i = 0; i < NODES; i++) {
             sync_out_t o;
-            get(f->from[i], &o, sizeof o);
+            rl_test_get(f->procs.from[i], &o, sizeof o);
             if (run->outage_from < 0)
                 ck_assert_msg(o.rc == 0, "node %d's round %d failed", i, round);
             healthy += o.health == RL_HEALTH_HEALTHY;
@@ -471,11 +431,8 @@ static void close_fleet(fleet_t *f, rl_test_redis_t *srv, const run_t *run)
     uint64_t close_us_max = 0;
     for (int i = 0; i < NODES; i++) {
         close_out_t o;
-        get(f->from[i], &o, sizeof o);
-        int st = 0;
-        ck_assert_int_eq(waitpid(f->pid[i], &st, 0), f->pid[i]);
-        f->pid[i] = 0;
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d ended with %d", i, st);
+        rl_test_get(f->procs.from[i], &o, sizeof o);
+        rl_test_procs_reap(&f->procs, i);
         /* Once per policy: the restarted server has the same one. */
         ck_assert_uint_eq(o.evict_warnings, 1);
         close_us_max = o.close_us > close_us_max ? o.close_us : close_us_max;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "redis_fixture.h"
+#include "procs.h"
 #include "redis_harness.h"
 #include "instance.h"
 #include "sync/sync.h"
@@ -64,22 +65,6 @@ typedef struct reply {
     uint32_t admitted;     /* this command's acquires admitted */
     uint32_t bad;          /* an answer that was neither allow nor deny */
 } reply_t;
-
-static void put(int fd, const void *p, size_t n)
-{
-    if (write(fd, p, n) != (ssize_t)n)
-        _exit(3);
-}
-
-static void get(int fd, void *p, size_t n)
-{
-    for (size_t got = 0; got < n;) {
-        ssize_t r = read(fd, (char *)p + got, n - got);
-        if (r <= 0)
-            _exit(4);
-        got += (size_t)r;
-    }
-}
 
 typedef struct node {
     int idx;
@@ -176,10 +161,10 @@ static void node_main(int idx, const char *url, const char *on_failure, int in, 
     memset(&n, 0, sizeof n);
     n.idx = idx;
     node_open(&n, url, on_failure);
-    put(out, &idx, sizeof idx); /* ready */
+    rl_test_put(out, &idx, sizeof idx); /* ready */
     for (;;) {
         cmd_t k;
-        get(in, &k, sizeof k);
+        rl_test_get(in, &k, sizeof k);
         reply_t o;
         memset(&o, 0, sizeof o); /* padding too: the bytes go down a pipe */
         atomic_store(&n.clk.precise_ns, k.vt_ns);
@@ -195,12 +180,12 @@ static void node_main(int idx, const char *url, const char *on_failure, int in, 
                 release_at(&n, k.key, 0, &o);
         } else {
             rl_close(n.rl);
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
             _exit(0);
         }
         for (int j = 0; j < KEYS; j++)
             o.held[j] = n.n[j];
-        put(out, &o, sizeof o);
+        rl_test_put(out, &o, sizeof o);
     }
 }
 
@@ -209,8 +194,7 @@ static void node_main(int idx, const char *url, const char *on_failure, int in, 
 typedef struct fleet {
     rl_test_redis_t srv; /* the fleet's own server: a test kills and restarts it */
     char url[64];
-    pid_t pid[NODES];
-    int to[NODES], from[NODES];
+    rl_test_procs_t procs;
     uint64_t vt;
     reply_t last[NODES];
 } fleet_t;
@@ -218,14 +202,19 @@ typedef struct fleet {
 static void fleet_kill(void *p)
 {
     fleet_t *f = p;
-    for (int i = 0; i < NODES; i++)
-        if (f->pid[i] > 0) {
-            kill(f->pid[i], SIGKILL);
-            waitpid(f->pid[i], NULL, 0);
-            f->pid[i] = 0;
-        }
+    rl_test_procs_stop(&f->procs);
     rl_test_redis_stop(&f->srv);
     free(f);
+}
+
+typedef struct proc_args {
+    const char *url, *on_failure;
+} proc_args_t;
+
+static void proc_main(int idx, int in, int out, void *arg)
+{
+    const proc_args_t *a = arg;
+    node_main(idx, a->url, a->on_failure, in, out);
 }
 
 static fleet_t *fleet_start(const char *on_failure)
@@ -237,38 +226,17 @@ static fleet_t *fleet_start(const char *on_failure)
     ck_assert_msg(rl_test_redis_start(&f->srv, err, sizeof err) == 0, "%s", err);
     snprintf(f->url, sizeof f->url, "redis://127.0.0.1:%d", f->srv.port);
     f->vt = START_NS;
-    const char *url = f->url;
-    for (int i = 0; i < NODES; i++) {
-        int down[2], up[2];
-        ck_assert_int_eq(pipe(down), 0);
-        ck_assert_int_eq(pipe(up), 0);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            node_main(i, url, on_failure, down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        f->pid[i] = pid;
-        f->to[i] = down[1];
-        f->from[i] = up[0];
-    }
-    for (int i = 0; i < NODES; i++) {
-        int ready = -1;
-        get(f->from[i], &ready, sizeof ready);
-        ck_assert_int_eq(ready, i);
-    }
+    proc_args_t args = {f->url, on_failure};
+    rl_test_procs_start(&f->procs, NODES, proc_main, &args);
     return f;
 }
 
 static reply_t node_do(fleet_t *f, int i, int op, int key, uint32_t n, uint32_t seed)
 {
     cmd_t k = {op, key, n, seed, f->vt};
-    put(f->to[i], &k, sizeof k);
+    rl_test_put(f->procs.to[i], &k, sizeof k);
     reply_t o;
-    get(f->from[i], &o, sizeof o);
+    rl_test_get(f->procs.from[i], &o, sizeof o);
     ck_assert_uint_eq(o.bad, 0);
     f->last[i] = o;
     return o;
@@ -281,7 +249,7 @@ static int fleet_round(fleet_t *f)
     f->vt += (uint64_t)INTERVAL_MS * 1000000u;
     int ok = 0;
     for (int i = 0; i < NODES; i++)
-        if (f->pid[i] > 0)
+        if (f->procs.pid[i] > 0)
             ok += node_do(f, i, OP_ROUND, 0, 0, 0).rc == 0;
     return ok;
 }
@@ -302,7 +270,7 @@ static uint32_t held_sum(const fleet_t *f, int key)
 {
     uint32_t s = 0;
     for (int i = 0; i < NODES; i++)
-        if (f->pid[i] > 0)
+        if (f->procs.pid[i] > 0)
             s += f->last[i].held[key];
     return s;
 }
@@ -386,9 +354,7 @@ START_TEST(a_killed_holder_returns_its_block_within_a_lease)
     fleet_t *f = fleet_start("closed");
     node0_takes_all(f);
     ck_assert_int_gt(node_fields(f, 0), 0);
-    kill(f->pid[0], SIGKILL);
-    waitpid(f->pid[0], NULL, 0);
-    f->pid[0] = 0;
+    rl_test_procs_kill(&f->procs, 0);
     /* Its last report was the round before: its block lives one lease
      * (2 rounds) from then. */
     int rounds = 0;
@@ -493,13 +459,10 @@ START_TEST(close_hands_the_blocks_back)
     node0_takes_all(f);
     ck_assert_int_gt(node_fields(f, 0), 0);
     cmd_t k = {OP_CLOSE, 0, 0, 0, f->vt};
-    put(f->to[0], &k, sizeof k);
+    rl_test_put(f->procs.to[0], &k, sizeof k);
     reply_t o;
-    get(f->from[0], &o, sizeof o);
-    int st = 0;
-    waitpid(f->pid[0], &st, 0);
-    f->pid[0] = 0;
-    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    rl_test_get(f->procs.from[0], &o, sizeof o);
+    rl_test_procs_reap(&f->procs, 0);
     ck_assert_int_eq(node_fields(f, 0), 0);
     /* At once, not a lease later: the next round hands it out. */
     ck_assert_int_eq(fleet_round(f), NODES - 1);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "redis_fixture.h"
+#include "procs.h"
 #include "instance.h"
 #include "sync/sync.h"
 
@@ -86,22 +87,6 @@ typedef struct sync_out {
 typedef struct stats_out {
     uint64_t reserved, denied, settled_up, debt_tokens;
 } stats_out_t;
-
-static void put(int fd, const void *p, size_t n)
-{
-    if (write(fd, p, n) != (ssize_t)n)
-        _exit(3);
-}
-
-static void get(int fd, void *p, size_t n)
-{
-    for (size_t got = 0; got < n;) {
-        ssize_t r = read(fd, (char *)p + got, n - got);
-        if (r <= 0)
-            _exit(4);
-        got += (size_t)r;
-    }
-}
 
 /* ------------------------------------------------------------ a node */
 
@@ -242,14 +227,14 @@ static void node_main(int idx, const char *url, int run, int in, int out)
     static node_t n;
     n.idx = idx;
     node_open(&n, url, run);
-    put(out, &idx, sizeof idx); /* ready */
+    rl_test_put(out, &idx, sizeof idx); /* ready */
     for (;;) {
         cmd_t k;
-        get(in, &k, sizeof k);
+        rl_test_get(in, &k, sizeof k);
         if (k.op == OP_ROUND) {
             round_out_t o;
             node_round(&n, k.round, &o);
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
         } else if (k.op == OP_SYNC) {
             atomic_store(&n.clk.precise_ns,
                          START_NS + (uint64_t)(k.round + 1) * STEPS * 10000000u);
@@ -260,7 +245,7 @@ static void node_main(int idx, const char *url, int run, int in, int out)
             rl_stats_init(&st);
             rl_stats(n.rl, &st);
             o.health = st.health;
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
         } else if (k.op == OP_STATS) {
             stats_out_t o;
             memset(&o, 0, sizeof o);
@@ -272,7 +257,7 @@ static void node_main(int idx, const char *url, int run, int in, int out)
             o.denied = st.denied;
             o.settled_up = st.settled_up;
             o.debt_tokens = st.debt_tokens;
-            put(out, &o, sizeof o);
+            rl_test_put(out, &o, sizeof o);
         } else {
             rl_close(n.rl);
             _exit(0);
@@ -283,20 +268,19 @@ static void node_main(int idx, const char *url, int run, int in, int out)
 /* ---------------------------------------------------------- the parent */
 
 typedef struct fleet {
-    pid_t pid[NODES];
-    int to[NODES], from[NODES];
+    rl_test_procs_t procs;
 } fleet_t;
 
 static void fleet_kill(void *p)
 {
     fleet_t *f = p;
-    for (int i = 0; i < NODES; i++)
-        if (f->pid[i] > 0) {
-            kill(f->pid[i], SIGKILL);
-            waitpid(f->pid[i], NULL, 0);
-            f->pid[i] = 0;
-        }
+    rl_test_procs_stop(&f->procs);
     free(f);
+}
+
+static void proc_main(int idx, int in, int out, void *run)
+{
+    node_main(idx, rl_test_redis_url(), *(const int *)run, in, out);
 }
 
 static fleet_t *fleet_start(int run)
@@ -304,28 +288,7 @@ static fleet_t *fleet_start(int run)
     fleet_t *f = calloc(1, sizeof *f);
     ck_assert_ptr_nonnull(f);
     rl_test_hold(f, fleet_kill);
-    for (int i = 0; i < NODES; i++) {
-        int down[2], up[2];
-        ck_assert_int_eq(pipe(down), 0);
-        ck_assert_int_eq(pipe(up), 0);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            node_main(i, rl_test_redis_url(), run, down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        f->pid[i] = pid;
-        f->to[i] = down[1];
-        f->from[i] = up[0];
-    }
-    for (int i = 0; i < NODES; i++) {
-        int ready = -1;
-        get(f->from[i], &ready, sizeof ready);
-        ck_assert_int_eq(ready, i);
-    }
+    rl_test_procs_start(&f->procs, NODES, proc_main, &run);
     return f;
 }
 
@@ -342,9 +305,9 @@ static void fleet_warm(fleet_t *f)
         int healthy = 0;
         for (int i = 0; i < NODES; i++) {
             cmd_t k = {OP_SYNC, -1};
-            put(f->to[i], &k, sizeof k);
+            rl_test_put(f->procs.to[i], &k, sizeof k);
             sync_out_t o;
-            get(f->from[i], &o, sizeof o);
+            rl_test_get(f->procs.from[i], &o, sizeof o);
             healthy += o.rc == 0 && o.health == RL_HEALTH_HEALTHY;
         }
         if (pass + 1 >= WARM_PASSES && healthy == NODES)
@@ -355,7 +318,7 @@ static void fleet_warm(fleet_t *f)
 static void send_one(fleet_t *f, int i, int op, int round)
 {
     cmd_t k = {op, round};
-    put(f->to[i], &k, sizeof k);
+    rl_test_put(f->procs.to[i], &k, sizeof k);
 }
 
 /* Tokens whose work started in each 10 ms step, the fleet's. */
@@ -372,7 +335,7 @@ static uint32_t run_rounds(fleet_t *f, int rounds)
             send_one(f, i, OP_ROUND, round);
         for (int i = 0; i < NODES; i++) {
             round_out_t o;
-            get(f->from[i], &o, sizeof o);
+            rl_test_get(f->procs.from[i], &o, sizeof o);
             ck_assert_uint_eq(o.bad, 0);
             refused += o.refused;
             for (int s = 0; s < STEPS + AHEAD; s++)
@@ -382,7 +345,7 @@ static uint32_t run_rounds(fleet_t *f, int rounds)
             int i = (round + j) % NODES;
             send_one(f, i, OP_SYNC, round);
             sync_out_t o;
-            get(f->from[i], &o, sizeof o);
+            rl_test_get(f->procs.from[i], &o, sizeof o);
             ck_assert_msg(o.rc == 0, "node %d's round %d failed", i, round);
         }
     }
@@ -396,7 +359,7 @@ static stats_out_t fleet_stats(fleet_t *f)
     for (int i = 0; i < NODES; i++) {
         send_one(f, i, OP_STATS, 0);
         stats_out_t o;
-        get(f->from[i], &o, sizeof o);
+        rl_test_get(f->procs.from[i], &o, sizeof o);
         sum.reserved += o.reserved;
         sum.denied += o.denied;
         sum.settled_up += o.settled_up;
@@ -409,10 +372,7 @@ static void fleet_close(fleet_t *f)
 {
     for (int i = 0; i < NODES; i++) {
         send_one(f, i, OP_CLOSE, 0);
-        int st = 0;
-        ck_assert_int_eq(waitpid(f->pid[i], &st, 0), f->pid[i]);
-        f->pid[i] = 0;
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "node %d ended with %d", i, st);
+        rl_test_procs_reap(&f->procs, i);
     }
 }
 
