@@ -185,25 +185,6 @@ static void failed_told(rl_t *rl, rl_ifl_t *b, const char *limit, const char *wh
 
 /* ------------------------------------------------------ acquire */
 
-static void decision(rl_decision_t *out, const char *policy, int allowed, uint32_t limit,
-                     uint64_t held, uint64_t retry_ms, uint32_t flags)
-{
-    if (out == NULL)
-        return;
-    rl_decision_t d;
-    memset(&d, 0, sizeof d);
-    d.size = out->size;
-    d.allowed = allowed ? RL_ALLOW : RL_DENY;
-    d.limit = limit;
-    d.burst = limit;
-    d.remaining = held < limit ? limit - held : 0;
-    d.inflight = held;
-    d.retry_after_ms = allowed ? 0 : retry_ms;
-    d.flags = RL_FLAG_INFLIGHT | flags;
-    d.policy = policy;
-    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
-}
-
 static void permit_put(rl_t *rl, rl_permit_t *p, int limit, uint64_t digest, uint32_t id,
                        uint64_t end)
 {
@@ -236,14 +217,14 @@ static int degraded(rl_t *rl, rl_ifl_t *b, rl_limit_slot_t *ls, unsigned stripe,
     rl__stat_add(ls, stripe, of == RL_FAIL_OPEN ? RL_STAT_DEG_OPEN : RL_STAT_DEG_CLOSED);
     if (of != RL_FAIL_OPEN) {
         rl__stat_add(ls, stripe, RL_STAT_DENIED);
-        decision(out, ls->name, 0, max, 0, FAIL_RETRY_MS, RL_FLAG_DEGRADED);
+        rl__ifl_decision(out, ls->name, 0, max, 0, FAIL_RETRY_MS, RL_FLAG_DEGRADED);
         return RL_DENY;
     }
     permit_put(rl, permit, limit, digest, id, 0);
     /* relaxed: a statistic. */
     atomic_fetch_add_explicit(&b->x_held, 1, memory_order_relaxed);
     rl__stat_add(ls, stripe, RL_STAT_ADMITTED);
-    decision(out, ls->name, 1, max, 0, 0, RL_FLAG_DEGRADED);
+    rl__ifl_decision(out, ls->name, 1, max, 0, 0, RL_FLAG_DEGRADED);
     return RL_ALLOW;
 }
 
@@ -281,7 +262,7 @@ int rl__ifl_exact_acquire(rl_t *rl, rl_ifl_t *b, int limit, const void *key, siz
         rl__stat_add(ls, stripe, RL_STAT_DENIED);
         if (r.status == 2)
             rl__stat_add(ls, stripe, RL_STAT_NOSLOT);
-        decision(out, ls->name, 0, max, held,
+        rl__ifl_decision(out, ls->name, 0, max, held,
                  wait < DENY_RETRY_CAP_MS ? wait : DENY_RETRY_CAP_MS,
                  r.status == 2 ? RL_FLAG_NOSLOT : 0);
         return RL_DENY;
@@ -291,7 +272,7 @@ int rl__ifl_exact_acquire(rl_t *rl, rl_ifl_t *b, int limit, const void *key, siz
     /* relaxed: a statistic. */
     atomic_fetch_add_explicit(&b->x_held, 1, memory_order_relaxed);
     rl__stat_add(ls, stripe, RL_STAT_ADMITTED);
-    decision(out, ls->name, 1, max, held, 0, RL_FLAG_EXACT);
+    rl__ifl_decision(out, ls->name, 1, max, held, 0, RL_FLAG_EXACT);
     return RL_ALLOW;
 }
 

@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include "core.h"
 #include "inflight/inflight.h"
 #include "inflight/adaptive.h"
@@ -161,6 +162,28 @@ static inline void rl__ifl_leave(struct rl_inflight *m, rl_ifl_t *b)
  * samples are latencies; the coarse one (a tick, 4 ms by default, and a
  * third of the cost) for a fixed limit, which measures only max_hold and
  * its Retry-After hint. */
+/* An in-flight decision into out (its size respected; NULL: nothing): the
+ * limit, what the key holds, and on a deny the wait to suggest. */
+static inline void rl__ifl_decision(rl_decision_t *out, const char *policy, int allowed,
+                                    uint32_t limit, uint64_t held, uint64_t retry_ms,
+                                    uint32_t flags)
+{
+    if (out == NULL)
+        return;
+    rl_decision_t d;
+    memset(&d, 0, sizeof d);
+    d.size = out->size;
+    d.allowed = allowed ? RL_ALLOW : RL_DENY;
+    d.limit = limit;
+    d.burst = limit;
+    d.remaining = held < limit ? limit - held : 0;
+    d.inflight = held;
+    d.retry_after_ms = allowed ? 0 : retry_ms;
+    d.flags = RL_FLAG_INFLIGHT | flags;
+    d.policy = policy;
+    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
+}
+
 static inline uint64_t rl__ifl_now(rl_t *rl, const rl_ifl_t *b)
 {
     /* relaxed: a parameter. */

@@ -142,27 +142,17 @@ static inline void sweep(rl_t *rl, rl_ifl_t *b, uint64_t now)
 
 /* ------------------------------------------------------ the decision */
 
-static __attribute__((noinline)) void write_decision(rl_decision_t *out, rl_limit_slot_t *ls, rl_ifl_t *b, int allowed,
-                           uint32_t limit, uint32_t held, uint32_t flags)
+static __attribute__((noinline)) void write_decision(rl_decision_t *out, rl_limit_slot_t *ls,
+                                                     rl_ifl_t *b, int allowed, uint32_t limit,
+                                                     uint32_t held, uint32_t flags)
 {
-    if (out == NULL)
-        return;
-    rl_decision_t d;
-    memset(&d, 0, sizeof d);
-    d.size = out->size;
-    d.allowed = allowed ? RL_ALLOW : RL_DENY;
-    d.limit = limit;
-    d.burst = limit;
-    d.remaining = held < limit ? limit - held : 0;
-    d.inflight = held;
-    d.flags = RL_FLAG_INFLIGHT | flags;
-    if (!allowed) {
+    uint64_t retry_ms = 0;
+    if (out != NULL && !allowed) {
         /* relaxed: a hint. */
         uint64_t mean = atomic_load_explicit(&b->mean_ns, memory_order_relaxed);
-        d.retry_after_ms = mean == 0 ? 1000u : mean < 1000000u ? 1u : (mean + 999999u) / 1000000u;
+        retry_ms = mean == 0 ? 1000u : mean < 1000000u ? 1u : (mean + 999999u) / 1000000u;
     }
-    d.policy = ls != NULL ? ls->name : NULL;
-    memcpy(out, &d, out->size < sizeof d ? out->size : sizeof d);
+    rl__ifl_decision(out, ls != NULL ? ls->name : NULL, allowed, limit, held, retry_ms, flags);
 }
 
 static void fail_decision(rl_decision_t *out)
