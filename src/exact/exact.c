@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "redis/caller.h"
 #include "redis/keys.h"
+#include "redis/reply.h"
 #include "redis/url.h"
 
 struct rl_exact {
@@ -183,17 +184,14 @@ static void make_args(const rl_exact_t *x, const rl_exact_req_t *r, exact_args_t
 static void parse(void *ud, int status, const redisReply *reply)
 {
     rl_exact_answer_t *a = ud;
-    a->ok = 0;
-    if (status != RL_CALL_REPLY || reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)
+    uint64_t v[4];
+    a->ok = status == RL_CALL_REPLY && rl__redis_uint_array(reply, v, 4);
+    if (!a->ok)
         return;
-    for (int i = 0; i < 4; i++)
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER || reply->element[i]->integer < 0)
-            return;
-    a->ok = 1;
-    a->allowed = reply->element[0]->integer == 1;
-    a->remaining = (uint64_t)reply->element[1]->integer;
-    a->retry_ms = ((uint64_t)reply->element[2]->integer + 999u) / 1000u;
-    a->reset_ms = ((uint64_t)reply->element[3]->integer + 999u) / 1000u;
+    a->allowed = v[0] == 1;
+    a->remaining = v[1];
+    a->retry_ms = (v[2] + 999u) / 1000u;
+    a->reset_ms = (v[3] + 999u) / 1000u;
 }
 
 void rl__exact_check(rl_exact_t *x, const rl_exact_req_t *r, rl_exact_answer_t *a)

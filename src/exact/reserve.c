@@ -5,6 +5,7 @@
 #include <string.h>
 #include "exact/reserve.h"
 #include "redis/caller.h"
+#include "redis/reply.h"
 
 enum { NARGS = 9 };
 
@@ -73,18 +74,15 @@ static void make_args(rl_exact_t *x, const rl_exact_rsv_t *r, rsv_args_t *a)
 static void parse(void *ud, int status, const redisReply *reply)
 {
     rl_exact_rsv_answer_t *a = ud;
-    a->ok = 0;
-    if (status != RL_CALL_REPLY || reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)
+    uint64_t v[4];
+    a->ok = status == RL_CALL_REPLY && rl__redis_uint_array(reply, v, 4);
+    if (!a->ok)
         return;
-    for (int i = 0; i < 4; i++)
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER || reply->element[i]->integer < 0)
-            return;
-    a->code = (int)reply->element[0]->integer;
-    a->remaining = (uint64_t)reply->element[1]->integer;
+    a->code = (int)v[0];
+    a->remaining = v[1];
     /* A reserve's third is the wait in us; a settle's the estimate or actual. */
-    a->first = (uint64_t)reply->element[2]->integer;
-    a->ok = 1;
-    a->reset_ms = ((uint64_t)reply->element[3]->integer + 999u) / 1000u;
+    a->first = v[2];
+    a->reset_ms = (v[3] + 999u) / 1000u;
 }
 
 void rl__exact_rsv(rl_exact_t *x, const rl_exact_rsv_t *r, rl_exact_rsv_answer_t *a)

@@ -40,3 +40,16 @@ const char *rl__redis_reply_text(const redisReply *reply)
                ? reply->str
                : "unexpected reply";
 }
+
+int rl__redis_uint_array(const redisReply *reply, uint64_t *out, size_t n)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = reply->element[i];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+            return 0;
+        out[i] = (uint64_t)e->integer;
+    }
+    return 1;
+}
